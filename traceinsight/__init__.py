@@ -1,0 +1,32 @@
+"""traceinsight: turn PyTorch profiler traces into answers.
+
+Analysis needs only polars; ``traceinsight.capture`` needs torch (the ``capture`` extra).
+Heavy imports are lazy so that ``import traceinsight.capture`` works where polars is absent
+(for example on a GPU box that only records traces).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from traceinsight.trace.model import Trace, TraceMeta
+
+__all__ = ["Trace", "TraceMeta", "__version__", "load"]
+
+
+def load(path: Any, *, cache: bool = True) -> Trace:
+    """Load a Kineto trace (``.json`` / ``.json.gz``) into a :class:`Trace`."""
+    from traceinsight.trace.loader import load as _load
+
+    return _load(path, cache=cache)
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("Trace", "TraceMeta"):
+        from traceinsight.trace import model
+
+        return getattr(model, name)
+    raise AttributeError(f"module 'traceinsight' has no attribute {name!r}")

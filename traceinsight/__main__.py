@@ -1,0 +1,5 @@
+import sys
+
+from traceinsight.cli.app import main
+
+sys.exit(main())

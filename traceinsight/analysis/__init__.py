@@ -1,0 +1,1 @@
+"""Pure analyses over a :class:`~traceinsight.trace.model.Trace`, each returning a typed result."""

@@ -1,0 +1,91 @@
+"""What every analysis shares: its config, the result contract, and JSON-safe conversion."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields, is_dataclass
+from datetime import date, datetime
+from enum import Enum
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import polars as pl
+
+if TYPE_CHECKING:
+    from traceinsight.trace.model import Trace
+
+RESULT_SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class AnalysisConfig:
+    """Knobs shared by all analyses; each reads the ones it needs."""
+
+    gap_threshold_ns: int = 10_000
+    top_n: int = 10
+    by_shapes: bool = False
+    peak_tflops: float | None = None
+    peak_bw_tbps: float | None = None
+    devices_toml: str | None = None
+
+
+@dataclass(frozen=True)
+class Result:
+    """Base of every analysis result.
+
+    ``available`` is False (with ``reason``) when the trace lacks what the analysis needs;
+    such a result still renders and serialises, it just says why it has nothing to show.
+    Subclasses add frames and figures; ``to_dict`` turns all of it into JSON-safe data.
+    """
+
+    name: ClassVar[str] = "result"
+    available: bool = True
+    reason: str | None = None
+
+    def to_polars(self) -> pl.DataFrame:
+        """The main table of this result (an empty frame when there is none)."""
+        return pl.DataFrame()
+
+    def to_pandas(self) -> Any:
+        return self.to_polars().to_pandas()
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"schema_version": RESULT_SCHEMA_VERSION}
+        for f in fields(self):
+            data[f.name] = jsonable(getattr(self, f.name))
+        return data
+
+
+def jsonable(value: Any) -> Any:
+    """A JSON-safe copy: NaN/inf become None, frames become lists of row dicts."""
+    if value is None or isinstance(value, (bool, str, int)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, pl.DataFrame):
+        return [jsonable(row) for row in value.to_dicts()]
+    if isinstance(value, pl.Series):
+        return [jsonable(v) for v in value.to_list()]
+    if isinstance(value, Result):
+        return value.to_dict()
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: jsonable(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, Enum):
+        return jsonable(value.value)
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, (datetime, date)):
+        return value.isoformat()
+    return str(value)
+
+
+@dataclass(frozen=True)
+class AnalysisSpec:
+    """One registered analysis: its section name, a title for people, and the function."""
+
+    name: str
+    title: str
+    run: Callable[[Trace, AnalysisConfig], Result]
+    description: str = ""

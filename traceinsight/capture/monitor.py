@@ -1,0 +1,316 @@
+"""``GpuMonitor`` / ``gpu_profile``: NVML counters over a region, summarised as ``GpuSummary``."""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import json
+import math
+import os
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from types import TracebackType
+from typing import Any, ParamSpec, TypeVar
+
+from traceinsight.capture import counters as C
+from traceinsight.capture.merge import write_bytes_atomic
+from traceinsight.capture.nvml import NvmlSampler, Sample
+
+SCHEMA_VERSION = 1
+MIN_SAMPLES = 2
+
+
+def _percentile(sorted_vals: list[float], q: float) -> float:
+    # Linear interpolation between closest ranks (numpy's default), without numpy.
+    if len(sorted_vals) == 1:
+        return sorted_vals[0]
+    pos = (len(sorted_vals) - 1) * q
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_vals) - 1)
+    return sorted_vals[lo] + (sorted_vals[hi] - sorted_vals[lo]) * (pos - lo)
+
+
+@dataclass(frozen=True)
+class GpuSummary:
+    """NVML/GPM counters of one GPU over a region. Fields are None where no value exists."""
+
+    device: int | None
+    n_samples: int
+    duration_s: float
+    util_gpu_mean: float | None = None
+    util_gpu_p50: float | None = None
+    util_gpu_p95: float | None = None
+    util_gpu_max: float | None = None
+    util_mem_mean: float | None = None
+    mem_used_max_mb: float | None = None
+    power_mean_w: float | None = None
+    energy_j: float | None = None
+    sm_clock_mean_mhz: float | None = None
+    sm_util_mean_pct: float | None = None
+    sm_occupancy_mean_pct: float | None = None
+    tensor_util_mean_pct: float | None = None
+    dram_bw_util_mean_pct: float | None = None
+    n_gpm_samples: int = 0
+    note: str | None = None
+
+    @property
+    def too_few_samples(self) -> bool:
+        return self.n_samples < MIN_SAMPLES
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"schema_version": SCHEMA_VERSION}
+        for k, v in asdict(self).items():
+            out[k] = None if isinstance(v, float) and not math.isfinite(v) else v
+        return out
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), allow_nan=False)
+
+    def format(self) -> str:
+        head = f"GPU {self.device}" if self.device is not None else "GPU"
+        if self.too_few_samples:
+            why = self.note or (
+                f"{self.n_samples} sample(s) in {self.duration_s:.3f} s; need at least "
+                f"{MIN_SAMPLES} (region shorter than the sampling interval?)"
+            )
+            return f"{head}: too few samples for a summary: {why}"
+        lines = [f"{head}: {self.n_samples} samples over {self.duration_s:.2f} s"]
+
+        def row(label: str, value: str | None) -> None:
+            if value is not None:
+                lines.append(f"  {label:<22} {value}")
+
+        def pct(v: float | None) -> str | None:
+            return None if v is None else f"{v:5.1f} %"
+
+        if self.util_gpu_mean is not None:
+            row(
+                "GPU util (any kernel)",
+                f"mean {self.util_gpu_mean:.1f} %  p50 {self.util_gpu_p50:.1f}  "
+                f"p95 {self.util_gpu_p95:.1f}  max {self.util_gpu_max:.1f}",
+            )
+        row("memory util", pct(self.util_mem_mean))
+        row(
+            "memory used max",
+            None if self.mem_used_max_mb is None else f"{self.mem_used_max_mb:.0f} MB",
+        )
+        row("power mean", None if self.power_mean_w is None else f"{self.power_mean_w:.1f} W")
+        row("energy", None if self.energy_j is None else f"{self.energy_j:.1f} J")
+        row(
+            "SM clock mean",
+            None if self.sm_clock_mean_mhz is None else f"{self.sm_clock_mean_mhz:.0f} MHz",
+        )
+        row("SM util (GPM)", pct(self.sm_util_mean_pct))
+        row("SM occupancy (GPM)", pct(self.sm_occupancy_mean_pct))
+        row("tensor util (GPM)", pct(self.tensor_util_mean_pct))
+        row("DRAM BW util (GPM)", pct(self.dram_bw_util_mean_pct))
+        if self.note:
+            lines.append(f"  note: {self.note}")
+        return "\n".join(lines)
+
+
+def _series(samples: Sequence[Sample], family: str, key: str) -> list[tuple[int, float]]:
+    return [
+        (s.t_ns, float(s.values[key])) for s in samples if s.family == family and key in s.values
+    ]
+
+
+def _mean(pairs: list[tuple[int, float]]) -> float | None:
+    return statistics.fmean(v for _, v in pairs) if pairs else None
+
+
+def _energy_j(samples: Sequence[Sample]) -> float | None:
+    energy = _series(samples, C.NVML_POWER, C.ENERGY_MJ)
+    if len(energy) >= 2 and energy[-1][1] >= energy[0][1]:
+        return (energy[-1][1] - energy[0][1]) / 1000.0
+    power = _series(samples, C.NVML_POWER, C.POWER_W)
+    if len(power) < 2:
+        return None
+    # Trapezoid of power over time where the board has no energy counter.
+    return sum((t1 - t0) / 1e9 * (p0 + p1) / 2 for (t0, p0), (t1, p1) in itertools.pairwise(power))
+
+
+def summarize(
+    samples: Sequence[Sample],
+    start_ns: int,
+    end_ns: int,
+    *,
+    device: int | None = None,
+    note: str | None = None,
+) -> GpuSummary:
+    """Summarise one device's samples stamped within [start_ns, end_ns]."""
+    inside = sorted((s for s in samples if start_ns <= s.t_ns <= end_ns), key=lambda s: s.t_ns)
+    if device is None and inside:
+        device = inside[0].device
+    inside = [s for s in inside if s.device == device]
+    duration_s = max(0.0, (end_ns - start_ns) / 1e9)
+    util = _series(inside, C.NVML_UTILIZATION, C.GPU_PCT)
+    n = len(util) if util else len({s.t_ns for s in inside if s.family != C.GPM})
+    if n < MIN_SAMPLES:
+        return GpuSummary(device=device, n_samples=n, duration_s=duration_s, note=note)
+    vals = sorted(v for _, v in util)
+    mem = _series(inside, C.NVML_MEMORY, C.USED_BYTES)
+    gpm = [s for s in inside if s.family == C.GPM]
+    return GpuSummary(
+        device=device,
+        n_samples=n,
+        duration_s=duration_s,
+        util_gpu_mean=statistics.fmean(vals) if vals else None,
+        util_gpu_p50=_percentile(vals, 0.5) if vals else None,
+        util_gpu_p95=_percentile(vals, 0.95) if vals else None,
+        util_gpu_max=vals[-1] if vals else None,
+        util_mem_mean=_mean(_series(inside, C.NVML_UTILIZATION, C.MEMORY_PCT)),
+        mem_used_max_mb=max(v for _, v in mem) / 1e6 if mem else None,
+        power_mean_w=_mean(_series(inside, C.NVML_POWER, C.POWER_W)),
+        energy_j=_energy_j(inside),
+        sm_clock_mean_mhz=_mean(_series(inside, C.NVML_CLOCKS, C.SM_MHZ)),
+        sm_util_mean_pct=_mean(_series(gpm, C.GPM, C.SM_UTIL_PCT)),
+        sm_occupancy_mean_pct=_mean(_series(gpm, C.GPM, C.SM_OCCUPANCY_PCT)),
+        tensor_util_mean_pct=_mean(_series(gpm, C.GPM, C.TENSOR_UTIL_PCT)),
+        dram_bw_util_mean_pct=_mean(_series(gpm, C.GPM, C.DRAM_BW_UTIL_PCT)),
+        n_gpm_samples=len(gpm),
+        note=note,
+    )
+
+
+def summary_fields() -> list[str]:
+    return [f.name for f in fields(GpuSummary)]
+
+
+def _default_device() -> int:
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            return int(torch.cuda.current_device())
+    except ImportError:
+        pass
+    return 0
+
+
+def _ranked(path: Path) -> Path:
+    from traceinsight.capture.profiler import dist_rank
+
+    rank = dist_rank()
+    if rank is None:
+        return path
+    return path.with_name(f"{path.stem}.rank{rank}{path.suffix}")
+
+
+class GpuMonitor:
+    """Samples one GPU over a ``with`` block and leaves a :class:`GpuSummary` in ``.summary``.
+
+    ``sync_fn`` (e.g. ``torch.cuda.synchronize``) runs on entry and exit so that GPU work
+    queued before or inside the block falls on the right side of the boundaries; the first
+    ``warmup_s`` of the block are left out of the summary. With ``summary_path`` the summary is
+    also written as JSON (one file per rank under torch.distributed).
+    """
+
+    def __init__(
+        self,
+        device: int | None = None,
+        *,
+        interval_s: float = 0.1,
+        sync_fn: Callable[[], object] | None = None,
+        warmup_s: float = 0.0,
+        gpm: bool = True,
+        summary_path: str | os.PathLike[str] | None = None,
+    ) -> None:
+        if warmup_s < 0:
+            raise ValueError("warmup_s must be >= 0")
+        self.device = device
+        self.interval_s = interval_s
+        self.sync_fn = sync_fn
+        self.warmup_s = warmup_s
+        self.gpm = gpm
+        self.summary_path = None if summary_path is None else Path(summary_path)
+        self.summary: GpuSummary | None = None
+        self.samples: list[Sample] = []
+        self.summary_written: Path | None = None
+        self._sampler: NvmlSampler | None = None
+        self._start_ns = 0
+
+    def __enter__(self) -> GpuMonitor:
+        if self.sync_fn is not None:
+            self.sync_fn()
+        device = _default_device() if self.device is None else self.device
+        self.device = device
+        self.summary = None
+        self._sampler = NvmlSampler([device], interval_s=self.interval_s, gpm=self.gpm)
+        self._start_ns = time.time_ns()
+        self._sampler.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            if self.sync_fn is not None and exc is None:
+                self.sync_fn()
+        finally:
+            end_ns = time.time_ns()
+            sampler = self._sampler
+            assert sampler is not None
+            sampler.stop()
+            self.samples = sampler.samples()
+            note = None if sampler.status == "ok" else f"NVML unavailable: {sampler.status}"
+            start = self._start_ns + int(self.warmup_s * 1e9)
+            self.summary = summarize(self.samples, start, end_ns, device=self.device, note=note)
+            if self.summary_path is not None:
+                target = _ranked(self.summary_path)
+                write_bytes_atomic((self.summary.to_json() + "\n").encode(), target, gz=False)
+                self.summary_written = target
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def gpu_profile(
+    func: Callable[P, R] | None = None,
+    *,
+    device: int | None = None,
+    interval_s: float = 0.1,
+    sync_fn: Callable[[], object] | None = None,
+    warmup_s: float = 0.0,
+    gpm: bool = True,
+    print_summary: bool = True,
+    summary_path: str | os.PathLike[str] | None = None,
+) -> Any:
+    """Decorator: run the function under a :class:`GpuMonitor`.
+
+    The last summary is kept as ``wrapped.last_summary``; it is printed unless
+    ``print_summary=False``. Usable bare (``@gpu_profile``) or with arguments.
+    """
+
+    def decorate(fn: Callable[P, R]) -> Callable[P, R]:
+        @functools.wraps(fn)
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+            mon = GpuMonitor(
+                device,
+                interval_s=interval_s,
+                sync_fn=sync_fn,
+                warmup_s=warmup_s,
+                gpm=gpm,
+                summary_path=summary_path,
+            )
+            try:
+                with mon:
+                    return fn(*args, **kwargs)
+            finally:
+                wrapper.last_summary = mon.summary  # type: ignore[attr-defined]
+                if print_summary and mon.summary is not None:
+                    print(f"[{fn.__qualname__}] {mon.summary.format()}")
+
+        wrapper.last_summary = None  # type: ignore[attr-defined]
+        return wrapper
+
+    if func is not None:
+        return decorate(func)
+    return decorate

@@ -1,0 +1,105 @@
+"""The typer application and the one top-level error handler every command goes through."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from traceinsight import __version__
+from traceinsight.errors import EXIT_USAGE, TraceInsightError
+
+app = typer.Typer(
+    name="traceinsight",
+    help="Turn PyTorch profiler traces into answers.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+def _cli_exception_types() -> tuple[tuple[type[BaseException], ...], ...]:
+    """Exit, abort, usage and generic CLI exception classes of whichever click typer uses.
+
+    Recent typer releases vendor click as ``typer._click``; older ones use ``click``.
+    """
+    exits: list[type[BaseException]] = [typer.Exit]
+    aborts: list[type[BaseException]] = [typer.Abort]
+    usage: list[type[BaseException]] = []
+    generic: list[type[BaseException]] = []
+    for module_name in ("typer._click.exceptions", "click.exceptions"):
+        try:
+            module = __import__(module_name, fromlist=["ClickException"])
+        except ImportError:
+            continue
+        for attr, bucket in (("Exit", exits), ("Abort", aborts), ("UsageError", usage), ("ClickException", generic)):
+            cls = getattr(module, attr, None)
+            if isinstance(cls, type) and cls not in bucket:
+                bucket.append(cls)
+    return tuple(exits), tuple(aborts), tuple(usage), tuple(generic)
+
+
+_EXITS, _ABORTS, _USAGE_ERRORS, _CLI_ERRORS = _cli_exception_types()
+
+# Set by the root callback; read by main() to decide whether a traceback is shown.
+_state = {"verbose": False}
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"traceinsight {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    verbose: Annotated[
+        bool, typer.Option("-v", "--verbose", help="Show full tracebacks on errors.")
+    ] = False,
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version_callback, is_eager=True, help="Print the version."),
+    ] = False,
+) -> None:
+    _state["verbose"] = verbose
+
+
+def _register_commands() -> None:
+    # Each command lives in its own module; importing it registers it on `app`.
+    from traceinsight.cli import analyze  # noqa: F401
+
+    try:
+        from traceinsight.cli import capture  # noqa: F401
+    except ImportError:  # pragma: no cover - capture module missing in a partial install
+        pass
+
+
+_register_commands()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: runs the app, prints library errors as one line, returns the exit code."""
+    args = sys.argv[1:] if argv is None else argv
+    _state["verbose"] = "-v" in args or "--verbose" in args
+    try:
+        app(args=args, prog_name="traceinsight", standalone_mode=False)
+    except TraceInsightError as exc:
+        if _state["verbose"]:
+            raise
+        typer.echo(f"error: {exc}", err=True)
+        return exc.exit_code
+    except _EXITS as exc:
+        return int(getattr(exc, "exit_code", 0) or 0)
+    except _ABORTS:
+        typer.echo("aborted", err=True)
+        return 130
+    except _CLI_ERRORS as exc:
+        exc.show()  # type: ignore[attr-defined]
+        return EXIT_USAGE if isinstance(exc, _USAGE_ERRORS) else int(getattr(exc, "exit_code", 1))
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

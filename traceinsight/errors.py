@@ -1,0 +1,35 @@
+"""Errors the library raises on purpose; the CLI turns each into one line and an exit code."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+EXIT_OK = 0
+EXIT_DATA_ERROR = 1
+EXIT_USAGE = 2
+EXIT_REGRESSION = 3
+
+
+class TraceInsightError(Exception):
+    """Base of every error that is the user's data or usage, not a bug in traceinsight."""
+
+    exit_code = EXIT_DATA_ERROR
+
+
+class TraceFormatError(TraceInsightError):
+    """A trace file could not be read as a Kineto/Chrome trace."""
+
+    def __init__(self, path: str | Path, reason: str) -> None:
+        self.path = str(path)
+        self.reason = reason
+        super().__init__(f"{self.path}: {reason}")
+
+
+class UsageError(TraceInsightError):
+    """The user asked for something that cannot be done as asked."""
+
+    exit_code = EXIT_USAGE
+
+
+class CaptureError(TraceInsightError):
+    """Capturing a trace failed for a reason the user can act on."""

@@ -1,0 +1,1 @@
+"""One module per analysis section; each exposes ``render_terminal(result) -> rich renderable``."""

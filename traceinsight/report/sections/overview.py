@@ -1,0 +1,50 @@
+"""Terminal view of the overview section."""
+
+from __future__ import annotations
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from traceinsight.analysis.overview import OverviewResult
+from traceinsight.report.format import ns, pct, size
+
+
+def render_terminal(result: OverviewResult) -> RenderableType:
+    head = Table.grid(padding=(0, 2))
+    head.add_column(style="bold")
+    head.add_column()
+    head.add_row("trace", f"{result.path} ({size(result.file_bytes)})")
+    head.add_row("window", ns(result.window_ns))
+    if result.steps:
+        head.add_row("steps", f"{len(result.steps)} (ProfilerStep#{result.steps[0]}–#{result.steps[-1]})")
+    else:
+        head.add_row("steps", "none recorded (no ProfilerStep spans)")
+    counts = ", ".join(f"{kind} {n:,}" for kind, n in result.counts_by_kind.items())
+    head.add_row("events", counts or "none")
+    extras = []
+    if result.has_shapes:
+        extras.append("input shapes")
+    if result.has_stack:
+        extras.append("python stacks")
+    if result.memory_events:
+        extras.append(f"{result.memory_events:,} memory events")
+    if result.counters:
+        extras.append(f"{result.counters:,} counter samples")
+    head.add_row("recorded", ", ".join(extras) or "-")
+    parts: list[RenderableType] = [head]
+    if result.devices:
+        table = Table(box=None, pad_edge=False)
+        table.add_column("GPU", justify="right")
+        table.add_column("name")
+        table.add_column("kernels", justify="right")
+        table.add_column("busy", justify="right")
+        table.add_column("busy %", justify="right")
+        for dev in result.devices:
+            table.add_row(str(dev.device), dev.name or "?", f"{dev.kernels:,}", ns(dev.busy_ns), pct(dev.busy_pct))
+        parts.append(table)
+    else:
+        parts.append(Text("no GPU activity in this trace (CPU-only capture?)", style="yellow"))
+    for warning in result.warnings:
+        parts.append(Text(f"warning: {warning}", style="yellow"))
+    return Group(*parts)

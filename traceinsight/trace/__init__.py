@@ -1,0 +1,1 @@
+"""Reading Kineto traces into polars frames: schema, reader, linking, model and cache."""

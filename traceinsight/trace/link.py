@@ -1,0 +1,399 @@
+"""Columns → linked frames: integer ns times, kinds, nesting, steps, and kernel-to-launch links.
+
+Everything here is polars expressions and joins over whole columns; the only Python loops run
+over nesting levels (a few dozen at most), never over events.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from traceinsight.trace.schema import (
+    EVENT_COLUMNS,
+    GPU_KINDS,
+    GPU_WORK_KINDS,
+    KERNEL_COLUMNS,
+    KIND_BY_CAT,
+    KIND_DTYPE,
+    LAUNCH_KINDS,
+    PROFILER_STEP_PREFIX,
+)
+
+
+@dataclass
+class LinkResult:
+    events: pl.DataFrame
+    kernels: pl.DataFrame
+    counters: pl.DataFrame
+    memory: pl.DataFrame
+    origin_us: float
+    warnings: list[str] = field(default_factory=list)
+
+
+def _to_ns(col: str, origin_us: float) -> pl.Expr:
+    # Subtract in µs first: for absolute epoch µs the subtraction is exact and keeps ns digits.
+    return ((pl.col(col) - origin_us) * 1000.0).round(0).cast(pl.Int64)
+
+
+def _kind_expr() -> pl.Expr:
+    cat = pl.col("cat").str.to_lowercase()
+    mapped = cat.replace_strict(KIND_BY_CAT, default=None, return_dtype=pl.String)
+    return (
+        pl.when(mapped.is_not_null())
+        .then(mapped)
+        .when(cat.str.contains("runtime"))
+        .then(pl.lit("runtime"))
+        .when(cat.str.contains("driver"))
+        .then(pl.lit("driver"))
+        .when(cat.str.contains("kernel"))
+        .then(pl.lit("kernel"))
+        .otherwise(pl.lit("other"))
+        .cast(KIND_DTYPE)
+    )
+
+
+def link(
+    durations: pl.DataFrame,
+    counters: pl.DataFrame,
+    memory: pl.DataFrame,
+    base_time_ns: int | None,
+) -> LinkResult:
+    warnings: list[str] = []
+    origin_us = 0.0
+    if base_time_ns is None:
+        starts = [
+            frame["ts"].min()
+            for frame in (durations, counters, memory)
+            if frame.height and frame["ts"].null_count() < frame.height
+        ]
+        origin_us = float(min(s for s in starts if s is not None)) if starts else 0.0  # type: ignore[type-var]
+        warnings.append(
+            "trace has no baseTimeNanoseconds: times are relative to its first event"
+        )
+
+    missing_ts = durations["ts"].null_count()
+    if missing_ts:
+        warnings.append(f"{missing_ts} events without a timestamp were ignored")
+    missing_dur = durations["dur"].null_count()
+    if missing_dur:
+        warnings.append(f"{missing_dur} duration events had no 'dur'; treated as instantaneous")
+    negative_dur = durations.filter(pl.col("dur") < 0).height
+    if negative_dur:
+        warnings.append(f"{negative_dur} events had a negative 'dur'; set to 0")
+
+    events = (
+        durations.lazy()
+        .filter(pl.col("ts").is_not_null())
+        .with_columns(
+            ts_ns=_to_ns("ts", origin_us),
+            dur_ns=(pl.col("dur").fill_null(0.0) * 1000.0).round(0).cast(pl.Int64).clip(lower_bound=0),
+            kind=_kind_expr(),
+        )
+        .with_columns(end_ns=pl.col("ts_ns") + pl.col("dur_ns"))
+        .with_columns(
+            is_gpu=pl.col("kind").cast(pl.String).is_in(list(GPU_KINDS)),
+        )
+        .with_columns(
+            device=pl.when(pl.col("is_gpu"))
+            .then(pl.coalesce(pl.col("device"), pl.when(pl.col("pid") >= 0).then(pl.col("pid"))))
+            .otherwise(None),
+            stream=pl.when(pl.col("is_gpu")).then(pl.coalesce(pl.col("stream"), pl.col("tid"))).otherwise(None),
+        )
+        .sort(["ts_ns", "dur_ns"], descending=[False, True], maintain_order=True)
+        .with_row_index("id")
+        .with_columns(pl.col("id").cast(pl.Int64))
+        .collect()
+    )
+
+    # python_function frames get a tree of their own: record_function and ProfilerStep spans
+    # open inside one Python frame and close inside another, so the two never nest together.
+    host = events.filter(~pl.col("is_gpu")).select("id", "pid", "tid", "ts_ns", "end_ns", "kind", "name")
+    is_python = pl.col("kind") == "python"
+    nesting_ops, improper_ops = _nest(host.filter(~is_python))
+    nesting_py, improper_py = _nest(host.filter(is_python))
+    nesting = pl.concat([nesting_ops, nesting_py])
+    improper = improper_ops + improper_py
+    if improper:
+        warnings.append(
+            f"{improper} host events overlap a sibling without nesting; their parent is approximate"
+        )
+    events = events.join(nesting, on="id", how="left")
+
+    steps = _steps(events)
+    events = _assign_host_steps(events, steps)
+
+    kernels = _kernels(events)
+    gpu_steps = kernels.select("id", pl.col("step").alias("gpu_step"))
+    events = (
+        events.join(gpu_steps, on="id", how="left")
+        .with_columns(step=pl.coalesce("step", "gpu_step"))
+        .drop("gpu_step")
+    )
+
+    events = events.with_columns(
+        pl.col("name").fill_null("").cast(pl.Categorical),
+        pl.col("cat").fill_null("").cast(pl.Categorical),
+        pl.col("collective_name").cast(pl.Categorical),
+        pl.col("comm_dtype").cast(pl.Categorical),
+    ).select([pl.col(c).cast(t) for c, t in EVENT_COLUMNS.items()])
+
+    counters_out = counters.select(
+        ts_ns=_to_ns("ts", origin_us),
+        pid=pl.col("pid"),
+        device=pl.when(pl.col("pid") >= 0).then(pl.col("pid")),
+        name=pl.col("name").cast(pl.Categorical),
+        series=pl.col("series").cast(pl.Categorical),
+        value=pl.col("value"),
+    ).sort("ts_ns", maintain_order=True)
+    memory_out = memory.select(
+        ts_ns=_to_ns("ts", origin_us),
+        pid=pl.col("pid"),
+        tid=pl.col("tid"),
+        device_type=pl.col("device_type"),
+        device=pl.col("device"),
+        addr=pl.col("addr"),
+        bytes=pl.col("bytes"),
+        total_allocated_bytes=pl.col("total_allocated_bytes"),
+        total_reserved_bytes=pl.col("total_reserved_bytes"),
+    ).sort("ts_ns", maintain_order=True)
+    return LinkResult(events, kernels, counters_out, memory_out, origin_us, warnings)
+
+
+def _group_ids() -> pl.Expr:
+    return pl.struct("pid", "tid").rank("dense").cast(pl.Int64) - 1
+
+
+def _nest(host: pl.DataFrame) -> tuple[pl.DataFrame, int]:
+    """Parent and depth of each host event among the events of its own (pid, tid).
+
+    Events are ordered by start, longer first on ties. An event's depth is the number of
+    events of its thread that started before it and had not yet ended; its parent is the
+    latest earlier event one level up. Properly nested spans (the norm on a host thread)
+    get exact answers; crossing spans get the nearest plausible parent and are counted.
+    """
+    if host.height == 0:
+        return pl.DataFrame(schema={"id": pl.Int64, "parent": pl.Int64, "depth": pl.Int32}), 0
+    ordered = (
+        host.with_columns(g=_group_ids())
+        .sort(["g", "ts_ns", "end_ns"], descending=[False, False, True], maintain_order=True)
+        .with_columns(k=pl.int_range(pl.len()).over("g").cast(pl.Int64))
+    )
+    # Count, per event, how many events of its thread ended at or before it started:
+    # one sorted array of (group, end) keys and a searchsorted of (group, start).
+    t0 = int(ordered["ts_ns"].min())  # type: ignore[arg-type]
+    span = int(ordered["end_ns"].max()) - t0 + 2  # type: ignore[operator]
+    ngroups = int(ordered["g"].max()) + 1  # type: ignore[arg-type]
+    if ngroups * span < 2**62:
+        end_keys = (pl.col("g") * span + (pl.col("end_ns") - t0)).sort()
+        keyed = ordered.with_columns(
+            q=pl.col("g") * span + (pl.col("ts_ns") - t0),
+            lo=pl.col("g") * span,
+        )
+        ends_sorted = keyed.select(end_keys.alias("e"))["e"]
+        ended = ends_sorted.search_sorted(keyed["q"], side="right") - ends_sorted.search_sorted(
+            keyed["lo"], side="left"
+        )
+        ordered = keyed.with_columns(ended=ended.cast(pl.Int64)).drop("q", "lo")
+    else:  # pragma: no cover - traces spanning ~centuries of ns across many threads
+        parts = []
+        for _, part in ordered.group_by("g", maintain_order=True):
+            ends = part["end_ns"].sort()
+            parts.append(part.with_columns(ended=ends.search_sorted(part["ts_ns"], side="right").cast(pl.Int64)))
+        ordered = pl.concat(parts)
+    # A zero-length event counted its own end; give it back.
+    ordered = ordered.with_columns(
+        depth=(
+            pl.col("k") - pl.col("ended") + (pl.col("end_ns") == pl.col("ts_ns")).cast(pl.Int64)
+        ).clip(lower_bound=0)
+    )
+    parents = ordered.select(
+        "g",
+        pl.col("k").alias("pk"),
+        pl.col("depth").alias("pdepth"),
+        pl.col("id").alias("parent"),
+        pl.col("end_ns").alias("parent_end_ns"),
+    ).sort("pk")
+    linked = (
+        ordered.with_columns(pdepth=pl.col("depth") - 1, pk=pl.col("k") - 1)
+        .sort("pk")
+        .join_asof(parents, on="pk", by=["g", "pdepth"], strategy="backward", check_sortedness=False)
+    )
+    improper = linked.filter(
+        pl.col("parent").is_not_null() & (pl.col("parent_end_ns") < pl.col("end_ns"))
+    ).height
+    return (
+        linked.select("id", "parent", pl.col("depth").cast(pl.Int32)),
+        improper,
+    )
+
+
+def _steps(events: pl.DataFrame) -> pl.DataFrame:
+    """ProfilerStep#N host spans: step number, start and end."""
+    name = pl.col("name").cast(pl.String)
+    return (
+        events.filter(
+            (pl.col("kind") == "user_annotation") & name.str.starts_with(PROFILER_STEP_PREFIX)
+        )
+        .select(
+            step=name.str.slice(len(PROFILER_STEP_PREFIX)).cast(pl.Int64, strict=False),
+            step_ts_ns=pl.col("ts_ns"),
+            step_end_ns=pl.col("end_ns"),
+        )
+        .drop_nulls("step")
+        .sort("step_ts_ns")
+    )
+
+
+def _assign_host_steps(events: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
+    if steps.height == 0:
+        return events.with_columns(step=pl.lit(None, dtype=pl.Int64))
+    host = (
+        events.filter(~pl.col("is_gpu"))
+        .select("id", "ts_ns")
+        .sort("ts_ns")
+        .join_asof(steps, left_on="ts_ns", right_on="step_ts_ns", strategy="backward", check_sortedness=False)
+        .select("id", step=pl.when(pl.col("ts_ns") < pl.col("step_end_ns")).then(pl.col("step")))
+    )
+    return events.join(host, on="id", how="left")
+
+
+def _innermost_enclosing(
+    containers: pl.DataFrame, points: pl.DataFrame, *, prefix: str
+) -> pl.DataFrame:
+    """For each point (id, pid, tid, ts_ns), the innermost container on its thread holding it.
+
+    ``containers`` has id, pid, tid, ts_ns, end_ns, name; they are nested among themselves
+    first, then each point takes the last container that started before it and climbs to
+    the first ancestor that has not ended yet.
+    """
+    out_schema = {
+        "id": pl.Int64,
+        f"{prefix}_id": pl.Int64,
+        f"{prefix}_name": pl.String,
+    }
+    if containers.height == 0 or points.height == 0:
+        return pl.DataFrame(schema=out_schema)
+    nest, _ = _nest(containers.select("id", "pid", "tid", "ts_ns", "end_ns", "kind", "name"))
+    table = containers.join(nest, on="id").select(
+        pl.col("id").alias("cid"),
+        pl.col("parent").alias("cparent"),
+        pl.col("end_ns").alias("cend"),
+        pl.col("name").cast(pl.String).alias("cname"),
+        "pid",
+        "tid",
+        pl.col("ts_ns").alias("cts"),
+    )
+    first = (
+        points.select("id", "pid", "tid", "ts_ns")
+        .sort("ts_ns")
+        .join_asof(
+            table.sort("cts"), left_on="ts_ns", right_on="cts", by=["pid", "tid"], strategy="backward"
+        )
+    )
+    resolved = [first.filter(pl.col("cid").is_null() | (pl.col("cend") >= pl.col("ts_ns")))]
+    pending = first.filter(pl.col("cid").is_not_null() & (pl.col("cend") < pl.col("ts_ns")))
+    by_id = table.select("cid", "cparent", "cend", "cname")
+    while pending.height:
+        pending = pending.select("id", "pid", "tid", "ts_ns", pl.col("cparent").alias("cid")).join(
+            by_id, on="cid", how="left"
+        )
+        done = pl.col("cid").is_null() | (pl.col("cend") >= pl.col("ts_ns"))
+        resolved.append(pending.filter(done))
+        pending = pending.filter(~done)
+    return pl.concat(
+        [
+            r.select(
+                "id",
+                pl.col("cid").alias(f"{prefix}_id"),
+                pl.col("cname").alias(f"{prefix}_name"),
+            )
+            for r in resolved
+        ]
+    )
+
+
+def _outermost(containers: pl.DataFrame, points: pl.DataFrame, *, prefix: str) -> pl.DataFrame:
+    """For each point, the outermost container on its thread holding it (depth 0 there)."""
+    out_schema = {"id": pl.Int64, f"{prefix}_id": pl.Int64, f"{prefix}_name": pl.String}
+    if containers.height == 0 or points.height == 0:
+        return pl.DataFrame(schema=out_schema)
+    nest, _ = _nest(containers.select("id", "pid", "tid", "ts_ns", "end_ns", "kind", "name"))
+    roots = (
+        containers.join(nest.filter(pl.col("depth") == 0), on="id")
+        .select(
+            pl.col("id").alias(f"{prefix}_id"),
+            pl.col("name").cast(pl.String).alias(f"{prefix}_name"),
+            "pid",
+            "tid",
+            pl.col("ts_ns").alias("rts"),
+            pl.col("end_ns").alias("rend"),
+        )
+        .sort("rts")
+    )
+    return (
+        points.select("id", "pid", "tid", "ts_ns")
+        .sort("ts_ns")
+        .join_asof(roots, left_on="ts_ns", right_on="rts", by=["pid", "tid"], strategy="backward", check_sortedness=False)
+        .select(
+            "id",
+            pl.when(pl.col("rend") >= pl.col("ts_ns")).then(pl.col(f"{prefix}_id")).alias(f"{prefix}_id"),
+            pl.when(pl.col("rend") >= pl.col("ts_ns")).then(pl.col(f"{prefix}_name")).alias(f"{prefix}_name"),
+        )
+    )
+
+
+def _kernels(events: pl.DataFrame) -> pl.DataFrame:
+    """GPU work joined to its launch call (by correlation) and that call's host context."""
+    kind_s = pl.col("kind").cast(pl.String)
+    gpu = events.filter(kind_s.is_in(list(GPU_WORK_KINDS)))
+    if gpu.height == 0:
+        return pl.DataFrame(schema=KERNEL_COLUMNS)
+    # cudaGraphLaunch starts many kernels under one correlation; when a runtime and a driver
+    # call share a correlation, the later-starting (inner) one is the launch.
+    launches = (
+        events.filter(kind_s.is_in(list(LAUNCH_KINDS)) & pl.col("correlation").is_not_null())
+        .sort("ts_ns")
+        .unique("correlation", keep="last", maintain_order=True)
+        .select(
+            "correlation",
+            pl.col("id").alias("launch_id"),
+            pl.col("name").cast(pl.String).alias("launch_name"),
+            pl.col("ts_ns").alias("launch_ts_ns"),
+            pl.col("end_ns").alias("launch_end_ns"),
+            pl.col("pid").alias("launch_pid"),
+            pl.col("tid").alias("launch_tid"),
+            pl.col("step"),
+        )
+    )
+    kernels = gpu.drop("step").join(launches, on="correlation", how="left")
+    points = kernels.filter(pl.col("launch_id").is_not_null()).select(
+        pl.col("launch_id").alias("id"),
+        pl.col("launch_pid").alias("pid"),
+        pl.col("launch_tid").alias("tid"),
+        pl.col("launch_ts_ns").alias("ts_ns"),
+    ).unique("id")
+    host_cols = ["id", "pid", "tid", "ts_ns", "end_ns", "kind", "name"]
+    ops = events.filter(pl.col("kind") == "cpu_op").select(host_cols)
+    name_s = pl.col("name").cast(pl.String)
+    annotations = events.filter(
+        (pl.col("kind") == "user_annotation") & ~name_s.str.starts_with(PROFILER_STEP_PREFIX)
+    ).select(host_cols)
+    op = _innermost_enclosing(ops, points, prefix="op")
+    top = _outermost(ops, points, prefix="top_op")
+    ann = _innermost_enclosing(annotations, points, prefix="annotation")
+    context = (
+        points.select("id")
+        .join(op, on="id", how="left")
+        .join(top, on="id", how="left")
+        .join(ann, on="id", how="left")
+        .rename({"id": "launch_id"})
+    )
+    kernels = kernels.join(context, on="launch_id", how="left")
+    return kernels.select(
+        [
+            (pl.col(c).cast(pl.String).cast(t) if t == pl.Categorical else pl.col(c).cast(t))
+            for c, t in KERNEL_COLUMNS.items()
+        ]
+    ).sort("ts_ns", maintain_order=True)

@@ -1,0 +1,137 @@
+"""The loaded trace: frozen polars frames plus what the file says about itself."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import polars as pl
+
+from traceinsight.trace.schema import FRAME_SCHEMAS
+
+
+@dataclass(frozen=True)
+class DeviceProperties:
+    """One entry of Kineto's ``deviceProperties``; ``raw`` keeps every field the file had."""
+
+    id: int
+    name: str
+    total_global_mem_bytes: int | None = None
+    num_sms: int | None = None
+    compute_major: int | None = None
+    compute_minor: int | None = None
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def compute_capability(self) -> str | None:
+        if self.compute_major is None or self.compute_minor is None:
+            return None
+        return f"{self.compute_major}.{self.compute_minor}"
+
+
+@dataclass(frozen=True)
+class TraceMeta:
+    path: str
+    file_bytes: int
+    schema_version: Any = None
+    base_time_ns: int | None = None
+    devices: tuple[DeviceProperties, ...] = ()
+    distributed: dict[str, Any] | None = None
+    versions: dict[str, str] = field(default_factory=dict)
+    profiler_options: dict[str, Any] = field(default_factory=dict)
+    capture: dict[str, Any] | None = None
+    trace_id: str | None = None
+    host_name: str | None = None
+    process_names: dict[int, str] = field(default_factory=dict)
+    thread_names: dict[str, str] = field(default_factory=dict)
+    pid_labels: dict[int, str] = field(default_factory=dict)
+    phase_counts: dict[str, int] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+    from_cache: bool = False
+
+    @property
+    def rank(self) -> int | None:
+        if not self.distributed:
+            return None
+        rank = self.distributed.get("rank")
+        return rank if isinstance(rank, int) else None
+
+    def device(self, index: int) -> DeviceProperties | None:
+        for dev in self.devices:
+            if dev.id == index:
+                return dev
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["process_names"] = {str(k): v for k, v in self.process_names.items()}
+        data["pid_labels"] = {str(k): v for k, v in self.pid_labels.items()}
+        data["warnings"] = list(self.warnings)
+        data["devices"] = [asdict(d) for d in self.devices]
+        return data
+
+    @staticmethod
+    def from_dict(data: dict[str, Any]) -> TraceMeta:
+        data = dict(data)
+        data["devices"] = tuple(DeviceProperties(**d) for d in data.get("devices", ()))
+        data["process_names"] = {int(k): v for k, v in data.get("process_names", {}).items()}
+        data["pid_labels"] = {int(k): v for k, v in data.get("pid_labels", {}).items()}
+        data["warnings"] = tuple(data.get("warnings", ()))
+        return TraceMeta(**data)
+
+
+@dataclass(frozen=True)
+class Trace:
+    """A Kineto trace as polars frames. Times are Int64 ns relative to ``meta.base_time_ns``.
+
+    - ``events``: every duration event, one row each, nested per host thread.
+    - ``kernels``: GPU kernels, memcpys and memsets with their launch call and host context.
+    - ``counters``: Chrome counter samples (NVML/GPM samples from capture land here).
+    - ``memory``: profile_memory allocation events.
+    """
+
+    events: pl.DataFrame
+    kernels: pl.DataFrame
+    counters: pl.DataFrame
+    memory: pl.DataFrame
+    meta: TraceMeta
+
+    FRAMES = tuple(FRAME_SCHEMAS)
+
+    def frame(self, name: str) -> pl.DataFrame:
+        if name not in FRAME_SCHEMAS:
+            raise KeyError(f"unknown frame {name!r}; choose from {', '.join(FRAME_SCHEMAS)}")
+        frame: pl.DataFrame = getattr(self, name)
+        return frame
+
+    def to_pandas(self, name: str = "events") -> Any:
+        """One of the frames as a pandas DataFrame (for notebooks)."""
+        return self.frame(name).to_pandas()
+
+    def sql(self, query: str) -> pl.DataFrame:
+        """Run polars SQL over the frames, which are the tables ``events``, ``kernels``, ..."""
+        ctx = pl.SQLContext({name: self.frame(name) for name in FRAME_SCHEMAS}, eager=True)
+        result: pl.DataFrame = ctx.execute(query)
+        return result
+
+    @property
+    def gpu_devices(self) -> list[int]:
+        return sorted(d for d in self.kernels["device"].unique().to_list() if d is not None)
+
+    @property
+    def has_gpu(self) -> bool:
+        return self.kernels.height > 0
+
+    @property
+    def has_shapes(self) -> bool:
+        return bool(self.events["input_dims"].is_not_null().any())
+
+    @property
+    def has_steps(self) -> bool:
+        return bool(self.events["step"].is_not_null().any())
+
+    def __repr__(self) -> str:
+        return (
+            f"Trace({self.meta.path!r}, events={self.events.height}, kernels={self.kernels.height}, "
+            f"counters={self.counters.height}, memory={self.memory.height})"
+        )

@@ -1,0 +1,174 @@
+"""Event kinds, column names and dtypes of the frames a :class:`Trace` holds, in one place.
+
+Times are Int64 nanoseconds relative to the trace's ``baseTimeNanoseconds`` (or to the first
+event when a trace has no base); Kineto's float microseconds are converted once, on load.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+# Bump whenever the frames' content or meaning changes: it invalidates every cache entry.
+READER_VERSION = 3
+
+KINDS = (
+    "cpu_op",
+    "user_annotation",
+    "gpu_annotation",
+    "kernel",
+    "memcpy",
+    "memset",
+    "runtime",
+    "driver",
+    "python",
+    "sync",
+    "other",
+)
+KIND_DTYPE = pl.Enum(KINDS)
+
+# Kinds that run on a device timeline (pid = device, tid = stream in Kineto).
+GPU_KINDS = frozenset({"kernel", "memcpy", "memset", "gpu_annotation", "sync"})
+# The GPU activity that makes a device busy (annotations and sync markers do not).
+GPU_WORK_KINDS = frozenset({"kernel", "memcpy", "memset"})
+LAUNCH_KINDS = frozenset({"runtime", "driver"})
+
+# Kineto `cat` values (lower-cased) and the kind each maps to.
+KIND_BY_CAT = {
+    "cpu_op": "cpu_op",
+    "operator": "cpu_op",
+    "user_annotation": "user_annotation",
+    "gpu_user_annotation": "gpu_annotation",
+    "kernel": "kernel",
+    "gpu_memcpy": "memcpy",
+    "memcpy": "memcpy",
+    "gpu_memset": "memset",
+    "memset": "memset",
+    "cuda_runtime": "runtime",
+    "hip_runtime": "runtime",
+    "runtime": "runtime",
+    "privateuse1_runtime": "runtime",
+    "mtia_runtime": "runtime",
+    "cuda_driver": "driver",
+    "hip_driver": "driver",
+    "driver": "driver",
+    "privateuse1_driver": "driver",
+    "python_function": "python",
+    "cuda_sync": "sync",
+}
+
+PROFILER_STEP_PREFIX = "ProfilerStep#"
+
+# Columns of `Trace.events`, in order, with their dtypes.
+EVENT_COLUMNS: dict[str, pl.DataType | type[pl.DataType]] = {
+    "id": pl.Int64,
+    "ts_ns": pl.Int64,
+    "dur_ns": pl.Int64,
+    "end_ns": pl.Int64,
+    "name": pl.Categorical,
+    "cat": pl.Categorical,
+    "kind": KIND_DTYPE,
+    "pid": pl.Int64,
+    "tid": pl.Int64,
+    "device": pl.Int64,
+    "stream": pl.Int64,
+    "correlation": pl.Int64,
+    "external_id": pl.Int64,
+    "parent": pl.Int64,
+    "depth": pl.Int32,
+    "step": pl.Int64,
+    "input_dims": pl.String,
+    "input_types": pl.String,
+    "input_strides": pl.String,
+    "concrete_inputs": pl.String,
+    "seq_num": pl.Int64,
+    "python_id": pl.Int64,
+    "python_parent_id": pl.Int64,
+    "bytes": pl.Int64,
+    "bandwidth_gbps": pl.Float64,
+    "grid": pl.List(pl.Int64),
+    "block": pl.List(pl.Int64),
+    "registers_per_thread": pl.Int64,
+    "shared_memory_bytes": pl.Int64,
+    "blocks_per_sm": pl.Float64,
+    "warps_per_sm": pl.Float64,
+    "occupancy_pct": pl.Float64,
+    "collective_name": pl.Categorical,
+    "in_msg_nelems": pl.Int64,
+    "out_msg_nelems": pl.Int64,
+    "group_size": pl.Int64,
+    "comm_dtype": pl.Categorical,
+    "process_group": pl.String,
+}
+
+# Columns of `Trace.kernels`: GPU work joined to the call that launched it and its host context.
+KERNEL_COLUMNS: dict[str, pl.DataType | type[pl.DataType]] = {
+    "id": pl.Int64,
+    "ts_ns": pl.Int64,
+    "dur_ns": pl.Int64,
+    "end_ns": pl.Int64,
+    "name": pl.Categorical,
+    "kind": KIND_DTYPE,
+    "device": pl.Int64,
+    "stream": pl.Int64,
+    "correlation": pl.Int64,
+    "bytes": pl.Int64,
+    "bandwidth_gbps": pl.Float64,
+    "grid": pl.List(pl.Int64),
+    "block": pl.List(pl.Int64),
+    "registers_per_thread": pl.Int64,
+    "shared_memory_bytes": pl.Int64,
+    "blocks_per_sm": pl.Float64,
+    "warps_per_sm": pl.Float64,
+    "occupancy_pct": pl.Float64,
+    "collective_name": pl.Categorical,
+    "in_msg_nelems": pl.Int64,
+    "out_msg_nelems": pl.Int64,
+    "group_size": pl.Int64,
+    "comm_dtype": pl.Categorical,
+    "launch_id": pl.Int64,
+    "launch_name": pl.Categorical,
+    "launch_ts_ns": pl.Int64,
+    "launch_end_ns": pl.Int64,
+    "launch_tid": pl.Int64,
+    "op_id": pl.Int64,
+    "op_name": pl.Categorical,
+    "top_op_id": pl.Int64,
+    "top_op_name": pl.Categorical,
+    "annotation_id": pl.Int64,
+    "annotation": pl.Categorical,
+    "step": pl.Int64,
+}
+
+# Columns of `Trace.counters` (Chrome `ph: "C"` events, one row per series value).
+COUNTER_COLUMNS: dict[str, pl.DataType | type[pl.DataType]] = {
+    "ts_ns": pl.Int64,
+    "pid": pl.Int64,
+    "device": pl.Int64,
+    "name": pl.Categorical,
+    "series": pl.Categorical,
+    "value": pl.Float64,
+}
+
+# Columns of `Trace.memory` (profile_memory `[memory]` instant events).
+MEMORY_COLUMNS: dict[str, pl.DataType | type[pl.DataType]] = {
+    "ts_ns": pl.Int64,
+    "pid": pl.Int64,
+    "tid": pl.Int64,
+    "device_type": pl.Int64,
+    "device": pl.Int64,
+    "addr": pl.Int64,
+    "bytes": pl.Int64,
+    "total_allocated_bytes": pl.Int64,
+    "total_reserved_bytes": pl.Int64,
+}
+
+FRAME_SCHEMAS = {
+    "events": EVENT_COLUMNS,
+    "kernels": KERNEL_COLUMNS,
+    "counters": COUNTER_COLUMNS,
+    "memory": MEMORY_COLUMNS,
+}
+
+
+def empty_frame(columns: dict[str, pl.DataType | type[pl.DataType]]) -> pl.DataFrame:
+    return pl.DataFrame(schema=columns)
