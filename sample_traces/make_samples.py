@@ -23,7 +23,7 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from traceinsight.capture import Schedule, profile  # noqa: E402
+from traceinsight.capture import Schedule, profile
 
 MAX_BYTES = 1_000_000
 
@@ -87,10 +87,13 @@ class TinyTransformer(nn.Module):
         return self.head(self.blocks(self.emb(tokens)))
 
 
-def make_train_step(ctx: Ctx, compile_mode: str | None = None) -> Callable[[int], object]:
+def make_train_step(
+    ctx: Ctx, compile_mode: str | None = None, layers: int | None = None
+) -> Callable[[int], object]:
     torch.manual_seed(0)
-    d, layers, vocab = ctx.size(256, 32), ctx.size(2, 1), ctx.size(1024, 64)
-    batch, seq = ctx.size(16, 2), ctx.size(128, 8)
+    d, vocab = ctx.size(512, 32), ctx.size(8192, 64)
+    layers = layers if layers is not None else ctx.size(2, 1)
+    batch, seq = ctx.size(32, 2), ctx.size(256, 8)
     model = TinyTransformer(d, layers, vocab).to(ctx.device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     loss_fn = nn.CrossEntropyLoss()
@@ -104,8 +107,6 @@ def make_train_step(ctx: Ctx, compile_mode: str | None = None) -> Callable[[int]
         return loss
 
     fn = torch.compile(fwd_bwd, mode=compile_mode) if compile_mode is not None else fwd_bwd
-    if compile_mode is not None and compile_mode != "default":
-        pass
 
     def step(_: int) -> object:
         opt.zero_grad(set_to_none=True)
@@ -142,11 +143,12 @@ def train_with_stack(ctx: Ctx) -> list[Path]:
 
 
 def train_compiled(ctx: Ctx) -> list[Path]:
-    # First a trace whose active window holds the first call (the compile itself) ...
+    # First a trace whose active window holds the first call (the compile itself); one layer
+    # and two steps, since compilation alone writes many events ...
     out = []
-    step = make_train_step(ctx, compile_mode="default")
+    step = make_train_step(ctx, compile_mode="default", layers=1)
     first = run_schedule(
-        ctx, "train_compiled_with_compile", step, Schedule(wait=0, warmup=0, active=3)
+        ctx, "train_compiled_with_compile", step, Schedule(wait=0, warmup=0, active=2)
     )
     if first.stat().st_size > MAX_BYTES:
         print(f"  {first.name} is {first.stat().st_size} bytes > {MAX_BYTES}: removed", flush=True)
@@ -197,11 +199,6 @@ def _dataloader(ctx: Ctx, workers: int) -> list[Path]:
     model = nn.Sequential(nn.Linear(dim, dim), nn.ReLU(), nn.Linear(dim, 10)).to(ctx.device)
     opt = torch.optim.AdamW(model.parameters())
     it = iter(loader)
-    # Let the workers fill their prefetch queues so w4 shows steady state, not start-up.
-    first = next(it)
-    del first
-    if workers:
-        time.sleep(1.0)
 
     def step(_: int) -> object:
         x, y = next(it)
@@ -214,7 +211,9 @@ def _dataloader(ctx: Ctx, workers: int) -> list[Path]:
         return loss
 
     name = f"dataloader_w{workers}"
-    return [run_schedule(ctx, name, step, Schedule(wait=1, warmup=1, active=5))]
+    # The wait steps drain the batches the workers prefetched while starting, so the active
+    # steps show the steady state (workers * prefetch_factor = 8 batches for w4).
+    return [run_schedule(ctx, name, step, Schedule(wait=10, warmup=1, active=5))]
 
 
 def dataloader_w0(ctx: Ctx) -> list[Path]:
@@ -229,7 +228,7 @@ def tiny_kernels(ctx: Ctx) -> list[Path]:
     n = 64
     a = torch.randn(n, n, device=ctx.device)
     b = torch.randn(n, n, device=ctx.device)
-    iters = ctx.size(100, 10)
+    iters = ctx.size(300, 10)
 
     def step(_: int) -> object:
         x = a
@@ -262,7 +261,7 @@ def elementwise(ctx: Ctx) -> list[Path]:
     a = torch.randn(numel, device=ctx.device)
     b = torch.randn(numel, device=ctx.device)
     c = torch.empty_like(a)
-    iters = ctx.size(40, 2)
+    iters = ctx.size(100, 2)
 
     def step(_: int) -> object:
         for _ in range(iters):
@@ -287,10 +286,12 @@ def regimes(ctx: Ctx) -> list[Path]:
     eb = torch.randn(numel, device=ctx.device)
     ec = torch.empty_like(ea)
     s = torch.zeros((), device=ctx.device)
-    tiny_iters = ctx.size(1500, 20)
-    gemm_iters = ctx.size(100, 2)
-    elem_iters = ctx.size(40, 2)
-    sync_iters = ctx.size(400, 10)
+    # Sized so each region lasts >= ~20 ms on an H100/H200 while the trace stays < 1 MB.
+    tiny_iters = ctx.size(1200, 20)
+    gemm_iters = ctx.size(150, 2)
+    elem_iters = ctx.size(60, 2)
+    sync_iters = ctx.size(800, 10)
+    sleep_s = ctx.size(4, 1)
 
     def step(_: int) -> object:
         with rf("tiny_matmuls"):
@@ -309,7 +310,9 @@ def regimes(ctx: Ctx) -> list[Path]:
                 torch.relu_(ec)
             ctx.sync()
         with rf("host_sleep"):
-            time.sleep(0.05)
+            # Several 50 ms sleeps so at least one NVML sample sees the idle GPU.
+            for _ in range(sleep_s):
+                time.sleep(0.05)
         with rf("item_sync"):
             total = 0.0
             for _ in range(sync_iters):
@@ -325,7 +328,7 @@ def _mm_sweep(ctx: Ctx, n_full: int) -> list[Path]:
     a = torch.randn(n, n, device=ctx.device, dtype=dtype)
     b = torch.randn(n, n, device=ctx.device, dtype=dtype)
     bias = torch.randn(n, device=ctx.device, dtype=dtype)
-    iters = ctx.size(200, 5)
+    iters = ctx.size(600, 5)
 
     def step(_: int) -> object:
         c = a
@@ -339,7 +342,7 @@ def _mm_sweep(ctx: Ctx, n_full: int) -> list[Path]:
 
 def _amp(ctx: Ctx, on: bool) -> list[Path]:
     torch.manual_seed(0)
-    hidden, batch, layers = ctx.size(4096, 32), ctx.size(8192, 16), 4
+    hidden, batch, layers = ctx.size(4096, 32), ctx.size(8192, 16), ctx.size(8, 2)
     mods: list[nn.Module] = []
     for _ in range(layers):
         mods += [nn.Linear(hidden, hidden), nn.GELU()]
@@ -358,7 +361,7 @@ def _amp(ctx: Ctx, on: bool) -> list[Path]:
         return loss
 
     name = "amp_on" if on else "amp_off"
-    return [run_schedule(ctx, name, step, Schedule(wait=1, warmup=1, active=3))]
+    return [run_schedule(ctx, name, step, Schedule(wait=1, warmup=1, active=5))]
 
 
 def describe(path: Path) -> str:
@@ -368,7 +371,9 @@ def describe(path: Path) -> str:
     trace = read_trace(path)
     events = trace.get("traceEvents", [])
     kernels = sum(1 for e in events if e.get("cat") == "kernel")
-    steps = sorted({e["name"] for e in events if str(e.get("name", "")).startswith("ProfilerStep#")})
+    steps = sorted(
+        {e["name"] for e in events if str(e.get("name", "")).startswith("ProfilerStep#")}
+    )
     fams: dict[str, int] = {}
     for e in events:
         if e.get("ph") == "C":
@@ -436,7 +441,10 @@ def main(argv: list[str] | None = None) -> int:
         for p in paths:
             size = p.stat().st_size
             flag = "  TOO BIG" if size > MAX_BYTES else ""
-            print(f"{name}: {p.name} {size} bytes in {time.perf_counter() - t0:.1f} s{flag}", flush=True)
+            print(
+                f"{name}: {p.name} {size} bytes in {time.perf_counter() - t0:.1f} s{flag}",
+                flush=True,
+            )
             print(f"  {describe(p)}", flush=True)
     if failed:
         print(f"failed: {', '.join(failed)}", flush=True)

@@ -251,3 +251,16 @@ class FakeNvml:
         for k, v in table.items():
             setattr(m, k, v)
         return m
+
+
+def install(monkeypatch: Any, **kwargs: Any) -> FakeNvml:
+    """Put a fresh FakeNvml in ``sys.modules['pynvml']`` and forget earlier one-time warnings."""
+    import sys
+
+    from traceinsight.capture import nvml
+
+    fake = FakeNvml(**kwargs)
+    monkeypatch.setitem(sys.modules, "pynvml", fake.module())
+    monkeypatch.setattr(nvml, "_reported", set())
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    return fake

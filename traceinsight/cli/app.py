@@ -64,14 +64,21 @@ def root(
     _state["verbose"] = verbose
 
 
-def _register_commands() -> None:
-    # Each command lives in its own module; importing it registers it on `app`.
-    from traceinsight.cli import analyze  # noqa: F401
+# One module per command; importing a module registers its command on `app`.
+_COMMAND_MODULES = ("analyze", "gaps", "bound", "diff", "compile", "export", "sql", "capture")
 
-    try:
-        from traceinsight.cli import capture  # noqa: F401
-    except ImportError:  # pragma: no cover - capture module missing in a partial install
-        pass
+
+def _register_commands() -> None:
+    import importlib
+
+    for name in _COMMAND_MODULES:
+        qualified = f"traceinsight.cli.{name}"
+        try:
+            importlib.import_module(qualified)
+        except ModuleNotFoundError as exc:
+            if exc.name != qualified:
+                raise
+            # not part of this build
 
 
 _register_commands()

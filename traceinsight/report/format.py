@@ -31,3 +31,52 @@ def size(num_bytes: float | int | None) -> str:
 
 def pct(value: float | None, digits: int = 1) -> str:
     return "-" if value is None else f"{value:.{digits}f} %"
+
+
+def number(value: float | int | None) -> str:
+    """A plain number: integers with thousands separators, floats with 3 significant digits."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    if value != value:  # NaN
+        return "-"
+    a = abs(value)
+    if a >= 1000:
+        return f"{value:,.0f}"
+    if a >= 10 or a == 0:
+        return f"{value:.1f}"
+    return f"{value:.3g}"
+
+
+def by_unit(key: str, value: object) -> str:
+    """Format a value by the unit its name carries (``dur_ns``, ``bytes``, ``busy_pct`` ...)."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (int, float)):
+        k = key.lower()
+        if k.endswith("_ns") or k == "ns":
+            return ns(value)
+        if k.endswith("bytes") or k.endswith("_b"):
+            return size(value)
+        if k.endswith("_pct") or k.endswith("pct") or k.endswith("_percent"):
+            return pct(float(value))
+        return number(value)
+    if isinstance(value, (list, tuple)):
+        text = ", ".join(str(v) for v in value[:6])
+        return text + (", …" if len(value) > 6 else "")
+    return str(value)
+
+
+def label(key: str) -> str:
+    """A column or field name as a header people read: ``dur_ns`` → ``dur``, ``busy_pct`` → ``busy %``."""
+    k = key
+    for suffix, repl in (("_ns", ""), ("_pct", " %"), ("_bytes", ""), ("_tflops", " TFLOP/s"), ("_tbps", " TB/s")):
+        if k.endswith(suffix) and len(k) > len(suffix):
+            k = k[: -len(suffix)] + repl
+            break
+    return k.replace("_", " ")

@@ -1,4 +1,8 @@
-"""Terminal renderer: each section's renderer lives in ``report/sections/<name>.py``."""
+"""Terminal renderer: the headline first, then each section.
+
+A section's own view lives in ``report/sections/<name>.py`` (``render_terminal(result)``);
+sections without one get the generic facts-and-table view.
+"""
 
 from __future__ import annotations
 
@@ -7,17 +11,23 @@ import os
 import sys
 from typing import Any
 
+from rich import box
 from rich.console import Console, Group, RenderableType
 from rich.panel import Panel
+from rich.table import Table
 from rich.text import Text
 
-from traceinsight.analysis.registry import get
+from traceinsight.analysis.base import Result
+from traceinsight.analysis.headline import Headline
+from traceinsight.analysis.registry import ANALYSES
 from traceinsight.analysis.report import Report
+from traceinsight.report import generic
 
 
-def make_console(file: Any = None, *, width: int | None = None) -> Console:
+def make_console(file: Any = None, *, width: int | None = None, stderr: bool = False) -> Console:
+    """A console that honours NO_COLOR (any non-empty value) and never soft-wraps tables."""
     return Console(
-        file=file or sys.stdout,
+        file=file or (sys.stderr if stderr else sys.stdout),
         no_color=bool(os.environ.get("NO_COLOR")),
         width=width,
         soft_wrap=False,
@@ -25,20 +35,57 @@ def make_console(file: Any = None, *, width: int | None = None) -> Console:
     )
 
 
-def section_renderable(name: str, result: Any) -> RenderableType:
+def section_title(name: str) -> str:
+    for spec in ANALYSES:
+        if spec.name == name:
+            return spec.title
+    return name
+
+
+def generic_renderable(result: Result) -> RenderableType:
+    gv = generic.view(result)
+    parts: list[RenderableType] = []
+    if gv.facts:
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(style="bold")
+        grid.add_column(overflow="fold")
+        for key, value in gv.facts:
+            grid.add_row(key, value)
+        parts.append(grid)
+    if gv.rows:
+        t = Table(box=box.SIMPLE_HEAD, pad_edge=False, expand=False)
+        for col in gv.columns:
+            t.add_column(col, overflow="fold")
+        for row in gv.rows:
+            t.add_row(*row)
+        parts.append(t)
+        if gv.total_rows > len(gv.rows):
+            parts.append(Text(f"… {gv.total_rows - len(gv.rows)} more rows (see --format json)", style="dim"))
+    return Group(*parts) if parts else Text("(nothing to show)", style="dim")
+
+
+def section_renderable(name: str, result: Result) -> RenderableType:
     try:
         module = importlib.import_module(f"traceinsight.report.sections.{name}")
-    except ModuleNotFoundError:
+    except ModuleNotFoundError as exc:
+        if exc.name != f"traceinsight.report.sections.{name}":
+            raise
         module = None
     if not result.available:
         body: RenderableType = Text(f"not available: {result.reason}", style="yellow")
-    elif module is None:
-        body = Text("(no terminal view for this section; see --format json)", style="dim")
+    elif module is None or not hasattr(module, "render_terminal"):
+        body = generic_renderable(result)
     else:
         body = module.render_terminal(result)
-    return Panel(body, title=f"[bold]{get(name).title}[/bold]", title_align="left", expand=True)
+    return Panel(body, title=f"[bold]{section_title(name)}[/bold]", title_align="left", expand=True)
+
+
+def headline_renderable(head: Headline) -> RenderableType:
+    body = Text(head.verdict, style="bold")
+    return Panel(body, title="[bold]Verdict[/bold]", title_align="left", border_style="cyan", expand=True)
 
 
 def render(report: Report, console: Console) -> None:
-    parts = [section_renderable(name, result) for name, result in report.sections.items()]
+    parts = [headline_renderable(report.headline)]
+    parts.extend(section_renderable(name, result) for name, result in report.sections.items())
     console.print(Group(*parts))

@@ -7,7 +7,9 @@ over nesting levels (a few dozen at most), never over events.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
+import numpy as np
 import polars as pl
 
 from traceinsight.trace.schema import (
@@ -106,6 +108,7 @@ def link(
         .with_columns(pl.col("id").cast(pl.Int64))
         .collect()
     )
+    durations = durations.clear()  # the sorted copy replaces it; free the original now
 
     # python_function frames get a tree of their own: record_function and ProfilerStep spans
     # open inside one Python frame and close inside another, so the two never nest together.
@@ -113,24 +116,25 @@ def link(
     is_python = pl.col("kind") == "python"
     nesting_ops, improper_ops = _nest(host.filter(~is_python))
     nesting_py, improper_py = _nest(host.filter(is_python))
-    nesting = pl.concat([nesting_ops, nesting_py])
     improper = improper_ops + improper_py
     if improper:
         warnings.append(
             f"{improper} host events overlap a sibling without nesting; their parent is approximate"
         )
-    events = events.join(nesting, on="id", how="left")
+    # ids are row numbers, so per-event results are scattered into aligned columns
+    # instead of joined: no copy of the wide frame per step.
+    n = events.height
+    nesting = pl.concat([nesting_ops, nesting_py])
+    parent = _aligned(n, nesting["id"], nesting["parent"], pl.Int64)
+    depth = _aligned(n, nesting["id"], nesting["depth"], pl.Int32)
+    events = events.with_columns(parent=parent, depth=depth)
 
     steps = _steps(events)
-    events = _assign_host_steps(events, steps)
-
-    kernels = _kernels(events)
-    gpu_steps = kernels.select("id", pl.col("step").alias("gpu_step"))
-    events = (
-        events.join(gpu_steps, on="id", how="left")
-        .with_columns(step=pl.coalesce("step", "gpu_step"))
-        .drop("gpu_step")
-    )
+    host_steps = _host_steps(events, steps)
+    kernels = _kernels(events, host_steps)
+    step = _aligned(n, host_steps["id"], host_steps["step"], pl.Int64)
+    step = step.scatter(kernels["id"], kernels["step"]) if kernels.height else step
+    events = events.with_columns(step=step)
 
     events = events.with_columns(
         pl.col("name").fill_null("").cast(pl.Categorical),
@@ -246,105 +250,77 @@ def _steps(events: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _assign_host_steps(events: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
+def _aligned(n: int, ids: pl.Series, values: pl.Series, dtype: Any) -> pl.Series:
+    """A length-n column holding ``values`` at row ``ids`` and nulls elsewhere."""
+    column = pl.Series(values.name, [None] * 0, dtype=dtype).extend_constant(None, n)
+    if ids.len() == 0:
+        return column
+    return column.scatter(ids, values.cast(dtype))
+
+
+def _host_steps(events: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
+    """(id, step) of host events that fall inside a ProfilerStep span."""
     if steps.height == 0:
-        return events.with_columns(step=pl.lit(None, dtype=pl.Int64))
-    host = (
+        return pl.DataFrame(schema={"id": pl.Int64, "step": pl.Int64})
+    return (
         events.filter(~pl.col("is_gpu"))
         .select("id", "ts_ns")
-        .sort("ts_ns")
         .join_asof(steps, left_on="ts_ns", right_on="step_ts_ns", strategy="backward", check_sortedness=False)
-        .select("id", step=pl.when(pl.col("ts_ns") < pl.col("step_end_ns")).then(pl.col("step")))
+        .filter(pl.col("ts_ns") < pl.col("step_end_ns"))
+        .select("id", "step")
     )
-    return events.join(host, on="id", how="left")
 
 
-def _innermost_enclosing(
-    containers: pl.DataFrame, points: pl.DataFrame, *, prefix: str
-) -> pl.DataFrame:
-    """For each point (id, pid, tid, ts_ns), the innermost container on its thread holding it.
+def _host_context(events: pl.DataFrame, launch_ids: pl.Series) -> pl.DataFrame:
+    """For each launch call: its innermost cpu_op, outermost cpu_op and innermost annotation.
 
-    ``containers`` has id, pid, tid, ts_ns, end_ns, name; they are nested among themselves
-    first, then each point takes the last container that started before it and climbs to
-    the first ancestor that has not ended yet.
+    Climbs the host nesting (``parent``) from every launch at once, one level per pass, with
+    array gathers; the passes number the nesting depth (tens), never the events.
     """
-    out_schema = {
-        "id": pl.Int64,
-        f"{prefix}_id": pl.Int64,
-        f"{prefix}_name": pl.String,
-    }
-    if containers.height == 0 or points.height == 0:
-        return pl.DataFrame(schema=out_schema)
-    nest, _ = _nest(containers.select("id", "pid", "tid", "ts_ns", "end_ns", "kind", "name"))
-    table = containers.join(nest, on="id").select(
-        pl.col("id").alias("cid"),
-        pl.col("parent").alias("cparent"),
-        pl.col("end_ns").alias("cend"),
-        pl.col("name").cast(pl.String).alias("cname"),
-        "pid",
-        "tid",
-        pl.col("ts_ns").alias("cts"),
+    name_s = pl.col("name").cast(pl.String)
+    table = events.select(
+        parent=pl.col("parent").fill_null(-1),
+        is_op=pl.col("kind") == "cpu_op",
+        is_annotation=(pl.col("kind") == "user_annotation") & ~name_s.str.starts_with(PROFILER_STEP_PREFIX),
     )
-    first = (
-        points.select("id", "pid", "tid", "ts_ns")
-        .sort("ts_ns")
-        .join_asof(
-            table.sort("cts"), left_on="ts_ns", right_on="cts", by=["pid", "tid"], strategy="backward"
-        )
-    )
-    resolved = [first.filter(pl.col("cid").is_null() | (pl.col("cend") >= pl.col("ts_ns")))]
-    pending = first.filter(pl.col("cid").is_not_null() & (pl.col("cend") < pl.col("ts_ns")))
-    by_id = table.select("cid", "cparent", "cend", "cname")
-    while pending.height:
-        pending = pending.select("id", "pid", "tid", "ts_ns", pl.col("cparent").alias("cid")).join(
-            by_id, on="cid", how="left"
-        )
-        done = pl.col("cid").is_null() | (pl.col("cend") >= pl.col("ts_ns"))
-        resolved.append(pending.filter(done))
-        pending = pending.filter(~done)
-    return pl.concat(
+    parents = table["parent"].to_numpy()
+    is_op = table["is_op"].to_numpy()
+    is_annotation = table["is_annotation"].to_numpy()
+    launches = launch_ids.to_numpy().astype(np.int64)
+    op = np.full(len(launches), -1, dtype=np.int64)
+    top = np.full(len(launches), -1, dtype=np.int64)
+    annotation = np.full(len(launches), -1, dtype=np.int64)
+    rows = np.arange(len(launches))
+    current = parents[launches]
+    while rows.size:
+        alive = current >= 0
+        rows, current = rows[alive], current[alive]
+        if not rows.size:
+            break
+        op_here = is_op[current]
+        first_op = op_here & (op[rows] < 0)
+        op[rows[first_op]] = current[first_op]
+        top[rows[op_here]] = current[op_here]
+        ann_here = is_annotation[current] & (annotation[rows] < 0)
+        annotation[rows[ann_here]] = current[ann_here]
+        current = parents[current]
+    names = events["name"].cast(pl.String)
+
+    def column(ids: np.ndarray, label: str) -> list[pl.Series]:
+        series = pl.Series(f"{label}_id", ids).replace(-1, None)
+        return [series, names.gather(series).alias(f"{label}_name" if label != "annotation" else label)]
+
+    return pl.DataFrame(
         [
-            r.select(
-                "id",
-                pl.col("cid").alias(f"{prefix}_id"),
-                pl.col("cname").alias(f"{prefix}_name"),
-            )
-            for r in resolved
+            pl.Series("launch_id", launches),
+            *column(op, "op"),
+            *column(top, "top_op"),
+            *column(annotation, "annotation"),
         ]
     )
 
 
-def _outermost(containers: pl.DataFrame, points: pl.DataFrame, *, prefix: str) -> pl.DataFrame:
-    """For each point, the outermost container on its thread holding it (depth 0 there)."""
-    out_schema = {"id": pl.Int64, f"{prefix}_id": pl.Int64, f"{prefix}_name": pl.String}
-    if containers.height == 0 or points.height == 0:
-        return pl.DataFrame(schema=out_schema)
-    nest, _ = _nest(containers.select("id", "pid", "tid", "ts_ns", "end_ns", "kind", "name"))
-    roots = (
-        containers.join(nest.filter(pl.col("depth") == 0), on="id")
-        .select(
-            pl.col("id").alias(f"{prefix}_id"),
-            pl.col("name").cast(pl.String).alias(f"{prefix}_name"),
-            "pid",
-            "tid",
-            pl.col("ts_ns").alias("rts"),
-            pl.col("end_ns").alias("rend"),
-        )
-        .sort("rts")
-    )
-    return (
-        points.select("id", "pid", "tid", "ts_ns")
-        .sort("ts_ns")
-        .join_asof(roots, left_on="ts_ns", right_on="rts", by=["pid", "tid"], strategy="backward", check_sortedness=False)
-        .select(
-            "id",
-            pl.when(pl.col("rend") >= pl.col("ts_ns")).then(pl.col(f"{prefix}_id")).alias(f"{prefix}_id"),
-            pl.when(pl.col("rend") >= pl.col("ts_ns")).then(pl.col(f"{prefix}_name")).alias(f"{prefix}_name"),
-        )
-    )
-
-
-def _kernels(events: pl.DataFrame) -> pl.DataFrame:
+def _kernels(events: pl.DataFrame, host_steps: pl.DataFrame) -> pl.DataFrame:
     """GPU work joined to its launch call (by correlation) and that call's host context."""
     kind_s = pl.col("kind").cast(pl.String)
     gpu = events.filter(kind_s.is_in(list(GPU_WORK_KINDS)))
@@ -354,42 +330,19 @@ def _kernels(events: pl.DataFrame) -> pl.DataFrame:
     # call share a correlation, the later-starting (inner) one is the launch.
     launches = (
         events.filter(kind_s.is_in(list(LAUNCH_KINDS)) & pl.col("correlation").is_not_null())
-        .sort("ts_ns")
-        .unique("correlation", keep="last", maintain_order=True)
         .select(
             "correlation",
             pl.col("id").alias("launch_id"),
             pl.col("name").cast(pl.String).alias("launch_name"),
             pl.col("ts_ns").alias("launch_ts_ns"),
             pl.col("end_ns").alias("launch_end_ns"),
-            pl.col("pid").alias("launch_pid"),
             pl.col("tid").alias("launch_tid"),
-            pl.col("step"),
         )
+        .unique("correlation", keep="last", maintain_order=True)
+        .join(host_steps.rename({"id": "launch_id"}), on="launch_id", how="left")
     )
-    kernels = gpu.drop("step").join(launches, on="correlation", how="left")
-    points = kernels.filter(pl.col("launch_id").is_not_null()).select(
-        pl.col("launch_id").alias("id"),
-        pl.col("launch_pid").alias("pid"),
-        pl.col("launch_tid").alias("tid"),
-        pl.col("launch_ts_ns").alias("ts_ns"),
-    ).unique("id")
-    host_cols = ["id", "pid", "tid", "ts_ns", "end_ns", "kind", "name"]
-    ops = events.filter(pl.col("kind") == "cpu_op").select(host_cols)
-    name_s = pl.col("name").cast(pl.String)
-    annotations = events.filter(
-        (pl.col("kind") == "user_annotation") & ~name_s.str.starts_with(PROFILER_STEP_PREFIX)
-    ).select(host_cols)
-    op = _innermost_enclosing(ops, points, prefix="op")
-    top = _outermost(ops, points, prefix="top_op")
-    ann = _innermost_enclosing(annotations, points, prefix="annotation")
-    context = (
-        points.select("id")
-        .join(op, on="id", how="left")
-        .join(top, on="id", how="left")
-        .join(ann, on="id", how="left")
-        .rename({"id": "launch_id"})
-    )
+    kernels = gpu.drop("step", strict=False).join(launches, on="correlation", how="left")
+    context = _host_context(events, launches["launch_id"])
     kernels = kernels.join(context, on="launch_id", how="left")
     return kernels.select(
         [

@@ -38,7 +38,8 @@ def _load_uncached(path: Path) -> Trace:
         raw = read_trace(path, data)
         del data
         base = _base_time_ns(raw.header)
-        linked = link(raw.durations, raw.counters, raw.memory, base)
+        durations, raw.durations = raw.durations, raw.durations.clear()
+        linked = link(durations, raw.counters, raw.memory, base)
     except TraceFormatError:
         raise
     except Exception as exc:  # the contract: bad input yields TraceFormatError, never a crash

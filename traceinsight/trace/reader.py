@@ -9,13 +9,14 @@ one batch per kind into small typed structs that name only the fields the analys
 from __future__ import annotations
 
 import gc
-import gzip
 import math
+import os
 import re
 import zlib
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from traceinsight.errors import TraceFormatError
 # Target size of one decoded chunk of the events array; bounds the live Python objects.
 CHUNK_BYTES = 24 * 1024 * 1024
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+_FIRST_TOKEN = re.compile(rb"\s*(\S)")
 
 _HOST_CATS_GPU = frozenset(
     {"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation", "cuda_sync", "memcpy", "memset"}
@@ -55,16 +57,15 @@ class _LenientEvent(msgspec.Struct, gc=False):
     args: msgspec.Raw = msgspec.Raw()
 
 
-class _HostArgs(msgspec.Struct, gc=False):
+class _OpArgs(msgspec.Struct, gc=False):
+    """Args of cpu_op events: shapes and types (kept as raw JSON text) and comms metadata."""
+
     correlation: int | None = None
     external_id: int | None = msgspec.field(default=None, name="External id")
     input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input Dims")
     input_types: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input type")
-    input_strides: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input Strides")
     concrete_inputs: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Concrete Inputs")
     seq_num: int | None = msgspec.field(default=None, name="Sequence number")
-    python_id: int | None = msgspec.field(default=None, name="Python id")
-    python_parent_id: int | None = msgspec.field(default=None, name="Python parent id")
     # NCCL host-side record_param_comms ops carry the collective too.
     collective_name: str | None = msgspec.field(default=None, name="Collective name")
     in_msg_nelems: int | None = msgspec.field(default=None, name="In msg nelems")
@@ -72,6 +73,15 @@ class _HostArgs(msgspec.Struct, gc=False):
     group_size: int | None = msgspec.field(default=None, name="Group size")
     comm_dtype: str | None = msgspec.field(default=None, name="dtype")
     process_group: str | None = msgspec.field(default=None, name="Process Group Name")
+
+
+class _HostArgs(msgspec.Struct, gc=False):
+    """Args of the other host events: annotations, runtime/driver calls, Python frames."""
+
+    correlation: int | None = None
+    external_id: int | None = msgspec.field(default=None, name="External id")
+    python_id: int | None = msgspec.field(default=None, name="Python id")
+    python_parent_id: int | None = msgspec.field(default=None, name="Python parent id")
 
 
 class _GpuArgs(msgspec.Struct, gc=False):
@@ -105,13 +115,14 @@ class _MemoryArgs(msgspec.Struct, gc=False):
     total_reserved_bytes: int | None = msgspec.field(default=None, name="Total Reserved")
 
 
+_OP_ARG_FIELDS = _OpArgs.__struct_fields__
 _HOST_ARG_FIELDS = _HostArgs.__struct_fields__
 _GPU_ARG_FIELDS = _GpuArgs.__struct_fields__
-_RAW_JSON_FIELDS = frozenset({"input_dims", "input_types", "input_strides", "concrete_inputs"})
+_RAW_JSON_FIELDS = frozenset({"input_dims", "input_types", "concrete_inputs"})
+_LIST3_FIELDS = frozenset({"grid", "block"})
 _MEMORY_ARG_FIELDS = _MemoryArgs.__struct_fields__
 
 _RAW_DTYPES: dict[str, Any] = {
-    "ph": pl.String,
     "name": pl.String,
     "cat": pl.String,
     "pid": pl.Int64,
@@ -122,7 +133,6 @@ _RAW_DTYPES: dict[str, Any] = {
     "external_id": pl.Int64,
     "input_dims": pl.String,
     "input_types": pl.String,
-    "input_strides": pl.String,
     "concrete_inputs": pl.String,
     "seq_num": pl.Int64,
     "python_id": pl.Int64,
@@ -147,6 +157,18 @@ _RAW_DTYPES: dict[str, Any] = {
 }
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_EVENT_FIELDS = attrgetter("name", "cat", "pid", "tid", "ts", "dur", "args")
+_MEMORY_EVENT_FIELDS = attrgetter("ts", "pid", "tid", "args")
+_MEMORY_SCHEMA = {"ts": pl.Float64, "pid": pl.Int64, "tid": pl.Int64} | {
+    name: pl.Int64 for name in _MemoryArgs.__struct_fields__
+}
+# Which args struct decodes an event's args, by its cat: 0 cpu op, 1 other host, 2 GPU.
+_GROUP_BY_CAT = {"cpu_op": 0, "operator": 0} | {cat: 2 for cat in _HOST_CATS_GPU}
+_GROUP_STRUCTS = (
+    (_OpArgs, _OP_ARG_FIELDS),
+    (_HostArgs, _HOST_ARG_FIELDS),
+    (_GpuArgs, _GPU_ARG_FIELDS),
+)
 
 
 @dataclass
@@ -164,36 +186,76 @@ class RawTrace:
     warnings: list[str] = field(default_factory=list)
 
 
-def read_bytes(path: Path) -> bytes:
-    """The file's bytes, gunzipped when it is gzip (by magic number, not by suffix)."""
+def read_bytes(path: Path) -> bytearray:
+    """The file's bytes, gunzipped when it is gzip (by magic number, not by suffix).
+
+    A bytearray, read in place without intermediate copies: the decoder later writes array
+    brackets into it to cut the events into chunks without copying them.
+    """
     if not path.exists():
         raise TraceFormatError(path, "no such file")
     if path.is_dir():
         raise TraceFormatError(path, "is a directory, not a trace file")
     try:
-        data = path.read_bytes()
+        with path.open("rb") as handle:
+            magic = handle.read(2)
+            handle.seek(0)
+            data = _gunzip(path, handle) if magic == b"\x1f\x8b" else _read_all(handle)
     except OSError as exc:
         raise TraceFormatError(path, f"cannot read: {exc.strerror or exc}") from exc
-    if data[:2] == b"\x1f\x8b":
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise TraceFormatError(path, f"truncated or corrupt gzip data ({exc})") from exc
-    if not data.strip():
+    if _FIRST_TOKEN.match(data) is None:
         raise TraceFormatError(path, "file is empty")
     return data
 
 
-def read_trace(path: Path, data: bytes) -> RawTrace:
+def _read_all(handle: Any) -> bytearray:
+    size = os.fstat(handle.fileno()).st_size
+    data = bytearray(size)
+    view = memoryview(data)
+    filled = 0
+    while filled < size:
+        n = handle.readinto(view[filled:])
+        if not n:
+            break
+        filled += n
+    del view
+    if filled < size:
+        del data[filled:]
+    return data
+
+
+def _gunzip(path: Path, handle: Any) -> bytearray:
+    out = bytearray()
+    decomp = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    member_open = False
+    try:
+        while piece := handle.read(1 << 22):
+            while piece:
+                member_open = True
+                out += decomp.decompress(piece)
+                if decomp.eof:  # a multi-member file: the next member starts here
+                    piece = decomp.unused_data
+                    decomp = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                    member_open = False
+                else:
+                    piece = b""
+    except zlib.error as exc:
+        raise TraceFormatError(path, f"corrupt gzip data ({exc})") from exc
+    if member_open:
+        raise TraceFormatError(path, "truncated gzip file (it ends before the compressed data does)")
+    return out
+
+
+def read_trace(path: Path, data: bytearray) -> RawTrace:
     """Decode ``data`` (the bytes of ``path``) into a :class:`RawTrace`."""
-    header, events_raw = _split_top_level(path, data)
+    header, lo, hi = _split_top_level(path, data)
     warnings: list[str] = []
     state = _ChunkState(warnings)
     parts: list[pl.DataFrame] = []
     gc_was_enabled = gc.isenabled()
     gc.disable()  # Millions of short-lived objects; the cyclic GC only slows the decode.
     try:
-        for events in _decode_chunks(path, events_raw):
+        for events in _decode_chunks(path, data, lo, hi):
             part = state.consume(events)
             if part is not None and part.height:
                 parts.append(part)
@@ -202,13 +264,13 @@ def read_trace(path: Path, data: bytes) -> RawTrace:
         if gc_was_enabled:
             gc.enable()
     durations = _finish_durations(parts, state)
-    if durations.height == 0 and not state.counter_rows and not state.memory_rows:
+    if durations.height == 0 and not state.counter_rows and not state.memory_parts:
         raise TraceFormatError(path, "traceEvents has no events with a duration")
     raw = RawTrace(
         header=header,
         durations=durations,
         counters=_counters_frame(state.counter_rows),
-        memory=_memory_frame(state.memory_rows),
+        memory=pl.concat(state.memory_parts) if state.memory_parts else pl.DataFrame(schema=_MEMORY_SCHEMA),
         process_names=state.process_names,
         thread_names=state.thread_names,
         pid_labels=state.pid_labels,
@@ -218,16 +280,19 @@ def read_trace(path: Path, data: bytes) -> RawTrace:
     return raw
 
 
-def _split_top_level(path: Path, data: bytes) -> tuple[dict[str, Any], msgspec.Raw]:
-    stripped = data.lstrip()
-    if stripped[:1] == b"[":
+def _split_top_level(path: Path, data: bytearray) -> tuple[dict[str, Any], int, int]:
+    """Header fields and the [lo, hi) byte range of the traceEvents array within ``data``."""
+    first = _FIRST_TOKEN.match(data)
+    token = first.group(1) if first else b""
+    if token == b"[":
         # The Chrome "JSON array" form: the whole file is the events array.
         try:
             msgspec.json.decode(data, type=msgspec.Raw)  # validates the syntax
         except msgspec.DecodeError as exc:
             raise TraceFormatError(path, f"not valid JSON ({_json_reason(exc)})") from exc
-        return {}, msgspec.Raw(data)
-    if stripped[:1] != b"{":
+        lo = first.start(1)  # type: ignore[union-attr]
+        return {}, lo, data.rindex(b"]") + 1
+    if token != b"{":
         raise TraceFormatError(path, "not JSON (expected a Chrome trace object)")
     try:
         top = msgspec.json.decode(data, type=dict[str, msgspec.Raw])
@@ -240,10 +305,20 @@ def _split_top_level(path: Path, data: bytes) -> tuple[dict[str, Any], msgspec.R
         raise TraceFormatError(path, "not a Chrome trace: no 'traceEvents' key")
     if bytes(memoryview(events_raw)[:1]) != b"[":
         raise TraceFormatError(path, "not a Chrome trace: 'traceEvents' is not a list")
-    header: dict[str, Any] = {}
-    for key, value in top.items():
-        header[key] = msgspec.json.decode(value)
-    return header, events_raw
+    header = {key: msgspec.json.decode(value) for key, value in top.items()}
+    lo = _offset_in(events_raw, data)
+    del top, events_raw
+    return header, lo[0], lo[1]
+
+
+def _offset_in(raw: msgspec.Raw, data: bytearray) -> tuple[int, int]:
+    """Where a zero-copy Raw slice sits inside ``data`` (msgspec does not copy Raw values)."""
+    import numpy as np
+
+    start = np.frombuffer(raw, np.uint8).ctypes.data - np.frombuffer(data, np.uint8).ctypes.data
+    if not 0 <= start <= len(data) - len(raw):  # pragma: no cover - a msgspec that copies
+        raise RuntimeError("cannot locate traceEvents in the input buffer")
+    return start, start + len(raw)
 
 
 def _json_reason(exc: Exception) -> str:
@@ -253,48 +328,55 @@ def _json_reason(exc: Exception) -> str:
     return text
 
 
-def _decode_chunks(path: Path, events_raw: msgspec.Raw) -> Iterator[list[Any]]:
-    view = memoryview(events_raw)
-    total = len(view)
-    # Slice the array's inside into pieces that each hold whole events: a cut lands only on
-    # "},{" between two events. A cut inside a string or a nested list makes the piece
-    # invalid JSON, which the decode below detects, and we then fall back to one piece.
-    start = 1
-    end_inner = total - 1
-    while end_inner > start and view[end_inner : end_inner + 1] != b"]":
-        end_inner -= 1
-    cuts: list[tuple[int, int]] = []
-    pos = start
-    while end_inner - pos > CHUNK_BYTES:
-        match = _BOUNDARY.search(view, pos + CHUNK_BYTES, end_inner)
+def _decode_chunks(path: Path, data: bytearray, lo: int, hi: int) -> Iterator[list[Any]]:
+    """Decode the events array data[lo:hi] in pieces of about CHUNK_BYTES.
+
+    A cut lands on "},<space>{" between two events: we write "]" just after the "}" and
+    "[" just before the "{", so each piece is a JSON array read in place, without a copy.
+    A cut inside a string or a nested list would leave a piece that is invalid JSON; the
+    decode detects that, the bytes are put back, and the rest is decoded in one piece.
+    """
+    view = memoryview(data)
+    cuts: list[tuple[int, int]] = []  # (end of a piece, start of the next)
+    pos = lo + 1
+    while hi - pos > CHUNK_BYTES:
+        match = _BOUNDARY.search(data, pos + CHUNK_BYTES, hi - 1)
         if match is None:
             break
-        cuts.append((pos, match.start() + 1))
         pos = match.end() - 1
-    cuts.append((pos, end_inner))
-    if len(cuts) == 1:
-        yield _decode_events(path, bytes(view))
-        return
+        if match.end() - match.start() >= 4:  # room for "]" and "[" between the braces
+            cuts.append((match.start() + 2, match.end() - 2))
+    patches = [(a - 1, data[a - 1]) for a, _ in cuts] + [(b, data[b]) for _, b in cuts]
+    for a, b in cuts:
+        data[a - 1] = 0x5D  # "]"
+        data[b] = 0x5B  # "["
+    bounds = [lo, *[x for cut in cuts for x in cut], hi]
+    pieces = list(zip(bounds[::2], bounds[1::2], strict=True))
     try:
-        first = _decode_events(path, b"[" + bytes(view[cuts[0][0] : cuts[0][1]]) + b"]")
-    except _BadCut:
-        yield _decode_events(path, bytes(view))
-        return
-    yield first
-    for lo, hi in cuts[1:]:
-        try:
-            yield _decode_events(path, b"[" + bytes(view[lo:hi]) + b"]")
-        except _BadCut:
-            # Very unlikely after a good first cut; decode the rest in one piece.
-            yield _decode_events(path, b"[" + bytes(view[lo:end_inner]) + b"]")
-            return
+        for index, (start, end) in enumerate(pieces):
+            try:
+                events = _decode_events(path, view[start:end])
+            except _BadCut:
+                for at, byte in patches:
+                    data[at] = byte
+                rest_start = lo if index == 0 else pieces[index][0]
+                if index == 0:
+                    yield _decode_events(path, view[lo:hi])
+                else:
+                    yield _decode_events(path, b"[" + bytes(view[rest_start + 1 : hi]))
+                return
+            yield events
+    finally:
+        del view
+        for at, byte in patches:
+            data[at] = byte
 
 
 class _BadCut(Exception):
     pass
 
 
-def _decode_events(path: Path, buf: bytes) -> list[Any]:
+def _decode_events(path: Path, buf: Any) -> list[Any]:
     try:
         return msgspec.json.decode(buf, type=list[_Event])
     except msgspec.ValidationError:
@@ -357,7 +439,7 @@ class _ChunkState:
         self.pid_labels: dict[int, str] = {}
         self._str_ids: dict[str, int] = {}
         self.counter_rows: list[tuple[float, int, str, str, float]] = []
-        self.memory_rows: list[tuple[Any, ...]] = []
+        self.memory_parts: list[pl.DataFrame] = []
         self.begin_end: list[Any] = []
         self.bad_args = 0
         self.bad_events = 0
@@ -380,32 +462,26 @@ class _ChunkState:
         return known
 
     def consume(self, events: list[Any]) -> pl.DataFrame | None:
-        durations = []
-        for event in events:
-            if event is None:
-                self.bad_events += 1
-                continue
-            ph = event.ph
-            if ph == "X":
-                durations.append(event)
-            else:
-                self._other(event)
+        if None in events:
+            self.bad_events += events.count(None)
+            events = [e for e in events if e is not None]
+        durations = [e for e in events if e.ph == "X"]
+        if len(durations) != len(events):
+            others = [e for e in events if e.ph != "X"]
+            memory = [e for e in others if e.name == "[memory]" and e.ph in ("i", "I", "n")]
+            for event in others:
+                self.phase_counts[event.ph] += 1
+                if event.ph in ("B", "E"):
+                    self.begin_end.append(event)
+                elif event.ph == "C":
+                    self._counter(event)
+                elif event.ph == "M":
+                    self._metadata(event)
+            self._memory(memory)
         self.phase_counts["X"] += len(durations)
         if not durations:
             return None
         return self._durations_frame(durations)
-
-    def _other(self, event: Any) -> None:
-        ph = event.ph
-        self.phase_counts[ph] += 1
-        if ph in ("B", "E"):
-            self.begin_end.append(event)
-        elif ph == "C":
-            self._counter(event)
-        elif ph in ("i", "I", "n") and event.name == "[memory]":
-            self._memory(event)
-        elif ph == "M":
-            self._metadata(event)
 
     def _decode_args(self, raw: msgspec.Raw) -> Any:
         if not len(raw):
@@ -428,18 +504,15 @@ class _ChunkState:
                 if math.isfinite(value_f):
                     self.counter_rows.append((ts, pid, event.name, str(series), value_f))
 
-    def _memory(self, event: Any) -> None:
-        if event.ts is None or not len(event.args):
+    def _memory(self, events: list[Any]) -> None:
+        events = [e for e in events if e.ts is not None and len(e.args)]
+        if not events:
             return
-        try:
-            args = msgspec.json.decode(event.args, type=_MemoryArgs)
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            self.bad_args += 1
-            return
-        self.memory_rows.append(
-            (event.ts, self.pid_of(event.pid), self.pid_of(event.tid))
-            + tuple(getattr(args, name) for name in _MEMORY_ARG_FIELDS)
-        )
+        ts, pids, tids, raws = zip(*map(_MEMORY_EVENT_FIELDS, events), strict=True)
+        args = self._batch_args(list(raws), _MemoryArgs)
+        columns: dict[str, Any] = {"ts": ts, "pid": self._ids(pids), "tid": self._ids(tids)}
+        columns.update(zip(_MEMORY_ARG_FIELDS, zip(*map(attrgetter(*_MEMORY_ARG_FIELDS), args), strict=True), strict=True))
+        self.memory_parts.append(pl.DataFrame(columns, schema=_MEMORY_SCHEMA, strict=False))
 
     def _metadata(self, event: Any) -> None:
         if event.name not in ("process_name", "thread_name"):
@@ -453,45 +526,54 @@ class _ChunkState:
         else:
             self.thread_names[(pid, self.pid_of(event.tid))] = args["name"]
 
+    def _ids(self, values: tuple[Any, ...]) -> list[int] | tuple[Any, ...]:
+        mapping = {v: v if type(v) is int else self.pid_of(v) for v in set(values)}
+        if all(k is v for k, v in mapping.items()):
+            return values
+        return list(map(mapping.__getitem__, values))
+
     def _durations_frame(self, events: list[Any]) -> pl.DataFrame:
-        pid_of = self.pid_of
-        columns: dict[str, list[Any]] = {
-            "ph": ["X"] * len(events),
-            "name": [e.name for e in events],
-            "cat": [e.cat for e in events],
-            "pid": [p if type(p) is int else pid_of(p) for p in (e.pid for e in events)],
-            "tid": [t if type(t) is int else pid_of(t) for t in (e.tid for e in events)],
-            "ts": [e.ts for e in events],
-            "dur": [e.dur for e in events],
+        # cpu ops, other host events and GPU events carry different args: decode each group
+        # with its own small struct into its own frame; concat fills the missing columns.
+        groups = ([], [], [])  # type: tuple[list[Any], list[Any], list[Any]]
+        group_of = _GROUP_BY_CAT.get
+        appenders = [g.append for g in groups]
+        for event in events:
+            appenders[group_of(event.cat, 1)](event)
+        frames = [
+            self._group_frame(group, struct, fields)
+            for group, (struct, fields) in zip(groups, _GROUP_STRUCTS, strict=True)
+            if group
+        ]
+        return frames[0] if len(frames) == 1 else pl.concat(frames, how="diagonal")
+
+    def _group_frame(self, events: list[Any], struct: type[Any], fields: tuple[str, ...]) -> pl.DataFrame:
+        names, cats, pids, tids, ts, durs, raws = zip(*map(_EVENT_FIELDS, events), strict=True)
+        columns: dict[str, Any] = {
+            "name": names,
+            "cat": cats,
+            "pid": self._ids(pids),
+            "tid": self._ids(tids),
+            "ts": ts,
+            "dur": durs,
         }
-        is_gpu = [e.cat in _HOST_CATS_GPU for e in events]
-        host_idx = [i for i, gpu in enumerate(is_gpu) if not gpu]
-        gpu_idx = [i for i, gpu in enumerate(is_gpu) if gpu]
-        host_args = self._batch_args([events[i].args for i in host_idx], _HostArgs)
-        gpu_args = self._batch_args([events[i].args for i in gpu_idx], _GpuArgs)
-        n = len(events)
-        for name in _RAW_DTYPES:
-            if name in columns:
-                continue
-            col: list[Any] = [None] * n
-            if name in _HOST_ARG_FIELDS:
-                values = [getattr(a, name) for a in host_args]
-                if name in _RAW_JSON_FIELDS:
-                    values = [bytes(v).decode("utf-8", "replace") if len(v) else None for v in values]
-                for i, v in zip(host_idx, values, strict=True):
-                    col[i] = v
-            if name in _GPU_ARG_FIELDS:
-                for i, v in zip(gpu_idx, [getattr(a, name) for a in gpu_args], strict=True):
-                    col[i] = v
-            columns[name] = col
-        return pl.DataFrame(columns, schema=_RAW_DTYPES, strict=False)
+        args = self._batch_args(list(raws), struct)
+        for name, values in zip(fields, zip(*map(attrgetter(*fields), args), strict=True), strict=True):
+            if name in _RAW_JSON_FIELDS:
+                columns[name] = _raw_json_column(values)
+            elif name in _LIST3_FIELDS:
+                columns[name] = _list3_column(values)
+            else:
+                columns[name] = values
+        schema = {name: _RAW_DTYPES[name] for name in columns}
+        return pl.DataFrame(columns, schema=schema, strict=False)
 
     def _batch_args(self, raws: list[msgspec.Raw], struct: type[Any]) -> list[Any]:
         """Decode many events' args in one call; on a type mismatch, one by one, leniently."""
         empty = struct()
         if not raws:
             return []
-        joined = b"[" + b",".join(r if len(r) else b"null" for r in raws) + b"]"
+        joined = b"[" + b",".join([r or b"null" for r in raws]) + b"]"
         try:
             decoded = msgspec.json.decode(joined, type=list[struct | None])
             return [empty if a is None else a for a in decoded]
@@ -522,6 +604,25 @@ class _ChunkState:
                 continue
             kept[key] = loose[key]
         return msgspec.convert(kept, type=struct)
+
+
+def _raw_json_column(values: tuple[msgspec.Raw, ...]) -> pl.Series:
+    """Raw JSON snippets as one string column, built with one join and one split.
+
+    NUL cannot occur unescaped in JSON text, so it is a safe separator.
+    """
+    text = b"\x00".join(values).decode("utf-8", "replace")
+    series = pl.Series(text.split("\x00"), dtype=pl.String)
+    return series.replace("", None)
+
+
+def _list3_column(values: tuple[list[int] | None, ...]) -> pl.Series:
+    """grid / block triples as a List(Int64) column without a Python object per row."""
+    empty = (None, None, None)
+    flat = [v for triple in values for v in (triple if triple is not None and len(triple) == 3 else empty)]
+    arrays = pl.Series(flat, dtype=pl.Int64).reshape((len(values), 3))
+    missing = pl.Series([v is None or len(v) != 3 for v in values])
+    return pl.select(pl.when(missing).then(None).otherwise(arrays.cast(pl.List(pl.Int64)))).to_series()
 
 
 def _begin_end_frame(state: _ChunkState) -> pl.DataFrame | None:
@@ -574,7 +675,10 @@ def _finish_durations(parts: list[pl.DataFrame], state: _ChunkState) -> pl.DataF
         state.warnings.append(f"{state.bad_args} events had malformed args that were ignored")
     if not parts:
         return pl.DataFrame(schema=_RAW_DTYPES)
-    return pl.concat(parts, how="vertical", rechunk=True)
+    merged = pl.concat(parts, how="diagonal", rechunk=False)
+    parts.clear()
+    missing = [pl.lit(None, dtype=dtype).alias(name) for name, dtype in _RAW_DTYPES.items() if name not in merged.columns]
+    return merged.with_columns(missing).select(list(_RAW_DTYPES))
 
 
 def _counters_frame(rows: list[tuple[float, int, str, str, float]]) -> pl.DataFrame:
@@ -583,11 +687,3 @@ def _counters_frame(rows: list[tuple[float, int, str, str, float]]) -> pl.DataFr
         schema={"ts": pl.Float64, "pid": pl.Int64, "name": pl.String, "series": pl.String, "value": pl.Float64},
         orient="row",
     )
-
-
-def _memory_frame(rows: list[tuple[Any, ...]]) -> pl.DataFrame:
-    schema = {"ts": pl.Float64, "pid": pl.Int64, "tid": pl.Int64} | {
-        name: pl.Int64 for name in _MEMORY_ARG_FIELDS
-    }
-    return pl.DataFrame(rows, schema=schema, orient="row")
-

@@ -78,7 +78,6 @@ EVENT_COLUMNS: dict[str, pl.DataType | type[pl.DataType]] = {
     "step": pl.Int64,
     "input_dims": pl.String,
     "input_types": pl.String,
-    "input_strides": pl.String,
     "concrete_inputs": pl.String,
     "seq_num": pl.Int64,
     "python_id": pl.Int64,

@@ -1,0 +1,192 @@
+"""Where the device time goes: busy by category (compute, communication, memcpy, memset) and idle.
+
+The analysed window is ``overview.analysis_window`` (the span of all recorded activity, host
+and device), the same for every device. Each instant of a device's window is counted once:
+when several streams are busy at the same time, it goes to the highest-priority category
+active then (compute > communication > memcpy > memset; memcpy kinds in the order of
+``CATEGORIES``), and the instants nothing runs are idle. So the parts of a device sum exactly
+to the window. The per-stream view counts each stream on its own (streams are not merged).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from traceinsight.analysis import intervals
+from traceinsight.analysis.base import AnalysisConfig, AnalysisSpec, Result
+from traceinsight.analysis.overview import analysis_window
+from traceinsight.trace.model import Trace
+from traceinsight.trace.schema import GPU_WORK_KINDS
+
+# Busy categories in priority order (first wins where they overlap), then idle.
+CATEGORIES = (
+    "compute",
+    "communication",
+    "memcpy_h2d_pageable",
+    "memcpy_h2d_pinned",
+    "memcpy_h2d",
+    "memcpy_d2h_pageable",
+    "memcpy_d2h_pinned",
+    "memcpy_d2h",
+    "memcpy_d2d",
+    "memcpy_p2p",
+    "memcpy_other",
+    "memset",
+)
+IDLE = "idle"
+PRIORITY = {name: level for level, name in enumerate(CATEGORIES)}
+
+_DIRECTIONS = {"htod": "h2d", "dtoh": "d2h", "dtod": "d2d", "ptop": "p2p"}
+_HOST_MEMORY = ("pageable", "pinned")
+
+DEVICE_SCHEMA = {"device": pl.Int64, "category": pl.String, "dur_ns": pl.Int64, "share": pl.Float64}
+STREAM_SCHEMA = {
+    "device": pl.Int64,
+    "stream": pl.Int64,
+    "category": pl.String,
+    "dur_ns": pl.Int64,
+    "share": pl.Float64,
+}
+
+
+def group_of(category: str) -> str:
+    """compute / communication / memcpy / memset / idle for a category name."""
+    return category.split("_", 1)[0]
+
+
+def is_communication() -> pl.Expr:
+    """NCCL/RCCL kernels: by name, or a collective recorded in the kernel's args."""
+    name = pl.col("name").cast(pl.String).str.to_lowercase()
+    return name.str.contains("nccl") | name.str.contains("rccl") | pl.col("collective_name").is_not_null()
+
+
+def _memcpy_category() -> pl.Expr:
+    # Kineto names copies like "Memcpy HtoD (Pageable -> Device)" / "Memcpy DtoH (Device -> Pinned)".
+    name = pl.col("name").cast(pl.String).str.to_lowercase()
+    direction = name.str.extract(r"memcpy\s+(\w+)", 1).replace_strict(
+        _DIRECTIONS, default="other", return_dtype=pl.String
+    )
+    src = name.str.extract(r"\(\s*(\w+)\s*->", 1)
+    dst = name.str.extract(r"->\s*(\w+)\s*\)", 1)
+    host_side = pl.when(direction == "h2d").then(src).when(direction == "d2h").then(dst)
+    memory = pl.when(host_side.is_in(list(_HOST_MEMORY))).then(pl.lit("_") + host_side).otherwise(pl.lit(""))
+    return pl.concat_str(
+        pl.lit("memcpy_"),
+        direction,
+        pl.when(direction.is_in(["h2d", "d2h"])).then(memory).otherwise(pl.lit("")),
+    )
+
+
+def category_expr() -> pl.Expr:
+    """The breakdown category of each row of ``Trace.kernels``."""
+    kind = pl.col("kind").cast(pl.String)
+    return (
+        pl.when(kind == "memset")
+        .then(pl.lit("memset"))
+        .when(kind == "memcpy")
+        .then(_memcpy_category())
+        .when(is_communication())
+        .then(pl.lit("communication"))
+        .otherwise(pl.lit("compute"))
+    )
+
+
+def gpu_work(trace: Trace) -> pl.DataFrame:
+    """GPU work as (device, stream, start_ns, end_ns, category), zero-length rows dropped."""
+    work = trace.kernels.filter(
+        pl.col("kind").cast(pl.String).is_in(list(GPU_WORK_KINDS))
+        & pl.col("device").is_not_null()
+        & (pl.col("end_ns") > pl.col("ts_ns"))
+    )
+    return work.select(
+        "device",
+        pl.col("stream").fill_null(-1),
+        pl.col("ts_ns").alias("start_ns"),
+        "end_ns",
+        category_expr().alias("category"),
+    )
+
+
+def busy_intervals(trace: Trace) -> pl.DataFrame:
+    """Maximal busy intervals per device: the union of its kernels, memcpys and memsets."""
+    work = gpu_work(trace)
+    return intervals.union(work.select("device", "start_ns", "end_ns"), by=["device"])
+
+
+def _by_priority(work: pl.DataFrame, keys: list[str], lo: int, hi: int) -> pl.DataFrame:
+    """Busy time per ``keys`` + category, each instant counted once under its top category."""
+    present = [c for c in CATEGORIES if c in set(work["category"].unique().to_list())]
+    dense = {c: i for i, c in enumerate(present)}
+    levelled = intervals.clip(work, lo, hi).with_columns(
+        level=pl.col("category").replace_strict(dense, return_dtype=pl.Int64)
+    )
+    flat = intervals.flatten(levelled, level="level", by=keys)
+    return (
+        flat.group_by([*keys, "level"])
+        .agg((pl.col("end_ns") - pl.col("start_ns")).sum().alias("dur_ns"))
+        .with_columns(category=pl.col("level").replace_strict(dict(enumerate(present)), return_dtype=pl.String))
+    )
+
+
+def _with_idle(busy: pl.DataFrame, keys: list[str], window_ns: int) -> pl.DataFrame:
+    idle = busy.group_by(keys).agg((window_ns - pl.col("dur_ns").sum()).alias("dur_ns")).with_columns(
+        category=pl.lit(IDLE), level=pl.lit(len(CATEGORIES), pl.Int64)
+    )
+    rank = pl.col("category").replace_strict(PRIORITY, default=len(CATEGORIES), return_dtype=pl.Int64)
+    both = pl.concat([busy.select(*keys, "category", "dur_ns"), idle.select(*keys, "category", "dur_ns")])
+    share = (pl.col("dur_ns") / window_ns) if window_ns else pl.lit(0.0)
+    return (
+        both.with_columns(share.cast(pl.Float64).alias("share"), rank.alias("_rank"))
+        .sort([*keys, "_rank"])
+        .drop("_rank")
+    )
+
+
+@dataclass(frozen=True)
+class BreakdownResult(Result):
+    name = "breakdown"
+    window_start_ns: int = 0
+    window_end_ns: int = 0
+    window_ns: int = 0
+    by_device: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=DEVICE_SCHEMA))
+    by_stream: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=STREAM_SCHEMA))
+
+    def to_polars(self) -> pl.DataFrame:
+        return self.by_device
+
+    def device_total(self, device: int, category: str) -> int:
+        rows = self.by_device.filter((pl.col("device") == device) & (pl.col("category") == category))
+        return int(rows["dur_ns"].sum()) if rows.height else 0
+
+
+def run(trace: Trace, config: AnalysisConfig) -> BreakdownResult:
+    lo, hi = analysis_window(trace)
+    window_ns = max(hi - lo, 0)
+    base = {"window_start_ns": lo, "window_end_ns": hi, "window_ns": window_ns}
+    work = gpu_work(trace)
+    if work.height == 0:
+        return BreakdownResult(
+            available=False, reason="no GPU kernels, memcpys or memsets in this trace", **base
+        )
+    if window_ns == 0:
+        return BreakdownResult(available=False, reason="the trace's window is empty", **base)
+    by_device = _with_idle(_by_priority(work, ["device"], lo, hi), ["device"], window_ns)
+    by_stream = _with_idle(_by_priority(work, ["device", "stream"], lo, hi), ["device", "stream"], window_ns)
+    return BreakdownResult(
+        by_device=by_device.select(list(DEVICE_SCHEMA)).cast(DEVICE_SCHEMA),  # type: ignore[arg-type]
+        by_stream=by_stream.select(list(STREAM_SCHEMA)).cast(STREAM_SCHEMA),  # type: ignore[arg-type]
+        **base,
+    )
+
+
+SPEC = AnalysisSpec(
+    name="breakdown",
+    title="Device time breakdown",
+    run=run,
+    description=(
+        "Per device and stream: compute, communication, memcpy by direction and memory kind, "
+        "memset and idle over the analysed window; overlapping streams counted once, by priority."
+    ),
+)

@@ -1,0 +1,417 @@
+"""Idle gaps: every maximal idle interval of a device, with the host activity that explains it.
+
+A gap is a maximal interval of a device's analysed window (``overview.analysis_window``) in
+which no kernel, memcpy or memset runs, at least ``gap_threshold_ns`` long. Each gap is read
+against what the *main launching thread* of that device (the host thread that launched most
+of its GPU work) was doing meanwhile. Every instant of that thread is put in one class, the
+first that applies:
+
+1. ``sync``: inside a synchronising call (stream/device/event synchronize, blocking memcpy,
+   ``aten::item`` / ``aten::_local_scalar_dense``);
+2. ``data_loading``: inside a DataLoader ``__next__`` or an annotation/frame named like data
+   loading;
+3. ``launch_overhead``: inside a runtime/driver call or a CPU op that launches GPU work;
+4. ``host_compute``: inside CPU ops that launch nothing;
+5. ``python``: only Python frames (traces recorded with ``with_stack``);
+6. ``untraced``: nothing recorded on the thread.
+
+The gap's cause is decided in this order:
+
+- ``device_wait``: the work that ends the gap was already launched (its launch call had
+  returned) before the gap began, so the host was not what the device waited for;
+- ``sync``: synchronising calls cover at least half of the gap;
+- otherwise the class with the largest share of the gap (ties go to the earlier class), except
+  that a gap that began while the host sat in a synchronising call and was then spent
+  launching is charged to ``sync``: the call drained the queue and the host is catching up.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from traceinsight.analysis import intervals
+from traceinsight.analysis.base import AnalysisConfig, AnalysisSpec, Result
+from traceinsight.analysis.breakdown import busy_intervals, gpu_work
+from traceinsight.analysis.overview import analysis_window
+from traceinsight.trace.model import Trace
+from traceinsight.trace.schema import PROFILER_STEP_PREFIX
+
+HOST_CLASSES = ("sync", "data_loading", "launch_overhead", "host_compute", "python")
+UNTRACED = "untraced"
+DEVICE_WAIT = "device_wait"
+CAUSES = (*HOST_CLASSES, UNTRACED, DEVICE_WAIT)
+
+SYNC_CALL_PATTERN = (
+    r"^(cuda|hip)(Stream|Device|Event|Ctx|Thread)Synchronize"
+    r"|^cu(Stream|Ctx|Event)Synchronize"
+    r"|^(cuda|hip)Memcpy(2D|3D)?$"
+    r"|^cuMemcpy(DtoH|HtoD|DtoD)?(_v2)?$"
+)
+SYNC_OPS = ("aten::_local_scalar_dense", "aten::item")
+DATA_LOADING_PATTERN = r"(?i)dataloader|data_load|data[ _]loading|dataloading|torch/utils/data/"
+
+GAP_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
+    "device": pl.Int64,
+    "start_ns": pl.Int64,
+    "end_ns": pl.Int64,
+    "dur_ns": pl.Int64,
+    "step": pl.Int64,
+    "cause": pl.String,
+    "culprit": pl.String,
+    "culprit_id": pl.Int64,
+}
+BY_CAUSE_SCHEMA = {"cause": pl.String, "idle_ns": pl.Int64, "share": pl.Float64, "gaps": pl.Int64}
+CULPRIT_SCHEMA = {
+    "culprit": pl.String,
+    "idle_ns": pl.Int64,
+    "share": pl.Float64,
+    "gaps": pl.Int64,
+    "cause": pl.String,
+}
+HISTOGRAM_SCHEMA = {"lo_ns": pl.Int64, "hi_ns": pl.Int64, "gaps": pl.Int64, "idle_ns": pl.Int64}
+NO_CULPRIT = "(no host op)"
+
+
+def is_data_loading() -> pl.Expr:
+    return pl.col("name").cast(pl.String).str.contains(DATA_LOADING_PATTERN)
+
+
+def main_threads(trace: Trace) -> pl.DataFrame:
+    """Per device, the host thread (pid, tid) that launched most of its GPU work."""
+    launched = trace.kernels.filter(pl.col("launch_id").is_not_null() & pl.col("device").is_not_null())
+    pids = trace.events.select(pl.col("id").alias("launch_id"), "pid")
+    return (
+        launched.select("device", "launch_id", pl.col("launch_tid").alias("tid"))
+        .join(pids, on="launch_id", how="left")
+        .group_by("device", "pid", "tid")
+        .len()
+        .sort(["device", "len", "pid", "tid"], descending=[False, True, False, False])
+        .unique("device", keep="first", maintain_order=True)
+        .select("device", "pid", "tid")
+    )
+
+
+def _thread_events(trace: Trace, threads: pl.DataFrame) -> pl.DataFrame:
+    """Host events of the main threads, keyed by the device each thread feeds."""
+    cols = ["id", "ts_ns", "end_ns", "name", "kind", "pid", "tid", "parent"]
+    return trace.events.select(cols).join(threads, on=["pid", "tid"], how="inner")
+
+
+def _host_activity(trace: Trace, threads: pl.DataFrame) -> pl.DataFrame:
+    """Host events of each device's main thread with their class level (index in HOST_CLASSES)."""
+    events = _thread_events(trace, threads)
+    kind = pl.col("kind").cast(pl.String)
+    name = pl.col("name").cast(pl.String)
+    launches = (
+        trace.kernels.filter(pl.col("launch_id").is_not_null())
+        .select(pl.col("launch_id").alias("id"))
+        .unique()
+        .join(events.select("id", "device", "ts_ns"), on="id")
+        .select("device", pl.col("ts_ns").alias("launch_ts_ns"))
+        .sort("launch_ts_ns")
+    )
+    ops = events.filter(kind == "cpu_op").select("id", "device", "ts_ns", "end_ns").sort("ts_ns")
+    # An op launches GPU work when the first launch at or after its start begins before its end.
+    launching = (
+        ops.join_asof(
+            launches,
+            left_on="ts_ns",
+            right_on="launch_ts_ns",
+            by="device",
+            strategy="forward",
+            check_sortedness=False,
+        )
+        .filter(pl.col("launch_ts_ns") < pl.col("end_ns"))
+        .select("id", pl.lit(True).alias("launches"))
+    )
+    level = (
+        pl.when(
+            (kind.is_in(["runtime", "driver"]) & name.str.contains(SYNC_CALL_PATTERN))
+            | ((kind == "cpu_op") & name.is_in(list(SYNC_OPS)))
+        )
+        .then(0)
+        .when(kind.is_in(["cpu_op", "user_annotation", "python"]) & is_data_loading())
+        .then(1)
+        .when(kind.is_in(["runtime", "driver"]) | ((kind == "cpu_op") & pl.col("launches")))
+        .then(2)
+        .when(kind == "cpu_op")
+        .then(3)
+        .when(kind == "python")
+        .then(4)
+    )
+    return (
+        events.filter(kind.is_in(["cpu_op", "user_annotation", "python", "runtime", "driver"]))
+        .join(launching, on="id", how="left")
+        .with_columns(pl.col("launches").fill_null(False))
+        .select("device", pl.col("ts_ns").alias("start_ns"), "end_ns", level.cast(pl.Int64).alias("level"))
+        .drop_nulls("level")
+    )
+
+
+def _innermost_at(
+    trace: Trace, threads: pl.DataFrame, probes: pl.DataFrame, containers_filter: pl.Expr
+) -> pl.DataFrame:
+    """For probes (row, device, t), the innermost container on the device's main thread holding t.
+
+    Containers are the host events passing ``containers_filter``. Start from the last one that
+    began at or before t and climb the host tree (``parent``) until one is still running; the
+    loop runs once per nesting level, not per event.
+    """
+    out_schema = {"row": pl.UInt32, "culprit_id": pl.Int64, "culprit": pl.String}
+    host = _thread_events(trace, threads)
+    containers = host.filter(containers_filter).select(
+        "device", pl.col("id").alias("cid"), pl.col("ts_ns").alias("cts")
+    ).sort("cts")
+    if containers.height == 0 or probes.height == 0:
+        return pl.DataFrame(schema=out_schema)
+    tree = host.select(
+        pl.col("id").alias("cid"),
+        pl.col("parent").alias("cparent"),
+        pl.col("end_ns").alias("cend"),
+        pl.col("name").cast(pl.String).alias("cname"),
+        containers_filter.alias("ok"),
+    )
+    current = (
+        probes.sort("t")
+        .join_asof(containers, left_on="t", right_on="cts", by="device", strategy="backward", check_sortedness=False)
+        .select("row", "t", "cid")
+        .join(tree, on="cid", how="left")
+    )
+    resolved = []
+    while current.height:
+        done = pl.col("cid").is_null() | (pl.col("ok") & (pl.col("cend") > pl.col("t")))
+        resolved.append(current.filter(done))
+        current = (
+            current.filter(~done)
+            .select("row", "t", pl.col("cparent").alias("cid"))
+            .join(tree, on="cid", how="left")
+        )
+    return pl.concat(resolved).select(
+        "row", pl.col("cid").alias("culprit_id"), pl.col("cname").alias("culprit")
+    )
+
+
+def _culprits(trace: Trace, threads: pl.DataFrame, gaps: pl.DataFrame) -> pl.DataFrame:
+    """Culprit per gap row: for data loading the data-loading span, for a sync gap the op that
+    synchronised (at the gap's start), else the innermost op or annotation at the gap's middle."""
+    kind = pl.col("kind").cast(pl.String)
+    not_step = ~pl.col("name").cast(pl.String).str.starts_with(PROFILER_STEP_PREFIX)
+    ops_and_annotations = kind.is_in(["cpu_op", "user_annotation"]) & not_step
+    middle = pl.col("start_ns") + pl.col("dur_ns") // 2
+    probe_t = pl.when(pl.col("cause") == "sync").then(pl.col("start_ns")).otherwise(middle)
+    probes = gaps.select("row", "device", probe_t.alias("t"))
+    generic = _innermost_at(trace, threads, probes, ops_and_annotations)
+    data_probes = gaps.filter(pl.col("cause") == "data_loading").select("row", "device", middle.alias("t"))
+    data = _innermost_at(trace, threads, data_probes, ops_and_annotations & is_data_loading())
+    data = data.filter(pl.col("culprit_id").is_not_null())
+    return pl.concat([data, generic.join(data.select("row"), on="row", how="anti")])
+
+
+def _gap_frame(trace: Trace, threshold_ns: int) -> pl.DataFrame:
+    lo, hi = analysis_window(trace)
+    busy = busy_intervals(trace)
+    gaps = intervals.complement(busy, lo, hi, by=["device"])
+    return (
+        gaps.with_columns(dur_ns=pl.col("end_ns") - pl.col("start_ns"))
+        .filter(pl.col("dur_ns") >= max(threshold_ns, 1))
+        .sort(["device", "start_ns"])
+        .with_row_index("row")
+    )
+
+
+def _next_work(trace: Trace, gaps: pl.DataFrame) -> pl.DataFrame:
+    """Per gap row: step and launch end of the work that ends it (or, for a trailing gap, of the
+    work before it)."""
+    work = trace.kernels.filter(pl.col("device").is_not_null()).select(
+        "device", "ts_ns", "end_ns", "step", "launch_end_ns"
+    )
+    following = (
+        work.group_by("device", "ts_ns")
+        .agg(pl.col("launch_end_ns").min(), pl.col("step").min())
+        .sort("ts_ns")
+    )
+    preceding = work.group_by("device", "end_ns").agg(pl.col("step").max().alias("prev_step")).sort("end_ns")
+    return (
+        gaps.select("row", "device", "start_ns", "end_ns")
+        .sort("end_ns")
+        .join_asof(following, left_on="end_ns", right_on="ts_ns", by="device", strategy="forward", check_sortedness=False)
+        .sort("start_ns")
+        .join_asof(preceding, left_on="start_ns", right_on="end_ns", by="device", strategy="backward", check_sortedness=False)
+        .select(
+            "row",
+            pl.coalesce("step", "prev_step").alias("step"),
+            "launch_end_ns",
+        )
+    )
+
+
+def find_gaps(trace: Trace, threshold_ns: int) -> pl.DataFrame:
+    """Every idle gap of at least ``threshold_ns`` per device, with step, cause and culprit.
+
+    Columns (see ``GAP_SCHEMA``): device, start_ns, end_ns, dur_ns, step, cause, culprit,
+    culprit_id; sorted by device and start. Also adds one ``<class>_ns`` column per host class
+    (how much of the gap the main thread spent in it) and ``untraced_ns``.
+    """
+    gaps = _gap_frame(trace, threshold_ns)
+    share_cols = [f"{c}_ns" for c in (*HOST_CLASSES, UNTRACED)]
+    if gaps.height == 0:
+        return pl.DataFrame(schema=GAP_SCHEMA | dict.fromkeys(share_cols, pl.Int64))
+    threads = main_threads(trace)
+    activity = intervals.flatten(_host_activity(trace, threads), level="level", by=["device"])
+    covered = gaps
+    for level, cls in enumerate(HOST_CLASSES):
+        covered = intervals.covered_ns(
+            covered, activity.filter(pl.col("level") == level), by=["device"], out=f"{cls}_ns"
+        )
+    sync_at_start = intervals.covered_ns(
+        gaps.select("row", "device", "start_ns", (pl.col("start_ns") + 1).alias("end_ns")),
+        activity.filter(pl.col("level") == 0),
+        by=["device"],
+        out="sync_at_start",
+    ).select("row", (pl.col("sync_at_start") > 0).alias("sync_at_start"))
+    host_ns = pl.sum_horizontal([pl.col(f"{c}_ns") for c in HOST_CLASSES])
+    covered = (
+        covered.with_columns(untraced_ns=(pl.col("dur_ns") - host_ns).clip(lower_bound=0))
+        .join(sync_at_start, on="row")
+        .join(_next_work(trace, gaps), on="row", how="left")
+    )
+    ordered = [*HOST_CLASSES, UNTRACED]
+    largest = pl.max_horizontal([pl.col(f"{c}_ns") for c in ordered])
+    argmax = pl.coalesce([pl.when(pl.col(f"{c}_ns") == largest).then(pl.lit(c)) for c in ordered])
+    cause = (
+        pl.when(pl.col("launch_end_ns") <= pl.col("start_ns"))
+        .then(pl.lit(DEVICE_WAIT))
+        .when(2 * pl.col("sync_ns") >= pl.col("dur_ns"))
+        .then(pl.lit("sync"))
+        .when(pl.col("sync_at_start") & (argmax == "launch_overhead"))
+        .then(pl.lit("sync"))
+        .otherwise(argmax)
+    )
+    covered = covered.with_columns(cause=cause)
+    culprits = _culprits(trace, threads, covered)
+    out = covered.join(culprits, on="row", how="left").sort(["device", "start_ns"])
+    return out.select(
+        [pl.col(c).cast(t) for c, t in GAP_SCHEMA.items()] + [pl.col(c).cast(pl.Int64) for c in share_cols]
+    )
+
+
+def _histogram(gaps: pl.DataFrame, threshold_ns: int) -> pl.DataFrame:
+    """Gap counts in decade buckets starting at the threshold (log-spaced)."""
+    if gaps.height == 0:
+        return pl.DataFrame(schema=HISTOGRAM_SCHEMA)
+    lo = max(threshold_ns, 1)
+    longest = int(gaps["dur_ns"].max())  # type: ignore[arg-type]
+    edges = [lo]
+    while edges[-1] <= longest:
+        edges.append(edges[-1] * 10)
+    bucket = (pl.col("dur_ns") / lo).log10().floor().cast(pl.Int64).clip(0, len(edges) - 2)
+    counts = gaps.group_by(bucket.alias("b")).agg(pl.len().cast(pl.Int64).alias("gaps"), pl.col("dur_ns").sum().alias("idle_ns"))
+    frame = pl.DataFrame(
+        {"b": list(range(len(edges) - 1)), "lo_ns": edges[:-1], "hi_ns": edges[1:]},
+        schema={"b": pl.Int64, "lo_ns": pl.Int64, "hi_ns": pl.Int64},
+    )
+    return (
+        frame.join(counts, on="b", how="left")
+        .with_columns(pl.col("gaps").fill_null(0), pl.col("idle_ns").fill_null(0))
+        .sort("b")
+        .select(list(HISTOGRAM_SCHEMA))
+        .cast(HISTOGRAM_SCHEMA)  # type: ignore[arg-type]
+    )
+
+
+@dataclass(frozen=True)
+class GapsResult(Result):
+    name = "gaps"
+    threshold_ns: int = 0
+    window_start_ns: int = 0
+    window_end_ns: int = 0
+    window_ns: int = 0
+    devices: int = 0
+    idle_ns: int = 0
+    gap_idle_ns: int = 0
+    gap_count: int = 0
+    by_cause: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=BY_CAUSE_SCHEMA))
+    culprits: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=CULPRIT_SCHEMA))
+    histogram: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=HISTOGRAM_SCHEMA))
+    top: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=GAP_SCHEMA))
+    gaps: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=GAP_SCHEMA))
+
+    def to_polars(self) -> pl.DataFrame:
+        return self.gaps
+
+    @property
+    def top_cause(self) -> str | None:
+        return str(self.by_cause["cause"][0]) if self.by_cause.height else None
+
+    def to_dict(self, *, full: bool = False) -> dict[str, Any]:
+        """JSON-safe data; the full gaps list only with ``full`` (``top`` always has the largest)."""
+        data = super().to_dict()
+        if not full:
+            data.pop("gaps", None)
+        return data
+
+
+def _fields_base(trace: Trace, threshold_ns: int) -> dict[str, int]:
+    lo, hi = analysis_window(trace)
+    return {"threshold_ns": threshold_ns, "window_start_ns": lo, "window_end_ns": hi, "window_ns": max(hi - lo, 0)}
+
+
+def run(trace: Trace, config: AnalysisConfig) -> GapsResult:
+    threshold_ns = int(config.gap_threshold_ns)
+    base = _fields_base(trace, threshold_ns)
+    if gpu_work(trace).height == 0:
+        return GapsResult(available=False, reason="no GPU kernels, memcpys or memsets in this trace", **base)
+    busy = busy_intervals(trace)
+    devices = busy["device"].n_unique()
+    idle_ns = devices * base["window_ns"] - int(busy.select((pl.col("end_ns") - pl.col("start_ns")).sum()).item() or 0)
+    gaps = find_gaps(trace, threshold_ns)
+    total = int(gaps["dur_ns"].sum() or 0)
+    share = (pl.col("idle_ns") / total) if total else pl.lit(0.0)
+    by_cause = (
+        gaps.group_by("cause")
+        .agg(pl.col("dur_ns").sum().alias("idle_ns"), pl.len().cast(pl.Int64).alias("gaps"))
+        .with_columns(share.cast(pl.Float64).alias("share"))
+        .sort(["idle_ns", "cause"], descending=[True, False])
+        .select(list(BY_CAUSE_SCHEMA))
+    )
+    culprits = (
+        gaps.with_columns(pl.col("culprit").fill_null(NO_CULPRIT))
+        .group_by("culprit")
+        .agg(
+            pl.col("dur_ns").sum().alias("idle_ns"),
+            pl.len().cast(pl.Int64).alias("gaps"),
+            # The cause that accounts for most of this culprit's idle time.
+            pl.col("cause").sort_by(pl.col("dur_ns").sum().over("culprit", "cause"), descending=True).first(),
+        )
+        .with_columns(share.cast(pl.Float64).alias("share"))
+        .sort(["idle_ns", "culprit"], descending=[True, False])
+        .head(config.top_n)
+        .select(list(CULPRIT_SCHEMA))
+    )
+    top = gaps.sort(["dur_ns", "start_ns"], descending=[True, False]).head(config.top_n).select(list(GAP_SCHEMA))
+    return GapsResult(
+        devices=devices,
+        idle_ns=idle_ns,
+        gap_idle_ns=total,
+        gap_count=gaps.height,
+        by_cause=by_cause,
+        culprits=culprits,
+        histogram=_histogram(gaps, threshold_ns),
+        top=top,
+        gaps=gaps,
+        **base,
+    )
+
+
+SPEC = AnalysisSpec(
+    name="gaps",
+    title="Idle gaps",
+    run=run,
+    description=(
+        "Every idle interval of a device above the threshold, with the step it falls in, the "
+        "host op running meanwhile and a cause (sync, data loading, launch overhead, ...)."
+    ),
+)

@@ -1,0 +1,321 @@
+"""Allocator memory from profile_memory events: peaks, who holds memory at the peak, and growth
+across steps that may be a leak.
+
+Each ``[memory]`` event is one allocation (positive bytes) or free (negative bytes) at an
+address, with the allocator's running totals after it. An allocation lives from its event
+until the next event at the same address on the same device (normally its free; if the
+address is handed out again without a recorded free, the block must have been freed by then).
+Allocations made before the profiler started are in the totals but not in the events, so the
+memory attributed to ops at a peak can be less than the peak itself ("untraced").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from traceinsight.analysis.base import AnalysisConfig, AnalysisSpec, Result
+from traceinsight.analysis.ops import innermost_op, op_tree
+from traceinsight.trace.model import Trace
+from traceinsight.trace.schema import PROFILER_STEP_PREFIX
+
+# A possible leak: allocated memory at step end grows by more than the tolerance at every
+# step over at least this many consecutive step ends, up to the last step recorded.
+LEAK_MIN_STEPS = 3
+# Tolerance: the larger of this many bytes and this fraction of the device's peak.
+LEAK_TOLERANCE_BYTES = 4096
+LEAK_TOLERANCE_FRACTION = 0.001
+NO_OP = "(no op)"
+
+PEAK_COLUMNS: dict[str, pl.DataType | type[pl.DataType]] = {
+    "device": pl.String,
+    "device_type": pl.Int64,
+    "device_index": pl.Int64,
+    "events": pl.Int64,
+    "peak_allocated_bytes": pl.Int64,
+    "peak_allocated_ns": pl.Int64,
+    "peak_allocated_step": pl.Int64,
+    "peak_reserved_bytes": pl.Int64,
+    "peak_reserved_ns": pl.Int64,
+    "peak_reserved_step": pl.Int64,
+    "traced_at_peak_bytes": pl.Int64,
+}
+TOP_OP_COLUMNS: dict[str, pl.DataType | type[pl.DataType]] = {
+    "device": pl.String,
+    "op_name": pl.String,
+    "bytes": pl.Int64,
+    "allocations": pl.Int64,
+    "share_of_peak_pct": pl.Float64,
+}
+STEP_END_COLUMNS: dict[str, pl.DataType | type[pl.DataType]] = {
+    "device": pl.String,
+    "step": pl.Int64,
+    "step_end_ns": pl.Int64,
+    "allocated_bytes": pl.Int64,
+    "reserved_bytes": pl.Int64,
+    "delta_bytes": pl.Int64,
+}
+
+
+@dataclass(frozen=True)
+class LeakSuspect:
+    device: str
+    first_step: int
+    last_step: int
+    steps: int
+    first_bytes: int
+    last_bytes: int
+    growth_bytes: int
+    growth_per_step_bytes: float
+    tolerance_bytes: int
+
+
+@dataclass(frozen=True)
+class MemoryResult(Result):
+    name = "memory"
+    peaks: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=PEAK_COLUMNS))
+    top_ops: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=TOP_OP_COLUMNS))
+    step_ends: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=STEP_END_COLUMNS))
+    leaks: tuple[LeakSuspect, ...] = ()
+    has_steps: bool = False
+
+    def to_polars(self) -> pl.DataFrame:
+        return self.peaks
+
+
+def _device_label() -> pl.Expr:
+    dt, dev = pl.col("device_type"), pl.col("device")
+    return (
+        pl.when(dt == 1)
+        .then(pl.format("cuda:{}", dev))
+        .when(dt == 0)
+        .then(pl.lit("cpu"))
+        .otherwise(pl.format("type{}:{}", dt, dev))
+    )
+
+
+def _steps(trace: Trace) -> pl.DataFrame:
+    name = pl.col("name").cast(pl.String)
+    return (
+        trace.events.filter((pl.col("kind") == "user_annotation") & name.str.starts_with(PROFILER_STEP_PREFIX))
+        .select(
+            step=name.str.slice(len(PROFILER_STEP_PREFIX)).cast(pl.Int64, strict=False),
+            step_ts_ns=pl.col("ts_ns"),
+            step_end_ns=pl.col("end_ns"),
+        )
+        .drop_nulls("step")
+        .sort("step_ts_ns")
+    )
+
+
+def _step_at(points: pl.DataFrame, steps: pl.DataFrame, ts_col: str, out: str) -> pl.DataFrame:
+    """Adds ``out``: the ProfilerStep whose host span holds ``ts_col`` (null outside steps)."""
+    if steps.height == 0:
+        return points.with_columns(pl.lit(None, dtype=pl.Int64).alias(out))
+    joined = points.sort(ts_col).join_asof(
+        steps, left_on=ts_col, right_on="step_ts_ns", strategy="backward", check_sortedness=False
+    )
+    return joined.with_columns(
+        pl.when(pl.col(ts_col) < pl.col("step_end_ns")).then(pl.col("step")).alias(out)
+    ).drop("step", "step_ts_ns", "step_end_ns")
+
+
+def _events(trace: Trace) -> pl.DataFrame:
+    return (
+        trace.memory.filter(pl.col("bytes").is_not_null())
+        .with_row_index("row")
+        .with_columns(
+            pl.col("row").cast(pl.Int64),
+            pl.col("device").fill_null(-1),
+            pl.col("device_type").fill_null(-1),
+            pl.col("addr").fill_null(-1),
+        )
+        .with_columns(label=_device_label())
+    )
+
+
+def _peaks(mem: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
+    alloc = pl.col("total_allocated_bytes")
+    reserved = pl.col("total_reserved_bytes")
+    peaks = mem.group_by("label", "device_type", "device").agg(
+        events=pl.len().cast(pl.Int64),
+        peak_allocated_bytes=alloc.max(),
+        peak_allocated_ns=pl.col("ts_ns").get(alloc.fill_null(-1).arg_max()),
+        peak_row=pl.col("row").get(alloc.fill_null(-1).arg_max()),
+        peak_reserved_bytes=reserved.max(),
+        peak_reserved_ns=pl.col("ts_ns").get(reserved.fill_null(-1).arg_max()),
+    )
+    peaks = _step_at(peaks, steps, "peak_allocated_ns", "peak_allocated_step")
+    peaks = _step_at(peaks, steps, "peak_reserved_ns", "peak_reserved_step")
+    return peaks.sort("device_type", "device", descending=[True, False])
+
+
+def _allocations(mem: pl.DataFrame) -> pl.DataFrame:
+    """Positive-bytes events with the row at which their block was given back (null: never)."""
+    key = ["device_type", "device", "addr"]
+    return (
+        mem.sort([*key, "row"])
+        .with_columns(free_row=pl.col("row").shift(-1).over(key))
+        .filter(pl.col("bytes") > 0)
+    )
+
+
+def _alive_at_peak(allocs: pl.DataFrame, peaks: pl.DataFrame) -> pl.DataFrame:
+    joined = allocs.join(peaks.select("device_type", "device", "peak_row"), on=["device_type", "device"])
+    return joined.filter(
+        (pl.col("row") <= pl.col("peak_row"))
+        & (pl.col("free_row").is_null() | (pl.col("free_row") > pl.col("peak_row")))
+    )
+
+
+def _top_ops(trace: Trace, alive: pl.DataFrame, peaks: pl.DataFrame, top_n: int) -> pl.DataFrame:
+    if alive.height == 0:
+        return pl.DataFrame(schema=TOP_OP_COLUMNS)
+    tree = op_tree(trace)
+    points = alive.select("label", "pid", "tid", "ts_ns", "bytes")
+    located = innermost_op(tree, points) if tree.height else points.with_columns(
+        op_name=pl.lit(None, dtype=pl.String)
+    )
+    peak_by_label = peaks.select("label", "peak_allocated_bytes")
+    return (
+        located.with_columns(pl.col("op_name").fill_null(NO_OP))
+        .group_by("label", "op_name")
+        .agg(bytes=pl.col("bytes").sum(), allocations=pl.len().cast(pl.Int64))
+        .join(peak_by_label, on="label", how="left")
+        .with_columns(
+            share_of_peak_pct=pl.when(pl.col("peak_allocated_bytes") > 0).then(
+                pl.col("bytes") * 100.0 / pl.col("peak_allocated_bytes")
+            )
+        )
+        .sort(["label", "bytes", "op_name"], descending=[False, True, False])
+        .group_by("label", maintain_order=True)
+        .head(top_n)
+        .rename({"label": "device"})
+        .select([pl.col(c).cast(t) for c, t in TOP_OP_COLUMNS.items()])
+    )
+
+
+def _step_ends(mem: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
+    if steps.height == 0:
+        return pl.DataFrame(schema=STEP_END_COLUMNS)
+    devices = mem.select("label", "device_type", "device").unique()
+    grid = devices.join(steps.select("step", "step_end_ns"), how="cross").sort("step_end_ns")
+    # The totals after the last event that happened before the step ended.
+    totals = mem.select(
+        "device_type", "device", "ts_ns", "total_allocated_bytes", "total_reserved_bytes"
+    ).sort("ts_ns")
+    return (
+        grid.join_asof(
+            totals,
+            left_on="step_end_ns",
+            right_on="ts_ns",
+            by=["device_type", "device"],
+            strategy="backward",
+            check_sortedness=False,
+        )
+        .filter(pl.col("ts_ns").is_not_null())
+        .sort("label", "step")
+        .with_columns(delta_bytes=pl.col("total_allocated_bytes").diff().over("label"))
+        .select(
+            device=pl.col("label"),
+            step=pl.col("step"),
+            step_end_ns=pl.col("step_end_ns"),
+            allocated_bytes=pl.col("total_allocated_bytes"),
+            reserved_bytes=pl.col("total_reserved_bytes"),
+            delta_bytes=pl.col("delta_bytes"),
+        )
+        .select([pl.col(c).cast(t) for c, t in STEP_END_COLUMNS.items()])
+    )
+
+
+def find_leaks(step_ends: pl.DataFrame, peaks: pl.DataFrame) -> tuple[LeakSuspect, ...]:
+    """Devices whose allocated memory at step end grew at every step, by more than the
+    tolerance, over the last ``LEAK_MIN_STEPS`` or more step ends."""
+    if step_ends.height == 0:
+        return ()
+    tolerance = peaks.select(
+        device=pl.col("label"),
+        tolerance_bytes=pl.max_horizontal(
+            pl.lit(LEAK_TOLERANCE_BYTES, dtype=pl.Int64),
+            (pl.col("peak_allocated_bytes").fill_null(0) * LEAK_TOLERANCE_FRACTION).cast(pl.Int64),
+        ),
+    )
+    # Mark each step end that grew past the tolerance, then measure the run of such growth
+    # that ends at the last step (a run broken earlier is a phase, not an ongoing leak).
+    runs = (
+        step_ends.join(tolerance, on="device", how="left")
+        .sort("device", "step")
+        .with_columns(grew=(pl.col("delta_bytes") > pl.col("tolerance_bytes")).fill_null(False))
+        .with_columns(
+            breaks=(~pl.col("grew")).cast(pl.Int64).cum_sum().over("device"),
+        )
+        .with_columns(last_run=pl.col("breaks") == pl.col("breaks").last().over("device"))
+        .filter(pl.col("last_run"))
+        .group_by("device")
+        .agg(
+            first_step=pl.col("step").first(),
+            last_step=pl.col("step").last(),
+            steps=pl.len().cast(pl.Int64),
+            first_bytes=pl.col("allocated_bytes").first(),
+            last_bytes=pl.col("allocated_bytes").last(),
+            tolerance_bytes=pl.col("tolerance_bytes").first(),
+        )
+        # The run starts at the step end before its first growth: that one is its baseline.
+        .filter(pl.col("steps") >= LEAK_MIN_STEPS)
+        .sort("device")
+    )
+    suspects = []
+    for row in runs.iter_rows(named=True):
+        growth = int(row["last_bytes"]) - int(row["first_bytes"])
+        suspects.append(
+            LeakSuspect(
+                device=row["device"],
+                first_step=int(row["first_step"]),
+                last_step=int(row["last_step"]),
+                steps=int(row["steps"]),
+                first_bytes=int(row["first_bytes"]),
+                last_bytes=int(row["last_bytes"]),
+                growth_bytes=growth,
+                growth_per_step_bytes=growth / (int(row["steps"]) - 1),
+                tolerance_bytes=int(row["tolerance_bytes"]),
+            )
+        )
+    return tuple(suspects)
+
+
+def run(trace: Trace, config: AnalysisConfig) -> MemoryResult:
+    mem = _events(trace)
+    if mem.height == 0:
+        return MemoryResult(available=False, reason="trace recorded without profile_memory")
+    steps = _steps(trace)
+    peaks = _peaks(mem, steps)
+    allocs = _allocations(mem)
+    alive = _alive_at_peak(allocs, peaks)
+    traced = alive.group_by("label").agg(traced_at_peak_bytes=pl.col("bytes").sum())
+    top_ops = _top_ops(trace, alive, peaks, config.top_n)
+    step_ends = _step_ends(mem, steps)
+    leaks = find_leaks(step_ends, peaks)
+    peaks_out = (
+        peaks.join(traced, on="label", how="left")
+        .with_columns(pl.col("traced_at_peak_bytes").fill_null(0))
+        .rename({"device": "device_index"})
+        .rename({"label": "device"})
+        .select([pl.col(c).cast(t) for c, t in PEAK_COLUMNS.items()])
+    )
+    return MemoryResult(
+        peaks=peaks_out,
+        top_ops=top_ops,
+        step_ends=step_ends,
+        leaks=leaks,
+        has_steps=steps.height > 0,
+    )
+
+
+SPEC = AnalysisSpec(
+    name="memory",
+    title="Memory",
+    run=run,
+    description="Peak allocated/reserved memory per device and when, the ops holding the most at "
+    "the peak, and step-over-step growth that may be a leak.",
+)

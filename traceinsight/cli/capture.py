@@ -1,0 +1,96 @@
+"""``traceinsight capture [OPTIONS] -- python train.py ARGS``: profile an unmodified script.
+
+torch is imported only when the command runs, so ``traceinsight --help`` stays fast and works
+where only the analysis side is installed.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from traceinsight.cli.app import app
+from traceinsight.errors import UsageError
+
+
+@app.command(
+    "capture",
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+)
+def capture_command(
+    ctx: typer.Context,
+    output: Annotated[
+        Path, typer.Option("-o", "--output", help="Trace file to write (.json.gz or .json).")
+    ] = Path("trace.json.gz"),
+    wait: Annotated[int, typer.Option("--wait", help="Steps to skip before warming up.")] = 1,
+    warmup: Annotated[int, typer.Option("--warmup", help="Steps traced but discarded.")] = 1,
+    active: Annotated[int, typer.Option("--active", help="Steps recorded.")] = 3,
+    interval: Annotated[
+        float, typer.Option("--interval", help="NVML sampling interval in seconds.")
+    ] = 0.1,
+    with_stack: Annotated[
+        bool, typer.Option("--with-stack", help="Record Python stacks (bigger traces).")
+    ] = False,
+    profile_memory: Annotated[
+        bool, typer.Option("--profile-memory", help="Record allocations and frees.")
+    ] = False,
+    steps_from: Annotated[
+        str,
+        typer.Option(
+            "--steps-from",
+            help="'optimizer': each optimizer.step() is a step; 'manual': the script calls "
+            "traceinsight.capture.current_profiler().step().",
+        ),
+    ] = "optimizer",
+    no_nvml: Annotated[bool, typer.Option("--no-nvml", help="Do not sample GPU counters.")] = False,
+    summary_json: Annotated[
+        Path | None, typer.Option("--summary-json", help="Also write the GPU summary as JSON.")
+    ] = None,
+) -> None:
+    """Run a Python script under the profiler, sampling GPU counters, and write its trace.
+
+    Example: traceinsight capture -o run.json.gz --active 5 -- python train.py --epochs 1
+    """
+    command = list(ctx.args)
+    if not command:
+        raise UsageError("give the script to run after --, e.g. `-- python train.py ARGS`")
+    if steps_from not in ("optimizer", "manual"):
+        raise UsageError(f"--steps-from must be 'optimizer' or 'manual', not {steps_from!r}")
+    if interval <= 0:
+        raise UsageError("--interval must be > 0")
+    if active < 1 or wait < 0 or warmup < 0:
+        raise UsageError("--active must be >= 1 and --wait/--warmup >= 0")
+
+    from traceinsight.capture.merge import write_bytes_atomic
+    from traceinsight.capture.runner import run_script
+
+    result = run_script(
+        command,
+        output=output,
+        wait=wait,
+        warmup=warmup,
+        active=active,
+        interval_s=interval,
+        with_stack=with_stack,
+        profile_memory=profile_memory,
+        steps_from="manual" if steps_from == "manual" else "optimizer",
+        nvml=not no_nvml,
+    )
+    err = sys.stderr
+    if result.paths:
+        print(f"traceinsight: trace written to {result.message}", file=err)
+    else:
+        print(f"traceinsight: {result.message}", file=err)
+    if result.summary is not None:
+        print(result.summary.format(), file=err)
+        if summary_json is not None:
+            write_bytes_atomic((result.summary.to_json() + "\n").encode(), summary_json, gz=False)
+    elif result.nvml_status != "ok":
+        print(f"traceinsight: no GPU counters ({result.nvml_status})", file=err)
+    if result.exit_code != 0:
+        # SystemExit, not typer.Exit: it reaches the process exit status whichever way the
+        # app is invoked (standalone or through main()).
+        raise SystemExit(result.exit_code)

@@ -1,0 +1,90 @@
+"""``traceinsight diff BEFORE AFTER``: did the change help? Noise-aware, with the reasons."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from traceinsight.cli.app import app
+from traceinsight.errors import EXIT_REGRESSION, UsageError
+
+FORMATS = ("terminal", "json", "md")
+
+
+@app.command("diff")
+def diff_command(
+    before: Annotated[Path, typer.Argument(help="Trace of the baseline run (.json / .json.gz)")],
+    after: Annotated[Path, typer.Argument(help="Trace of the changed run")],
+    format: Annotated[str, typer.Option("--format", "-f", help="terminal, json or md")] = "terminal",
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Write to this file instead of stdout")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite the output file if it exists")] = False,
+    fail_on_regression: Annotated[
+        float | None,
+        typer.Option(
+            "--fail-on-regression",
+            metavar="PCT",
+            help="Exit with code 3 when the after run is significantly slower by more than PCT %",
+        ),
+    ] = None,
+    label_before: Annotated[str | None, typer.Option("--label-before", help="Name for the before run")] = None,
+    label_after: Annotated[str | None, typer.Option("--label-after", help="Name for the after run")] = None,
+    top: Annotated[int, typer.Option("--top", help="Rows per table of ops, kernels and regions")] = 10,
+    alpha: Annotated[float, typer.Option("--alpha", help="Significance level of the tests")] = 0.05,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the bootstrap")] = 0,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Parse the files even if cached copies exist")] = False,
+) -> None:
+    """Compare two runs: step-time verdict with confidence, and the ops, kernels and regions behind it."""
+    if format not in FORMATS:
+        raise UsageError(f"unknown format {format!r}; choose from {', '.join(FORMATS)}")
+    if fail_on_regression is not None and fail_on_regression < 0:
+        raise UsageError("--fail-on-regression takes a percentage >= 0")
+    if not 0 < alpha < 1:
+        raise UsageError("--alpha must be between 0 and 1")
+    if top < 1:
+        raise UsageError("--top must be >= 1")
+    from traceinsight.cli.output import check_writable, write_output
+
+    if output is not None:
+        check_writable(output, force=force)
+    from traceinsight.api_diff import diff
+
+    result = diff(
+        before,
+        after,
+        cache=not no_cache,
+        label_before=label_before,
+        label_after=label_after,
+        top_n=top,
+        alpha=alpha,
+        seed=seed,
+    )
+    if format == "json":
+        content = json.dumps(result.to_json_dict(), indent=2, allow_nan=False) + "\n"
+    elif format == "md":
+        from traceinsight.report.diff_markdown import render_markdown
+
+        content = render_markdown(result, top=top)
+    else:
+        from traceinsight.report.diff_terminal import render_terminal
+        from traceinsight.report.terminal import make_console
+
+        if output is None:
+            make_console().print(render_terminal(result))
+            content = None
+        else:
+            buffer = io.StringIO()
+            make_console(buffer, width=140).print(render_terminal(result))
+            content = buffer.getvalue()
+    if content is not None:
+        write_output(content, output, force=force)
+    if fail_on_regression is not None and result.is_regression(fail_on_regression):
+        typer.echo(
+            f"regression: {result.after_label} is slower than {result.before_label} by "
+            f"{(result.step_time.ratio or 1.0) * 100 - 100:.1f} % (> {fail_on_regression:g} %)",
+            err=True,
+        )
+        raise typer.Exit(EXIT_REGRESSION)

@@ -1,0 +1,450 @@
+"""Self-contained HTML report: the verdict, plots where a picture beats a table, then tables.
+
+One file with its style inlined and charts as inline SVG: it opens offline, can be attached to
+a bug or archived as a CI artifact. Plots are built from the sections' results; the timeline
+strip, memory and counter charts also need the trace itself and are left out without it.
+Every plot builder tolerates a missing section or column and then draws nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from html import escape
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from traceinsight import __version__
+from traceinsight.analysis.base import Result
+from traceinsight.report import generic, svg
+from traceinsight.report.format import ns
+from traceinsight.report.terminal import section_title
+
+if TYPE_CHECKING:
+    from traceinsight.analysis.report import Report
+    from traceinsight.trace.model import Trace
+
+# Idle-gap causes and their colours (shared with the Perfetto export's track names).
+CAUSE_COLORS = {
+    "busy": "#59a14f",
+    "sync": "#e15759",
+    "data_loading": "#f28e2b",
+    "launch_overhead": "#b07aa1",
+    "host_compute": "#9c755f",
+    "python": "#edc948",
+    "untraced": "#bab0ac",
+    "device_wait": "#76b7b2",
+}
+BOUND_COLORS = {"compute": "#4e79a7", "memory": "#f28e2b", "overhead": "#e15759", "unknown": "#bab0ac"}
+CATEGORY_COLORS = {"idle": "#cccccc", "compute": "#4e79a7", "communication": "#e15759", "memcpy": "#f28e2b", "memset": "#edc948"}
+MAX_TABLE_ROWS = 15
+
+
+@dataclass(frozen=True)
+class Figure:
+    title: str
+    svg: str
+    note: str = ""
+
+
+# Inlined in every page so the file needs nothing beside it.
+CSS = """
+:root { color-scheme: light; --fg: #222; --muted: #666; --line: #ddd; --accent: #4e79a7; }
+* { box-sizing: border-box; }
+body { margin: 0; font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: var(--fg); background: #fafafa; }
+main { max-width: 1100px; margin: 0 auto; padding: 16px 20px 40px; }
+h1 { font-size: 22px; margin: 8px 0 2px; }
+h2 { font-size: 18px; margin: 0 0 10px; border-bottom: 1px solid var(--line); padding-bottom: 4px; }
+h3 { font-size: 15px; margin: 16px 0 6px; }
+.path { color: var(--muted); margin: 0 0 12px; word-break: break-all; }
+.verdict { background: #eef4fb; border-left: 4px solid var(--accent); padding: 10px 14px; margin: 12px 0; }
+.verdict p { font-size: 16px; font-weight: 600; margin: 0 0 6px; }
+.verdict ul { margin: 0; padding-left: 18px; }
+.src { color: var(--muted); font-size: 12px; }
+nav { display: flex; flex-wrap: wrap; gap: 6px 14px; margin: 8px 0 16px; }
+nav a { color: var(--accent); text-decoration: none; }
+section { background: #fff; border: 1px solid var(--line); border-radius: 6px; padding: 14px 16px; margin: 14px 0; }
+figure { margin: 6px 0 14px; }
+figcaption { font-weight: 600; margin-bottom: 4px; }
+svg.chart { display: block; max-width: 100%; height: auto; }
+svg .muted, .note { fill: var(--muted); color: var(--muted); font-size: 12px; }
+dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: 2px 14px; margin: 8px 0; }
+dl.facts dt { font-weight: 600; }
+dl.facts dd { margin: 0; word-break: break-word; }
+.scroll { overflow-x: auto; }
+table { border-collapse: collapse; font-size: 13px; margin: 6px 0; }
+th, td { border-bottom: 1px solid var(--line); padding: 3px 8px; text-align: left; white-space: nowrap; }
+td { max-width: 420px; overflow: hidden; text-overflow: ellipsis; }
+th { background: #f3f3f3; position: sticky; top: 0; }
+.unavailable { color: #8a5a00; background: #fff8e6; padding: 6px 10px; border-radius: 4px; }
+footer { color: var(--muted); font-size: 12px; margin-top: 24px; }
+"""
+
+
+def _css() -> str:
+    return CSS
+
+
+def _col(frame: pl.DataFrame, *names: str) -> str | None:
+    for name in names:
+        if name in frame.columns:
+            return name
+    return None
+
+
+def _frame(result: Result, *attrs: str) -> pl.DataFrame:
+    """The first of ``attrs`` that is a non-empty frame on the result, else its main table."""
+    for attr in attrs:
+        value = getattr(result, attr, None)
+        if isinstance(value, pl.DataFrame) and value.height:
+            return value
+    return result.to_polars()
+
+
+# ---- plots from section results -------------------------------------------------------------
+
+
+def breakdown_figures(result: Result, trace: Trace | None) -> list[Figure]:
+    frame = _frame(result, "by_device")
+    cat, share = _col(frame, "category"), _col(frame, "share", "share_pct")
+    if cat is None or share is None or "device" not in frame.columns:
+        return []
+    scale = 100.0 if share == "share" else 1.0
+    rows = []
+    for (device,), part in frame.group_by("device", maintain_order=True):
+        parts = [(str(c), float(s or 0.0) * scale) for c, s in part.select(cat, share).iter_rows()]
+        rows.append((f"GPU {device}", parts))
+    colors = {c: CATEGORY_COLORS.get(c.split("_", 1)[0], svg.color(i + 1)) for i, c in enumerate(frame[cat].unique().sort().to_list())}
+    return [Figure("Device time by category", svg.stacked_hbars(rows, colors=colors, label="device time breakdown"))]
+
+
+def kernels_figures(result: Result, trace: Trace | None) -> list[Figure]:
+    figures = []
+    frame = _frame(result, "kernels")
+    name, total = _col(frame, "name", "kernel"), _col(frame, "total_ns", "dur_ns")
+    if name and total and frame.height:
+        top = frame.sort(total, descending=True).head(15)
+        calls = _col(top, "calls", "count")
+        items = [
+            (str(r[name]), (r[total] or 0) / 1e6, f"{r[name]}: {ns(r[total])}" + (f" in {r[calls]:,} calls" if calls else ""))
+            for r in top.iter_rows(named=True)
+        ]
+        figures.append(Figure("Top kernels by GPU time", svg.hbars(items, value_label="total GPU time, ms", fmt="{:.2f} ms", label="top kernels")))
+    fam = getattr(result, "families", None)
+    if isinstance(fam, pl.DataFrame) and fam.height and {"family", "total_ns"} <= set(fam.columns):
+        items = [(str(f), (t or 0) / 1e6, f"{f}: {ns(t)}") for f, t in fam.sort("total_ns", descending=True).head(12).select("family", "total_ns").iter_rows()]
+        figures.append(Figure("GPU time by kernel family", svg.hbars(items, value_label="total GPU time, ms", fmt="{:.2f} ms", label="kernel families", label_chars=24)))
+    return figures
+
+
+def ops_figures(result: Result, trace: Trace | None) -> list[Figure]:
+    frame = _frame(result, "ops")
+    name = _col(frame, "name", "op")
+    value = _col(frame, "gpu_total_ns", "device_total_ns", "gpu_ns", "host_total_ns")
+    if not name or not value or not frame.height:
+        return []
+    top = frame.filter(pl.col(value) > 0).sort(value, descending=True).head(15)
+    items = [(str(n), (v or 0) / 1e6, f"{n}: {ns(v)}") for n, v in top.select(name, value).iter_rows()]
+    what = "GPU" if "gpu" in value or "device" in value else "host"
+    return [Figure(f"Top operators by {what} time", svg.hbars(items, value_label=f"{what} time, ms", fmt="{:.2f} ms", label="top operators"))] if items else []
+
+
+def steps_figures(result: Result, trace: Trace | None) -> list[Figure]:
+    frame = _frame(result, "steps")
+    step = _col(frame, "step")
+    dur = _col(frame, "dur_ns", "device_ns", "wall_ns", "step_ns")
+    if not step or not dur or not frame.height:
+        return []
+    busy, idle = _col(frame, "busy_ns", "gpu_busy_ns"), _col(frame, "idle_ns", "gpu_idle_ns")
+    if busy and idle:
+        items = [(f"#{s}", [(b or 0) / 1e6, (i or 0) / 1e6]) for s, b, i in frame.select(step, busy, idle).iter_rows()]
+        chart = svg.columns(items, series=["GPU busy", "GPU idle"], colors=["#59a14f", "#e15759"], y_label="ms", label="step times")
+    else:
+        items = [(f"#{s}", [(d or 0) / 1e6]) for s, d in frame.select(step, dur).iter_rows()]
+        chart = svg.columns(items, series=["step time"], y_label="ms", label="step times")
+    return [Figure("Step times", chart)]
+
+
+def bound_figures(result: Result, trace: Trace | None) -> list[Figure]:
+    frame = _frame(result, "regions")
+    ai = _col(frame, "arithmetic_intensity", "intensity_flop_per_byte", "flop_per_byte", "ai")
+    tf = _col(frame, "achieved_tflops", "tflops", "tflops_per_s")
+    label = _col(frame, "label", "bound", "verdict")
+    name = _col(frame, "region", "name")
+    if not ai or not tf:
+        return []
+    points = [
+        svg.Point(float(x), float(y), str(r.get(name) if name else "?"), str(r.get(label) if label else "region"))
+        for r in frame.iter_rows(named=True)
+        if (x := r[ai]) and (y := r[tf]) and x > 0 and y > 0
+    ]
+    if not points:
+        return []
+    roofs = []
+    peak_col, bw_col = _col(frame, "peak_tflops"), _col(frame, "peak_bw_tbps", "mem_bw_tbps")
+    if peak_col and bw_col:
+        for p, bw in frame.select(peak_col, bw_col).unique().drop_nulls().iter_rows():
+            # TB/s × FLOP/B = TFLOP/s, so the memory roof's slope is the bandwidth in TB/s.
+            roofs.append((f"peak {p:g} TFLOP/s", float(p), float(bw)))
+    peak, bw = getattr(result, "peak_tflops", None), getattr(result, "peak_bw_tbps", None)
+    if not roofs and isinstance(peak, (int, float)) and isinstance(bw, (int, float)):
+        roofs.append(("peak", float(peak), float(bw)))
+    chart = svg.loglog_scatter(points, roofs=roofs[:3], colors={k: v for k, v in BOUND_COLORS.items()}, label="roofline")
+    return [Figure("Roofline: regions against the device's peaks", chart, "Hover a dot for the region; the line is the device roof (memory slope, then compute ceiling).")]
+
+
+def _gap_spans(report: Report, device: int, origin_ns: int) -> list[svg.Span]:
+    gaps = report.sections.get("gaps")
+    if gaps is None or not gaps.available:
+        return []
+    frame = _frame(gaps, "gaps")
+    start = _col(frame, "start_ns", "ts_ns")
+    end, dur = _col(frame, "end_ns"), _col(frame, "dur_ns", "idle_ns")
+    cause = _col(frame, "cause")
+    if not start or not cause or not (end or dur):
+        return []
+    if "device" in frame.columns:
+        frame = frame.filter(pl.col("device") == device)
+    end_expr = pl.col(end) if end else pl.col(start) + pl.col(dur)  # type: ignore[operator]
+    rows = frame.select(pl.col(start).alias("s"), end_expr.alias("e"), pl.col(cause).cast(pl.String).alias("c"))
+    return [
+        svg.Span((s - origin_ns) / 1e6, (e - origin_ns) / 1e6, CAUSE_COLORS.get(c, "#bab0ac"), f"idle {ns(e - s)}: {c}")
+        for s, e, c in rows.iter_rows()
+        if s is not None and e is not None
+    ]
+
+
+def _busy_spans(trace: Trace, device: int, origin_ns: int, resolution_ns: int) -> list[svg.Span]:
+    """Busy intervals of one device, merged where closer than the strip can show."""
+    work = trace.kernels.filter((pl.col("device") == device) & pl.col("kind").cast(pl.String).is_in(["kernel", "memcpy", "memset"]))
+    if work.height == 0:
+        return []
+    merged = (
+        work.select("ts_ns", "end_ns")
+        .sort("ts_ns")
+        .with_columns(reach=pl.col("end_ns").cum_max().shift(1))
+        .with_columns(group=(pl.col("ts_ns") > pl.col("reach") + resolution_ns).fill_null(True).cum_sum())
+        .group_by("group")
+        .agg(pl.col("ts_ns").min(), pl.col("end_ns").max())
+        .sort("ts_ns")
+    )
+    return [
+        svg.Span((s - origin_ns) / 1e6, (e - origin_ns) / 1e6, CAUSE_COLORS["busy"], f"busy {ns(e - s)}")
+        for s, e in merged.select("ts_ns", "end_ns").iter_rows()
+    ]
+
+
+def timeline_figure(report: Report, trace: Trace) -> Figure | None:
+    if not trace.has_gpu:
+        return None
+    lo = int(trace.kernels["ts_ns"].min())  # type: ignore[arg-type]
+    hi = int(trace.kernels["end_ns"].max())  # type: ignore[arg-type]
+    overview = report.sections.get("overview")
+    if overview is not None and getattr(overview, "window_ns", 0):
+        lo, hi = int(overview.window_start_ns), int(overview.window_end_ns)  # type: ignore[attr-defined]
+    resolution = max((hi - lo) // 1800, 1)
+    lanes: list[tuple[str, Sequence[svg.Span]]] = []
+    steps = trace.events.filter(pl.col("name").cast(pl.String).str.starts_with("ProfilerStep#") & (pl.col("kind") == "user_annotation"))
+    if steps.height:
+        step_spans = [
+            svg.Span((s - lo) / 1e6, (e - lo) / 1e6, svg.color(0) if i % 2 == 0 else "#a0cbe8", f"{n} (host): {ns(e - s)}")
+            for i, (n, s, e) in enumerate(steps.sort("ts_ns").select(pl.col("name").cast(pl.String), "ts_ns", "end_ns").iter_rows())
+        ]
+        lanes.append(("steps (host)", step_spans))
+    used_causes: set[str] = set()
+    for device in trace.gpu_devices:
+        gaps = _gap_spans(report, device, lo)
+        used_causes.update(s.title.rsplit(": ", 1)[-1] for s in gaps)
+        lanes.append((f"GPU {device}", [*_busy_spans(trace, device, lo, resolution), *gaps]))
+    legend = [("busy", CAUSE_COLORS["busy"])] + [(f"idle: {c}", CAUSE_COLORS.get(c, "#bab0ac")) for c in sorted(used_causes)]
+    if not used_causes:
+        legend.append(("idle", "#eeeeee"))
+    chart = svg.strip(lanes, lo=0.0, hi=(hi - lo) / 1e6, unit="ms", legend=legend, label="GPU timeline")
+    return Figure("GPU timeline", chart, "Green: the GPU runs kernels or copies. Coloured gaps: idle time and its cause (hover for details).")
+
+
+def memory_figure(trace: Trace) -> Figure | None:
+    mem = trace.memory
+    if mem.height == 0:
+        return None
+    lo = int(mem["ts_ns"].min())  # type: ignore[arg-type]
+    series = []
+    for (device_type, device), part in mem.sort("ts_ns").group_by("device_type", "device", maintain_order=True):
+        if part.height < 2:
+            continue
+        step = max(part.height // 600, 1)  # keep the page light on long traces
+        pts = [((t - lo) / 1e6, v / 2**20) for t, v in part.gather_every(step).select("ts_ns", "total_allocated_bytes").iter_rows() if v is not None]
+        where = "CPU" if device_type == 0 else f"GPU {device}"
+        series.append((f"{where} allocated (MiB)", pts))
+    if not series:
+        return None
+    return Figure("Allocated memory", svg.lines(series, x_label="ms", y_label="MiB", label="allocated memory"))
+
+
+def counter_figures(trace: Trace) -> list[Figure]:
+    counters = trace.counters
+    if counters.height == 0:
+        return []
+    lo = int(counters["ts_ns"].min())  # type: ignore[arg-type]
+    frame = counters.with_columns(pl.col("name").cast(pl.String), pl.col("series").cast(pl.String))
+    figures = []
+    pct_rows = frame.filter(pl.col("series").str.ends_with("_pct"))
+    if pct_rows.height:
+        series = []
+        for (name, ser, device), part in pct_rows.sort("ts_ns").group_by("name", "series", "device", maintain_order=True):
+            pts = [((t - lo) / 1e6, v) for t, v in part.select("ts_ns", "value").iter_rows() if v is not None]
+            series.append((f"{name}.{ser}" + (f" (GPU {device})" if len(trace.gpu_devices) > 1 else ""), pts))
+        figures.append(Figure("NVML / GPM utilisation counters", svg.lines(series, x_label="ms since first sample", y_label="%", y_max=100.0, label="utilisation counters"), "Each point averages the interval since the previous sample."))
+    for unit_suffix, title, unit in (("_w", "Power", "W"), ("_mhz", "Clocks", "MHz"), ("_c", "Temperature", "°C")):
+        rows = frame.filter(pl.col("series").str.ends_with(unit_suffix))
+        if rows.height == 0:
+            continue
+        series = [
+            (f"{name}.{ser}", [((t - lo) / 1e6, v) for t, v in part.select("ts_ns", "value").iter_rows() if v is not None])
+            for (name, ser), part in rows.sort("ts_ns").group_by("name", "series", maintain_order=True)
+        ]
+        figures.append(Figure(title, svg.lines(series, x_label="ms since first sample", y_label=unit, label=title.lower())))
+    return figures
+
+
+FIGURE_BUILDERS: dict[str, Callable[[Result, Any], list[Figure]]] = {
+    "breakdown": breakdown_figures,
+    "kernels": kernels_figures,
+    "ops": ops_figures,
+    "steps": steps_figures,
+    "bound": bound_figures,
+}
+
+
+# ---- page assembly ----------------------------------------------------------------------------
+
+
+def _figure_html(fig: Figure) -> str:
+    note = f"<p class='note'>{escape(fig.note)}</p>" if fig.note else ""
+    return f"<figure><figcaption>{escape(fig.title)}</figcaption>{fig.svg}{note}</figure>"
+
+
+def table_html(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    head = "".join(f"<th>{escape(c)}</th>" for c in columns)
+    body = "".join("<tr>" + "".join(f"<td>{escape(v)}</td>" for v in row) + "</tr>" for row in rows)
+    return f"<div class='scroll'><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
+
+
+def facts_html(items: Sequence[tuple[str, str]]) -> str:
+    if not items:
+        return ""
+    return "<dl class='facts'>" + "".join(f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>" for k, v in items) + "</dl>"
+
+
+def result_html(result: Result, figures: Sequence[Figure] = ()) -> str:
+    """One result as HTML: figures, facts, the head of its table (also used in notebooks)."""
+    if not result.available:
+        return f"<p class='unavailable'>Not available: {escape(str(result.reason))}</p>"
+    gv = generic.view(result, max_rows=MAX_TABLE_ROWS, max_cols=12)
+    parts = [_figure_html(f) for f in figures]
+    parts.append(facts_html(gv.facts))
+    if gv.rows:
+        parts.append(table_html(gv.columns, gv.rows))
+        if gv.total_rows > len(gv.rows):
+            parts.append(f"<p class='note'>{gv.total_rows - len(gv.rows):,} more rows in the JSON report or <code>result.to_polars()</code>.</p>")
+    return "".join(parts)
+
+
+def section_figures(name: str, result: Result, trace: Trace | None) -> list[Figure]:
+    builder = FIGURE_BUILDERS.get(name)
+    if builder is None or not result.available:
+        return []
+    return builder(result, trace)
+
+
+def page(title: str, body: str) -> str:
+    return (
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+        f"<title>{escape(title)}</title><style>{_css()}</style></head>"
+        f"<body><main>{body}<footer>traceinsight {escape(__version__)}</footer></main></body></html>"
+    )
+
+
+def render_html(report: Report, trace: Trace | None = None) -> str:
+    """The whole report as one self-contained HTML page (``trace`` adds timeline/memory/counters)."""
+    head = report.headline
+    findings = "".join(f"<li>{escape(f.text)} <span class='src'>({escape(f.section)})</span></li>" for f in head.findings)
+    nav = "".join(f"<a href='#{escape(n)}'>{escape(section_title(n))}</a>" for n in report.sections)
+    parts = [
+        f"<h1>traceinsight report</h1><p class='path'>{escape(report.trace_path)}</p>",
+        f"<div class='verdict'><p>{escape(head.verdict)}</p><ul>{findings}</ul></div>",
+        f"<nav>{nav}</nav>",
+    ]
+    if trace is not None:
+        timeline = timeline_figure(report, trace)
+        if timeline is not None:
+            parts.append(f"<section id='timeline'><h2>Timeline</h2>{_figure_html(timeline)}</section>")
+    for name, result in report.sections.items():
+        figures = section_figures(name, result, trace)
+        parts.append(f"<section id='{escape(name)}'><h2>{escape(section_title(name))}</h2>{result_html(result, figures)}</section>")
+    if trace is not None:
+        extra = [f for f in (memory_figure(trace), *counter_figures(trace)) if f is not None]
+        if extra:
+            parts.append("<section id='counters'><h2>Memory and GPU counters</h2>" + "".join(_figure_html(f) for f in extra) + "</section>")
+    return page(f"traceinsight: {report.trace_path}", "".join(parts))
+
+
+# ---- diff ---------------------------------------------------------------------------------------
+
+
+def _diff_rows(frame: pl.DataFrame) -> list[tuple[str, float, str]]:
+    name = _col(frame, "name", "key", "region", "kernel", "op", "category")
+    delta = _col(frame, "delta_ns", "diff_ns", "change_ns")
+    before, after = _col(frame, "before_ns", "a_ns", "base_ns"), _col(frame, "after_ns", "b_ns", "new_ns")
+    if not name or not (delta or (before and after)):
+        return []
+    d = pl.col(delta) if delta else pl.col(after) - pl.col(before)  # type: ignore[operator]
+    top = frame.with_columns(_d=d).filter(pl.col("_d").is_not_null()).sort(pl.col("_d").abs(), descending=True).head(20)
+    return [(str(r[name]), r["_d"] / 1e6, f"{r[name]}: {'+' if r['_d'] >= 0 else ''}{ns(r['_d'])}") for r in top.iter_rows(named=True)]
+
+
+def render_diff_html(diff_result: Result, *, title: str = "traceinsight diff") -> str:
+    """A diff result as a self-contained HTML page: its facts, a change chart per table, tables."""
+    parts = [f"<h1>{escape(title)}</h1>"]
+    verdict = getattr(diff_result, "verdict", None) or getattr(diff_result, "summary", None)
+    if isinstance(verdict, str) and verdict:
+        parts.append(f"<div class='verdict'><p>{escape(verdict)}</p></div>")
+    if not diff_result.available:
+        parts.append(f"<p class='unavailable'>Not available: {escape(str(diff_result.reason))}</p>")
+        return page(title, "".join(parts))
+    gv = generic.view(diff_result, max_rows=MAX_TABLE_ROWS, max_cols=12)
+    parts.append(facts_html(gv.facts))
+    frames = [(k, v) for k, v in vars(diff_result).items() if isinstance(v, pl.DataFrame) and v.height]
+    for key, frame in frames:
+        rows = _diff_rows(frame)
+        if rows:
+            parts.append(_figure_html(Figure(f"Change in {key.replace('_', ' ')} (after − before)", diverging_bars(rows), "Red: slower/more after; green: faster/less.")))
+        cols, body = generic.table(frame, max_rows=MAX_TABLE_ROWS, max_cols=12)
+        parts.append(f"<h3>{escape(key.replace('_', ' '))}</h3>" + table_html(cols, body))
+    return page(title, "".join(parts))
+
+
+def diverging_bars(items: Sequence[tuple[str, float, str]], *, width: int = 900) -> str:
+    """Bars left (improvement, green) or right (regression, red) of a zero line, in ms."""
+    left_label, bar_h, gap = 300, 14, 5
+    plot_w = width - left_label - 20
+    mid = left_label + plot_w / 2
+    vmax = max((abs(v) for _, v, _ in items), default=0.0) or 1.0
+    height = 8 + len(items) * (bar_h + gap)
+    body = [f"<line x1='{mid:.1f}' x2='{mid:.1f}' y1='0' y2='{height}' stroke='#888'/>"]
+    for i, (name, value, tip) in enumerate(items):
+        y = 4 + i * (bar_h + gap)
+        w = abs(value) / vmax * (plot_w / 2 - 60)
+        x = mid if value >= 0 else mid - w
+        fill = "#e15759" if value > 0 else "#59a14f"
+        body.append(f"<text x='{left_label - 6}' y='{y + bar_h * 0.8:.1f}' text-anchor='end'>{escape(name[:46])}</text>")
+        body.append(f"<rect x='{x:.1f}' y='{y}' width='{max(w, 0.6):.1f}' height='{bar_h}' fill='{fill}'><title>{escape(tip)}</title></rect>")
+        tx = x + w + 4 if value >= 0 else x - 4
+        body.append(f"<text x='{tx:.1f}' y='{y + bar_h * 0.8:.1f}' text-anchor='{'start' if value >= 0 else 'end'}'>{value:+.3g} ms</text>")
+    return (
+        f"<svg class='chart' role='img' aria-label='change chart' viewBox='0 0 {width} {height}' width='100%' "
+        f"xmlns='http://www.w3.org/2000/svg' {svg.FONT}>" + "".join(body) + "</svg>"
+    )
+
