@@ -26,6 +26,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from traceinsight.capture.nvml import NvmlSampler
 
 
+def make_tiny_step(device: torch.device, smoke: bool):  # type: ignore[no-untyped-def]
+    # The tiny_kernels sample: host-bound, so any time the sampler takes from the Python
+    # thread shows up in the step time instead of hiding behind queued GPU work.
+    a = torch.randn(64, 64, device=device)
+    b = torch.randn(64, 64, device=device)
+    iters = 10 if smoke else 300
+
+    def step() -> None:
+        x = a
+        for _ in range(iters):
+            x = torch.matmul(x, b)
+            x = x * 0.5
+            x = x + a
+
+    return step
+
+
 def make_step(device: torch.device, smoke: bool):  # type: ignore[no-untyped-def]
     # The train_eager sample's model: two transformer encoder layers, AdamW, eager.
     d, vocab, batch, seq = (32, 64, 2, 8) if smoke else (512, 8192, 32, 256)
@@ -74,13 +91,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pairs", type=int, default=30, help="A/B block pairs")
     ap.add_argument("--steps", type=int, default=40, help="training steps per block")
     ap.add_argument("--interval", type=float, default=0.1, help="sampler interval_s")
+    ap.add_argument(
+        "--workload",
+        choices=["train", "tiny"],
+        default="train",
+        help="train: the train_eager model (GPU-bound); tiny: 900 tiny ops a step (host-bound)",
+    )
     ap.add_argument("--smoke", action="store_true", help="tiny CPU run to check the script")
     args = ap.parse_args(argv)
     cuda = torch.cuda.is_available()
     if not cuda and not args.smoke:
         ap.error("no CUDA device: use --smoke")
     device = torch.device("cuda" if cuda else "cpu")
-    step = make_step(device, args.smoke)
+    step = (make_tiny_step if args.workload == "tiny" else make_step)(device, args.smoke)
     for _ in range(10):  # warm up kernels, allocator and clocks
         step()
     devices = [torch.cuda.current_device()] if cuda else [0]
@@ -108,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     med = statistics.median(ratios)
     print(f"device: {torch.cuda.get_device_name() if cuda else 'cpu'}, torch {torch.__version__}")
     print(f"sampler status: {status}, interval_s={args.interval}, ticks in 'on' blocks: {n_ticks}")
-    print(f"{args.pairs} pairs x {args.steps} steps per block")
+    print(f"workload {args.workload}: {args.pairs} pairs x {args.steps} steps per block")
     print(
         f"median step time: off {statistics.median(off) * 1e3:.3f} ms, "
         f"on {statistics.median(on) * 1e3:.3f} ms "

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from traceinsight.capture import Schedule, profile
 
-MAX_BYTES = 1_000_000
+MAX_BYTES = int(os.environ.get("SAMPLE_MAX_BYTES", "1000000"))
 
 
 @dataclass
@@ -143,25 +143,40 @@ def train_with_stack(ctx: Ctx) -> list[Path]:
 
 
 def train_compiled(ctx: Ctx) -> list[Path]:
-    # First a trace whose active window holds the first call (the compile itself); one layer
-    # and two steps, since compilation alone writes many events ...
     out = []
-    step = make_train_step(ctx, compile_mode="default", layers=1)
-    first = run_schedule(
-        ctx, "train_compiled_with_compile", step, Schedule(wait=0, warmup=0, active=2)
-    )
-    if first.stat().st_size > MAX_BYTES:
-        print(f"  {first.name} is {first.stat().st_size} bytes > {MAX_BYTES}: removed", flush=True)
+    # First a trace whose active window holds the first call (the compile itself): one layer,
+    # two steps and no shapes, since tracing during compilation alone writes many events. A
+    # cold compile also benchmarks Triton configs (thousands of kernels); if that makes the
+    # trace too big, it is recorded again now that Inductor's cache is warm, so the window
+    # holds Dynamo tracing, AOT autograd and the cache lookups of a first call.
+    for attempt in ("cold", "warm"):
+        torch._dynamo.reset()
+        step = make_train_step(ctx, compile_mode="default", layers=1)
+        first = run_schedule(
+            ctx,
+            "train_compiled_with_compile",
+            step,
+            Schedule(wait=0, warmup=0, active=2),
+            record_shapes=False,
+        )
+        size = first.stat().st_size
+        if size <= MAX_BYTES:
+            print(f"  {first.name}: {attempt} Inductor cache", flush=True)
+            out.append(first)
+            break
+        print(f"  {first.name} ({attempt} cache) is {size} bytes > {MAX_BYTES}", flush=True)
+        print(f"  {describe(first)}", flush=True)
+        print(f"  most frequent events: {top_events(first)}", flush=True)
         first.unlink()
-    else:
-        out.append(first)
-    # ... then a fresh model, compiled during the wait steps, with only compiled steps active.
+    # Then a fresh model, compiled during the wait steps, with only compiled steps active.
+    torch._dynamo.reset()
     step = make_train_step(ctx, compile_mode="default")
     out.append(run_schedule(ctx, "train_compiled", step, Schedule(wait=2, warmup=1, active=5)))
     return out
 
 
 def train_cudagraphs(ctx: Ctx) -> list[Path]:
+    torch._dynamo.reset()
     step = make_train_step(ctx, compile_mode="reduce-overhead")
     return [run_schedule(ctx, "train_cudagraphs", step, Schedule(wait=3, warmup=1, active=5))]
 
@@ -383,6 +398,15 @@ def describe(path: Path) -> str:
         f"kernels={kernels} steps={steps} counters={fams} "
         f"nvml={cap.get('nvml')!r} gpm={cap.get('gpm')!r}"
     )
+
+
+def top_events(path: Path, n: int = 8) -> list[tuple[str, int]]:
+    from collections import Counter
+
+    from traceinsight.capture.merge import read_trace
+
+    events = read_trace(path).get("traceEvents", [])
+    return Counter(f"{e.get('cat')}:{str(e.get('name'))[:40]}" for e in events).most_common(n)
 
 
 SCENARIOS: dict[str, Callable[[Ctx], list[Path]]] = {

@@ -14,7 +14,7 @@ __version__ = "0.1.0"
 if TYPE_CHECKING:
     from traceinsight.trace.model import Trace, TraceMeta
 
-__all__ = ["Trace", "TraceMeta", "__version__", "load"]
+__all__ = ["Trace", "TraceMeta", "__version__", "analyze", "diff", "load"]
 
 
 def load(path: Any, *, cache: bool = True) -> Trace:
@@ -22,6 +22,21 @@ def load(path: Any, *, cache: bool = True) -> Trace:
     from traceinsight.trace.loader import load as _load
 
     return _load(path, cache=cache)
+
+
+def analyze(trace: Any, config: Any = None, **options: Any) -> Any:
+    """Run every registered analysis over a trace (a :class:`Trace` or a path); see ``Report``."""
+    from traceinsight.analysis.report import analyze as _analyze
+
+    loaded = trace if hasattr(trace, "events") else load(trace)
+    return _analyze(loaded, config, **options)
+
+
+def diff(before: Any, after: Any, **options: Any) -> Any:
+    """Compare two runs (traces or paths): step times with a noise-aware verdict, and why."""
+    from traceinsight.api_diff import diff as _diff
+
+    return _diff(before, after, **options)
 
 
 def __getattr__(name: str) -> Any:

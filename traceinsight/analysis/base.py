@@ -49,6 +49,12 @@ class Result:
     def to_pandas(self) -> Any:
         return self.to_polars().to_pandas()
 
+    def _repr_html_(self) -> str:
+        """Rich display in Jupyter: the same view as the HTML report's section."""
+        from traceinsight.report.notebook import result_html
+
+        return result_html(self)
+
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"schema_version": RESULT_SCHEMA_VERSION}
         for f in fields(self):

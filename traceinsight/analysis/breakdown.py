@@ -42,6 +42,15 @@ _DIRECTIONS = {"htod": "h2d", "dtoh": "d2h", "dtod": "d2d", "ptop": "p2p"}
 _HOST_MEMORY = ("pageable", "pinned")
 
 DEVICE_SCHEMA = {"device": pl.Int64, "category": pl.String, "dur_ns": pl.Int64, "share": pl.Float64}
+SUMMARY_SCHEMA = {
+    "device": pl.Int64,
+    "busy_ns": pl.Int64,
+    "busy_share": pl.Float64,
+    "active_start_ns": pl.Int64,
+    "active_end_ns": pl.Int64,
+    "active_ns": pl.Int64,
+    "active_busy_share": pl.Float64,
+}
 STREAM_SCHEMA = {
     "device": pl.Int64,
     "stream": pl.Int64,
@@ -144,6 +153,28 @@ def _with_idle(busy: pl.DataFrame, keys: list[str], window_ns: int) -> pl.DataFr
     )
 
 
+def _summary(work: pl.DataFrame, window_ns: int) -> pl.DataFrame:
+    """Busy share per device over the window and over its active span (first to last GPU work),
+    which leaves out idle time before the first and after the last recorded GPU work."""
+    busy = intervals.union(work.select("device", "start_ns", "end_ns"), by=["device"])
+    per_device = busy.group_by("device").agg(
+        (pl.col("end_ns") - pl.col("start_ns")).sum().alias("busy_ns"),
+        pl.col("start_ns").min().alias("active_start_ns"),
+        pl.col("end_ns").max().alias("active_end_ns"),
+    )
+    active = pl.col("active_end_ns") - pl.col("active_start_ns")
+    return (
+        per_device.with_columns(active.alias("active_ns"))
+        .with_columns(
+            busy_share=pl.col("busy_ns") / window_ns,
+            active_busy_share=pl.when(pl.col("active_ns") > 0).then(pl.col("busy_ns") / pl.col("active_ns")).otherwise(0.0),
+        )
+        .sort("device")
+        .select(list(SUMMARY_SCHEMA))
+        .cast(SUMMARY_SCHEMA)  # type: ignore[arg-type]
+    )
+
+
 @dataclass(frozen=True)
 class BreakdownResult(Result):
     name = "breakdown"
@@ -152,6 +183,7 @@ class BreakdownResult(Result):
     window_ns: int = 0
     by_device: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=DEVICE_SCHEMA))
     by_stream: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=STREAM_SCHEMA))
+    devices: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=SUMMARY_SCHEMA))
 
     def to_polars(self) -> pl.DataFrame:
         return self.by_device
@@ -175,6 +207,7 @@ def run(trace: Trace, config: AnalysisConfig) -> BreakdownResult:
     by_device = _with_idle(_by_priority(work, ["device"], lo, hi), ["device"], window_ns)
     by_stream = _with_idle(_by_priority(work, ["device", "stream"], lo, hi), ["device", "stream"], window_ns)
     return BreakdownResult(
+        devices=_summary(work, window_ns),
         by_device=by_device.select(list(DEVICE_SCHEMA)).cast(DEVICE_SCHEMA),  # type: ignore[arg-type]
         by_stream=by_stream.select(list(STREAM_SCHEMA)).cast(STREAM_SCHEMA),  # type: ignore[arg-type]
         **base,

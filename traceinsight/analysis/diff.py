@@ -25,7 +25,13 @@ from typing import Any, Literal
 import polars as pl
 
 from traceinsight.analysis.base import AnalysisConfig, Result, jsonable
-from traceinsight.analysis.stats import DEFAULT_ALPHA, DEFAULT_BOOTSTRAP, DEFAULT_SEED, MIN_SAMPLES, compare_samples
+from traceinsight.analysis.stats import (
+    DEFAULT_ALPHA,
+    DEFAULT_BOOTSTRAP,
+    DEFAULT_SEED,
+    MIN_SAMPLES,
+    compare_samples,
+)
 from traceinsight.trace.model import Trace
 from traceinsight.trace.schema import PROFILER_STEP_PREFIX
 
@@ -90,6 +96,7 @@ class TableDiff:
     available: bool = True
     reason: str | None = None
     table: pl.DataFrame = field(default_factory=pl.DataFrame)
+    basis: str = ""
 
 
 @dataclass(frozen=True)
@@ -121,7 +128,7 @@ class DiffResult(Result):
     comparable: bool = True
     notes: tuple[str, ...] = ()
     step_time: StepTimeDiff = field(default_factory=StepTimeDiff)
-    kernel_counts: dict[str, float | None] = field(default_factory=dict)
+    kernel_counts: dict[str, float] = field(default_factory=dict)
     breakdown: TableDiff = field(default_factory=TableDiff)
     idle_by_cause: TableDiff = field(default_factory=TableDiff)
     ops: pl.DataFrame = field(default_factory=pl.DataFrame)
@@ -162,7 +169,13 @@ def _section(trace: Trace, name: str, config: AnalysisConfig) -> tuple[Result | 
         if exc.name == f"traceinsight.analysis.{name}":
             return None, f"the {name} analysis is not part of this build"
         raise
-    result: Result = module.SPEC.run(trace, config)
+    try:
+        result: Result = module.SPEC.run(trace, config)
+    except Exception as exc:
+        if name == "steps":
+            raise
+        # One failing side section must not cost the user the verdict; say what failed.
+        return None, f"the {name} analysis failed ({type(exc).__name__}: {exc})"
     if not result.available:
         return None, result.reason or f"{name} not available"
     return result, None
@@ -358,7 +371,35 @@ def _region_frame(side: _Side) -> pl.DataFrame:
 # ---- breakdown, idle causes, memory, bound ---------------------------------------------------
 
 
+def _step_parts(side: _Side, prefix: str) -> pl.DataFrame:
+    """Mean device time per kept step by category, from the step analysis' split of each step.
+
+    Compute, copies, memsets and communication are the GPU-busy parts; the rest of the device
+    step (runtime, data loading, CPU work, nothing) is the device idle inside the step.
+    """
+    frame = side.steps_frame
+    assert frame is not None
+    busy = {"compute": "kernel_ns", "communication": "communication_ns", "memcpy": "memcpy_ns", "memset": "memset_ns"}
+    means = frame.select(
+        *[pl.col(col).cast(pl.Float64).mean().alias(name) for name, col in busy.items()],
+        idle=(pl.col("device_dur_ns") - pl.sum_horizontal(*busy.values())).cast(pl.Float64).mean(),
+        total=pl.col("device_dur_ns").cast(pl.Float64).mean(),
+    ).row(0, named=True)
+    total = means.pop("total") or 0.0
+    return pl.DataFrame(
+        {
+            "group": list(means),
+            f"{prefix}_ns_per_step": [float(v or 0.0) for v in means.values()],
+            f"{prefix}_share": [float(v or 0.0) / total if total else None for v in means.values()],
+        },
+        schema={"group": pl.String, f"{prefix}_ns_per_step": pl.Float64, f"{prefix}_share": pl.Float64},
+    )
+
+
 def _breakdown_table(before: _Side, after: _Side, config: AnalysisConfig) -> TableDiff:
+    if before.steps_frame is not None and after.steps_frame is not None:
+        table = _delta_table(_step_parts(before, "before"), _step_parts(after, "after"), "group")
+        return TableDiff(table=table.rename({"group": "category"}), basis="mean of the kept steps")
     frames = []
     for side, prefix in ((before, "before"), (after, "after")):
         result, reason = _section(side.trace, "breakdown", config)
@@ -380,7 +421,7 @@ def _breakdown_table(before: _Side, after: _Side, config: AnalysisConfig) -> Tab
             )
         )
     table = _delta_table(frames[0], frames[1], "group")
-    return TableDiff(table=table.rename({"group": "category"}))
+    return TableDiff(table=table.rename({"group": "category"}), basis="whole trace window / profiled steps")
 
 
 def _delta_table(b: pl.DataFrame, a: pl.DataFrame, key: str) -> pl.DataFrame:
@@ -418,7 +459,7 @@ def _idle_by_cause(before: _Side, after: _Side, config: AnalysisConfig) -> Table
         .with_columns(delta_ns_per_step=pl.col("after_ns_per_step") - pl.col("before_ns_per_step"))
         .sort("delta_ns_per_step", descending=False)
     )
-    return TableDiff(table=table)
+    return TableDiff(table=table, basis="whole trace window / profiled steps")
 
 
 def _numeric_peaks(result: Result) -> dict[str, float]:
@@ -460,7 +501,9 @@ def _bound_labels(result: Result) -> pl.DataFrame | None:
     label = next((c for c in ("label", "bound") if c in regions.columns), None)
     if key is None or label is None:
         return None
-    return regions.group_by(pl.col(key).cast(pl.String).alias("region")).agg(
+    # ProfilerStep numbers differ between runs; their labels are compared as one region.
+    region = pl.col(key).cast(pl.String).str.replace(r"^ProfilerStep#\d+$", "ProfilerStep")
+    return regions.group_by(region.alias("region")).agg(
         pl.col(label).cast(pl.String).mode().sort().first().alias("label")
     )
 
@@ -479,7 +522,11 @@ def _bound(before: _Side, after: _Side, config: AnalysisConfig) -> TableDiff:
         labels[0]
         .rename({"label": "before_label"})
         .join(labels[1].rename({"label": "after_label"}), on="region", how="full", coalesce=True)
-        .with_columns(changed=pl.col("before_label").fill_null("") != pl.col("after_label").fill_null(""))
+        .with_columns(
+            changed=pl.col("before_label").is_not_null()
+            & pl.col("after_label").is_not_null()
+            & (pl.col("before_label") != pl.col("after_label"))
+        )
         .sort(["changed", "region"], descending=[True, False])
     )
     return TableDiff(table=table)
@@ -511,17 +558,19 @@ def _device_notes(before: _Side, after: _Side) -> tuple[bool, list[str], str | N
     return comparable, notes, b_name, a_name
 
 
+# Metrics of the compile comparison whose values are durations in ns (for the renderers).
+DURATION_METRICS = frozenset(
+    {"kernel_ns_per_step", "launch_api_ns_per_step", "host_step_ns", "cache_lookup_ns_per_step", "compile_ns"}
+)
 _COMPILE_METRICS = (
-    ("kernels_per_step", "kernels per step"),
-    ("kernel_ns_per_step", "GPU kernel time per step (ns)"),
     ("launches_per_step", "launch calls per step"),
-    ("launch_api_ns_per_step", "launch API time per step (ns)"),
-    ("host_step_ns", "host step span, median (ns)"),
+    ("launch_api_ns_per_step", "launch API time per step"),
+    ("host_step_ns", "host step span, median"),
     ("triton_share", "Triton share of kernel time"),
     ("graph_launches_per_step", "cudaGraphLaunch per step"),
-    ("cache_lookup_ns_per_step", "Dynamo cache lookup per step (ns)"),
+    ("cache_lookup_ns_per_step", "Dynamo cache lookup per step"),
     ("regions_per_step", "compiled regions per step"),
-    ("compile_ns", "compile time in trace (ns)"),
+    ("compile_ns", "compile time in trace"),
     ("recompiles_in_trace", "recompiles in trace"),
 )
 
@@ -530,7 +579,8 @@ def _compile_summary(trace: Trace, config: AnalysisConfig) -> dict[str, Any]:
     from traceinsight.analysis import compile as compile_analysis
 
     result = compile_analysis.run(trace, config)
-    summary = {key: getattr(result, key) for key, _ in _COMPILE_METRICS}
+    keys = [key for key, _ in _COMPILE_METRICS] + ["kernels_per_step", "kernel_ns_per_step"]
+    summary = {key: getattr(result, key) for key in keys}
     summary["available"] = result.available
     summary["compiled"] = result.available
     summary["findings"] = list(result.findings)
@@ -551,7 +601,15 @@ def _compile_summary(trace: Trace, config: AnalysisConfig) -> dict[str, Any]:
     return summary
 
 
-def _compile_diff(before: _Side, after: _Side, step_time: StepTimeDiff, regions: pl.DataFrame, config: AnalysisConfig) -> CompileDiff:
+def _compile_diff(
+    before: _Side,
+    after: _Side,
+    step_time: StepTimeDiff,
+    regions: pl.DataFrame,
+    kernels_per_step: tuple[float, float],
+    gpu_ns_per_step: tuple[float, float],
+    config: AnalysisConfig,
+) -> CompileDiff:
     from traceinsight.analysis.compile import has_compile_markers
 
     b_compiled, a_compiled = has_compile_markers(before.trace), has_compile_markers(after.trace)
@@ -571,9 +629,9 @@ def _compile_diff(before: _Side, after: _Side, step_time: StepTimeDiff, regions:
         rows, schema={"metric": pl.String, "key": pl.String, "before": pl.Float64, "after": pl.Float64, "ratio": pl.Float64}
     )
     fusion = None
-    eager, compiled = (b, a) if a_compiled and not b_compiled else (a, b) if b_compiled and not a_compiled else (None, None)
-    if eager is not None and compiled is not None and compiled["kernels_per_step"]:
-        fusion = float(eager["kernels_per_step"]) / float(compiled["kernels_per_step"])
+    if b_compiled != a_compiled:
+        eager_k, compiled_k = (kernels_per_step[0], kernels_per_step[1]) if a_compiled else (kernels_per_step[1], kernels_per_step[0])
+        fusion = eager_k / compiled_k if compiled_k else None
     speedups = (
         regions.filter(pl.col("status") == "both")
         .select("region", "before_ns_per_step", "after_ns_per_step", "ratio")
@@ -581,7 +639,7 @@ def _compile_diff(before: _Side, after: _Side, step_time: StepTimeDiff, regions:
         if regions.height
         else pl.DataFrame()
     )
-    findings = _compile_findings(b, a, b_compiled, a_compiled, fusion, step_time, before.label, after.label)
+    findings = _compile_findings(b, a, b_compiled, a_compiled, fusion, step_time, gpu_ns_per_step)
     return CompileDiff(
         compiled_side=side,
         metrics=metrics,
@@ -600,8 +658,7 @@ def _compile_findings(
     a_compiled: bool,
     fusion: float | None,
     step_time: StepTimeDiff,
-    b_label: str,
-    a_label: str,
+    gpu_ns_per_step: tuple[float, float],
 ) -> list[str]:
     out: list[str] = []
     if fusion is not None:
@@ -612,6 +669,7 @@ def _compile_findings(
     if not compiled_slower:
         return out
     comp, eager = (a, b) if a_compiled else (b, a)
+    comp_gpu, eager_gpu = (gpu_ns_per_step[1], gpu_ns_per_step[0]) if a_compiled else gpu_ns_per_step
     out.append("the compiled run is slower; likely causes:")
     if comp.get("compile_ns"):
         out.append(f"  compilation inside the trace: {comp['compile_ns'] / 1e6:.1f} ms")
@@ -623,7 +681,7 @@ def _compile_findings(
         comp.get("host_step_ns") or 0
     ) > (eager.get("host_step_ns") or 0):
         out.append("  more host time per step (dispatch, guards, wrappers)")
-    if (comp.get("kernel_ns_per_step") or 0) > (eager.get("kernel_ns_per_step") or 0):
+    if comp_gpu > eager_gpu:
         out.append("  more GPU kernel time per step: some generated kernels are slower than the library ones")
     return out
 
@@ -708,5 +766,13 @@ def diff_traces(before: Trace, after: Trace, opts: DiffOptions | None = None) ->
         gpu_delta_ns_per_step=kernel_counts["after_gpu_ns_per_step"] - kernel_counts["before_gpu_ns_per_step"],
         bound=_bound(b, a, config),
         memory=_memory(b, a, config),
-        compile=_compile_diff(b, a, step_time, regions, config),
+        compile=_compile_diff(
+            b,
+            a,
+            step_time,
+            regions,
+            (kernel_counts["before_kernels_per_step"], kernel_counts["after_kernels_per_step"]),
+            (kernel_counts["before_gpu_ns_per_step"], kernel_counts["after_gpu_ns_per_step"]),
+            config,
+        ),
     )

@@ -18,7 +18,9 @@ first that applies:
 The gap's cause is decided in this order:
 
 - ``device_wait``: the work that ends the gap was already launched (its launch call had
-  returned) before the gap began, so the host was not what the device waited for;
+  returned, or it was launched before the trace began) before the gap began, so the host was
+  not what the device waited for (a dependency on another stream or device, or work the
+  profiler did not record);
 - ``sync``: synchronising calls cover at least half of the gap;
 - otherwise the class with the largest share of the gap (ties go to the earlier class), except
   that a gap that began while the host sat in a synchronising call and was then spent
@@ -79,13 +81,13 @@ def is_data_loading() -> pl.Expr:
     return pl.col("name").cast(pl.String).str.contains(DATA_LOADING_PATTERN)
 
 
+THREAD = ["pid", "tid"]
+
+
 def main_threads(trace: Trace) -> pl.DataFrame:
     """Per device, the host thread (pid, tid) that launched most of its GPU work."""
-    launched = trace.kernels.filter(pl.col("launch_id").is_not_null() & pl.col("device").is_not_null())
-    pids = trace.events.select(pl.col("id").alias("launch_id"), "pid")
     return (
-        launched.select("device", "launch_id", pl.col("launch_tid").alias("tid"))
-        .join(pids, on="launch_id", how="left")
+        _launched(trace)
         .group_by("device", "pid", "tid")
         .len()
         .sort(["device", "len", "pid", "tid"], descending=[False, True, False, False])
@@ -94,35 +96,39 @@ def main_threads(trace: Trace) -> pl.DataFrame:
     )
 
 
+def _launched(trace: Trace) -> pl.DataFrame:
+    """GPU work with the host thread (pid, tid) of its launch call."""
+    pids = trace.events.select(pl.col("id").alias("launch_id"), "pid")
+    return (
+        trace.kernels.filter(pl.col("launch_id").is_not_null() & pl.col("device").is_not_null())
+        .select("device", "ts_ns", "end_ns", "step", "launch_id", "launch_ts_ns", "launch_end_ns", pl.col("launch_tid").alias("tid"))
+        .join(pids, on="launch_id", how="left")
+    )
+
+
 def _thread_events(trace: Trace, threads: pl.DataFrame) -> pl.DataFrame:
-    """Host events of the main threads, keyed by the device each thread feeds."""
+    """Host events of the given threads (pid, tid)."""
     cols = ["id", "ts_ns", "end_ns", "name", "kind", "pid", "tid", "parent"]
-    return trace.events.select(cols).join(threads, on=["pid", "tid"], how="inner")
+    return trace.events.select(cols).join(threads.select(THREAD).unique(), on=THREAD, how="inner")
 
 
 def _host_activity(trace: Trace, threads: pl.DataFrame) -> pl.DataFrame:
-    """Host events of each device's main thread with their class level (index in HOST_CLASSES)."""
+    """Host events of the threads with their class level (index in HOST_CLASSES)."""
     events = _thread_events(trace, threads)
     kind = pl.col("kind").cast(pl.String)
     name = pl.col("name").cast(pl.String)
     launches = (
-        trace.kernels.filter(pl.col("launch_id").is_not_null())
-        .select(pl.col("launch_id").alias("id"))
+        _launched(trace)
+        .select(*THREAD, "launch_ts_ns")
         .unique()
-        .join(events.select("id", "device", "ts_ns"), on="id")
-        .select("device", pl.col("ts_ns").alias("launch_ts_ns"))
+        .join(threads.select(THREAD).unique(), on=THREAD)
         .sort("launch_ts_ns")
     )
-    ops = events.filter(kind == "cpu_op").select("id", "device", "ts_ns", "end_ns").sort("ts_ns")
+    ops = events.filter(kind == "cpu_op").select("id", *THREAD, "ts_ns", "end_ns").sort("ts_ns")
     # An op launches GPU work when the first launch at or after its start begins before its end.
     launching = (
         ops.join_asof(
-            launches,
-            left_on="ts_ns",
-            right_on="launch_ts_ns",
-            by="device",
-            strategy="forward",
-            check_sortedness=False,
+            launches, left_on="ts_ns", right_on="launch_ts_ns", by=THREAD, strategy="forward", check_sortedness=False
         )
         .filter(pl.col("launch_ts_ns") < pl.col("end_ns"))
         .select("id", pl.lit(True).alias("launches"))
@@ -146,25 +152,21 @@ def _host_activity(trace: Trace, threads: pl.DataFrame) -> pl.DataFrame:
         events.filter(kind.is_in(["cpu_op", "user_annotation", "python", "runtime", "driver"]))
         .join(launching, on="id", how="left")
         .with_columns(pl.col("launches").fill_null(False))
-        .select("device", pl.col("ts_ns").alias("start_ns"), "end_ns", level.cast(pl.Int64).alias("level"))
+        .select(*THREAD, pl.col("ts_ns").alias("start_ns"), "end_ns", level.cast(pl.Int64).alias("level"))
         .drop_nulls("level")
     )
 
 
-def _innermost_at(
-    trace: Trace, threads: pl.DataFrame, probes: pl.DataFrame, containers_filter: pl.Expr
-) -> pl.DataFrame:
-    """For probes (row, device, t), the innermost container on the device's main thread holding t.
+def _innermost_at(trace: Trace, probes: pl.DataFrame, containers_filter: pl.Expr) -> pl.DataFrame:
+    """For probes (row, pid, tid, t), the innermost container on that thread holding instant t.
 
     Containers are the host events passing ``containers_filter``. Start from the last one that
     began at or before t and climb the host tree (``parent``) until one is still running; the
     loop runs once per nesting level, not per event.
     """
     out_schema = {"row": pl.UInt32, "culprit_id": pl.Int64, "culprit": pl.String}
-    host = _thread_events(trace, threads)
-    containers = host.filter(containers_filter).select(
-        "device", pl.col("id").alias("cid"), pl.col("ts_ns").alias("cts")
-    ).sort("cts")
+    host = _thread_events(trace, probes)
+    containers = host.filter(containers_filter).select(*THREAD, pl.col("id").alias("cid"), pl.col("ts_ns").alias("cts")).sort("cts")
     if containers.height == 0 or probes.height == 0:
         return pl.DataFrame(schema=out_schema)
     tree = host.select(
@@ -176,7 +178,7 @@ def _innermost_at(
     )
     current = (
         probes.sort("t")
-        .join_asof(containers, left_on="t", right_on="cts", by="device", strategy="backward", check_sortedness=False)
+        .join_asof(containers, left_on="t", right_on="cts", by=THREAD, strategy="backward", check_sortedness=False)
         .select("row", "t", "cid")
         .join(tree, on="cid", how="left")
     )
@@ -189,23 +191,22 @@ def _innermost_at(
             .select("row", "t", pl.col("cparent").alias("cid"))
             .join(tree, on="cid", how="left")
         )
-    return pl.concat(resolved).select(
-        "row", pl.col("cid").alias("culprit_id"), pl.col("cname").alias("culprit")
-    )
+    return pl.concat(resolved).select("row", pl.col("cid").alias("culprit_id"), pl.col("cname").alias("culprit"))
 
 
-def _culprits(trace: Trace, threads: pl.DataFrame, gaps: pl.DataFrame) -> pl.DataFrame:
-    """Culprit per gap row: for data loading the data-loading span, for a sync gap the op that
-    synchronised (at the gap's start), else the innermost op or annotation at the gap's middle."""
+def _culprits(trace: Trace, gaps: pl.DataFrame) -> pl.DataFrame:
+    """Culprit per gap row: for data loading the data-loading span; for a gap that began in a
+    synchronising call the op that synchronised; else the innermost op or annotation at the
+    gap's middle. ProfilerStep spans are never culprits (the step column says which step)."""
     kind = pl.col("kind").cast(pl.String)
     not_step = ~pl.col("name").cast(pl.String).str.starts_with(PROFILER_STEP_PREFIX)
     ops_and_annotations = kind.is_in(["cpu_op", "user_annotation"]) & not_step
     middle = pl.col("start_ns") + pl.col("dur_ns") // 2
-    probe_t = pl.when(pl.col("cause") == "sync").then(pl.col("start_ns")).otherwise(middle)
-    probes = gaps.select("row", "device", probe_t.alias("t"))
-    generic = _innermost_at(trace, threads, probes, ops_and_annotations)
-    data_probes = gaps.filter(pl.col("cause") == "data_loading").select("row", "device", middle.alias("t"))
-    data = _innermost_at(trace, threads, data_probes, ops_and_annotations & is_data_loading())
+    at_start = (pl.col("cause") == "sync") & pl.col("sync_at_start")
+    probes = gaps.select("row", *THREAD, pl.when(at_start).then(pl.col("start_ns")).otherwise(middle).alias("t"))
+    generic = _innermost_at(trace, probes, ops_and_annotations)
+    data_probes = gaps.filter(pl.col("cause") == "data_loading").select("row", *THREAD, middle.alias("t"))
+    data = _innermost_at(trace, data_probes, ops_and_annotations & is_data_loading())
     data = data.filter(pl.col("culprit_id").is_not_null())
     return pl.concat([data, generic.join(data.select("row"), on="row", how="anti")])
 
@@ -223,27 +224,51 @@ def _gap_frame(trace: Trace, threshold_ns: int) -> pl.DataFrame:
 
 
 def _next_work(trace: Trace, gaps: pl.DataFrame) -> pl.DataFrame:
-    """Per gap row: step and launch end of the work that ends it (or, for a trailing gap, of the
-    work before it)."""
-    work = trace.kernels.filter(pl.col("device").is_not_null()).select(
-        "device", "ts_ns", "end_ns", "step", "launch_end_ns"
+    """Per gap row: the work that ends the gap (its step, launching thread and whether it was
+    queued before the gap began), or for a trailing gap the step of the work before it.
+
+    Work whose launch call is not in the trace was launched before recording began, so it
+    counts as queued; a gap without following work reads the device's main thread.
+    """
+    pids = trace.events.select(pl.col("id").alias("launch_id"), "pid")
+    work = (
+        trace.kernels.filter(pl.col("device").is_not_null())
+        .select("device", "ts_ns", "end_ns", "step", "launch_id", "launch_end_ns", pl.col("launch_tid").alias("tid"))
+        .join(pids, on="launch_id", how="left")
+        .with_columns(
+            queued_at=pl.when(pl.col("launch_id").is_null())
+            .then(pl.lit(-(2**62), pl.Int64))
+            .otherwise(pl.col("launch_end_ns"))
+        )
     )
+    # Of the work starting at one instant, the earliest-queued stands for it.
     following = (
-        work.group_by("device", "ts_ns")
-        .agg(pl.col("launch_end_ns").min(), pl.col("step").min())
+        work.sort("queued_at", nulls_last=True)
+        .group_by("device", "ts_ns")
+        .agg(pl.col("queued_at", "step", "pid", "tid").first())
         .sort("ts_ns")
     )
     preceding = work.group_by("device", "end_ns").agg(pl.col("step").max().alias("prev_step")).sort("end_ns")
+    main = main_threads(trace).rename({"pid": "main_pid", "tid": "main_tid"})
+    has_thread = pl.col("pid").is_not_null() & pl.col("tid").is_not_null()
     return (
         gaps.select("row", "device", "start_ns", "end_ns")
         .sort("end_ns")
         .join_asof(following, left_on="end_ns", right_on="ts_ns", by="device", strategy="forward", check_sortedness=False)
+        .with_columns(
+            # Only work that starts right at the gap's end ends it.
+            pl.when(pl.col("ts_ns") == pl.col("end_ns")).then(pl.col(c)).alias(c)
+            for c in ("queued_at", "step", "pid", "tid")
+        )
         .sort("start_ns")
         .join_asof(preceding, left_on="start_ns", right_on="end_ns", by="device", strategy="backward", check_sortedness=False)
+        .join(main, on="device", how="left")
         .select(
             "row",
             pl.coalesce("step", "prev_step").alias("step"),
-            "launch_end_ns",
+            (pl.col("queued_at") <= pl.col("start_ns")).fill_null(False).alias("queued"),
+            pl.when(has_thread).then(pl.col("pid")).otherwise(pl.col("main_pid")).alias("pid"),
+            pl.when(has_thread).then(pl.col("tid")).otherwise(pl.col("main_tid")).alias("tid"),
         )
     )
 
@@ -252,37 +277,34 @@ def find_gaps(trace: Trace, threshold_ns: int) -> pl.DataFrame:
     """Every idle gap of at least ``threshold_ns`` per device, with step, cause and culprit.
 
     Columns (see ``GAP_SCHEMA``): device, start_ns, end_ns, dur_ns, step, cause, culprit,
-    culprit_id; sorted by device and start. Also adds one ``<class>_ns`` column per host class
-    (how much of the gap the main thread spent in it) and ``untraced_ns``.
+    culprit_id; sorted by device and start. Then ``pid``/``tid`` (the host thread read: the
+    one that launched the work ending the gap, else the device's main launching thread) and
+    one ``<class>_ns`` column per host class: how much of the gap that thread spent in it.
     """
     gaps = _gap_frame(trace, threshold_ns)
-    share_cols = [f"{c}_ns" for c in (*HOST_CLASSES, UNTRACED)]
+    extra = {"pid": pl.Int64, "tid": pl.Int64} | {f"{c}_ns": pl.Int64 for c in (*HOST_CLASSES, UNTRACED)}
     if gaps.height == 0:
-        return pl.DataFrame(schema=GAP_SCHEMA | dict.fromkeys(share_cols, pl.Int64))
-    threads = main_threads(trace)
-    activity = intervals.flatten(_host_activity(trace, threads), level="level", by=["device"])
+        return pl.DataFrame(schema=GAP_SCHEMA | extra)
+    gaps = gaps.join(_next_work(trace, gaps), on="row", how="left")
+    activity = intervals.flatten(_host_activity(trace, gaps.drop_nulls(THREAD)), level="level", by=THREAD)
     covered = gaps
     for level, cls in enumerate(HOST_CLASSES):
-        covered = intervals.covered_ns(
-            covered, activity.filter(pl.col("level") == level), by=["device"], out=f"{cls}_ns"
-        )
+        covered = intervals.covered_ns(covered, activity.filter(pl.col("level") == level), by=THREAD, out=f"{cls}_ns")
     sync_at_start = intervals.covered_ns(
-        gaps.select("row", "device", "start_ns", (pl.col("start_ns") + 1).alias("end_ns")),
+        gaps.select("row", *THREAD, "start_ns", (pl.col("start_ns") + 1).alias("end_ns")),
         activity.filter(pl.col("level") == 0),
-        by=["device"],
+        by=THREAD,
         out="sync_at_start",
     ).select("row", (pl.col("sync_at_start") > 0).alias("sync_at_start"))
     host_ns = pl.sum_horizontal([pl.col(f"{c}_ns") for c in HOST_CLASSES])
-    covered = (
-        covered.with_columns(untraced_ns=(pl.col("dur_ns") - host_ns).clip(lower_bound=0))
-        .join(sync_at_start, on="row")
-        .join(_next_work(trace, gaps), on="row", how="left")
+    covered = covered.with_columns(untraced_ns=(pl.col("dur_ns") - host_ns).clip(lower_bound=0)).join(
+        sync_at_start, on="row"
     )
     ordered = [*HOST_CLASSES, UNTRACED]
     largest = pl.max_horizontal([pl.col(f"{c}_ns") for c in ordered])
     argmax = pl.coalesce([pl.when(pl.col(f"{c}_ns") == largest).then(pl.lit(c)) for c in ordered])
     cause = (
-        pl.when(pl.col("launch_end_ns") <= pl.col("start_ns"))
+        pl.when(pl.col("queued"))
         .then(pl.lit(DEVICE_WAIT))
         .when(2 * pl.col("sync_ns") >= pl.col("dur_ns"))
         .then(pl.lit("sync"))
@@ -291,11 +313,8 @@ def find_gaps(trace: Trace, threshold_ns: int) -> pl.DataFrame:
         .otherwise(argmax)
     )
     covered = covered.with_columns(cause=cause)
-    culprits = _culprits(trace, threads, covered)
-    out = covered.join(culprits, on="row", how="left").sort(["device", "start_ns"])
-    return out.select(
-        [pl.col(c).cast(t) for c, t in GAP_SCHEMA.items()] + [pl.col(c).cast(pl.Int64) for c in share_cols]
-    )
+    out = covered.join(_culprits(trace, covered.drop_nulls(THREAD)), on="row", how="left").sort(["device", "start_ns"])
+    return out.select([pl.col(c).cast(t) for c, t in (GAP_SCHEMA | extra).items()])
 
 
 def _histogram(gaps: pl.DataFrame, threshold_ns: int) -> pl.DataFrame:

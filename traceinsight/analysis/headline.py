@@ -16,14 +16,16 @@ from traceinsight.analysis.base import Result
 
 # Causes as the gaps section names them, in the words people use.
 CAUSE_WORDS = {
-    "sync": "waiting in synchronizing calls (.item(), .cpu(), torch.cuda.synchronize)",
+    "sync": "waiting in synchronizing calls",
     "data_loading": "waiting on data loading",
-    "launch_overhead": "waiting for the host to launch kernels (launch overhead)",
+    "launch_overhead": "waiting for the host to launch kernels",
     "host_compute": "waiting on CPU work inside operators",
     "python": "waiting on Python code",
     "untraced": "with nothing traced on the host",
-    "device_wait": "although the next work was already queued (device-side wait)",
+    "device_wait": "although the next work was already queued",
 }
+# Below this idle share the cause of the idle time is not worth a headline.
+NEGLIGIBLE_IDLE_PCT = 5.0
 
 
 @dataclass(frozen=True)
@@ -70,17 +72,42 @@ def _rows(data: Mapping[str, Any], *keys: str) -> list[dict[str, Any]]:
     return []
 
 
+def _median(values: list[float]) -> float | None:
+    ordered = sorted(values)
+    if not ordered:
+        return None
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def _step_idle_pct(row: dict[str, Any]) -> float | None:
+    """Idle share of one step on the device: its span minus the GPU work inside it."""
+    span = _num(_first(row, "device_dur_ns", "dur_ns"))
+    if not span or span <= 0:
+        return _num(row.get("idle_pct"))
+    busy = sum(_num(row.get(k)) or 0.0 for k in ("kernel_ns", "memcpy_ns", "memset_ns"))
+    # Overlapping streams can add up to more than the span: the step is then fully busy.
+    return max(0.0, 100.0 * (1.0 - busy / span))
+
+
+def _pct_words(value: float) -> str:
+    return "over 99 %" if 99.0 < value < 100.0 else f"{value:.0f} %"
+
+
+def _idle_text(where: str, idle: float, scope: str) -> str:
+    if idle < NEGLIGIBLE_IDLE_PCT:
+        return f"{where} busy {_pct_words(100.0 - idle)} {scope}"
+    return f"{where} idle {_pct_words(idle)} {scope}"
+
+
 def _idle(sections: Mapping[str, dict[str, Any]]) -> Finding | None:
-    """GPU idle share: per step when the steps section measured it, else over the window."""
+    """GPU idle share: per step when the steps section measured steps, else over the window."""
     steps = sections.get("steps")
     if steps and steps.get("available", True):
-        idle = _num(_first(steps, "median_idle_pct", "mean_idle_pct", "idle_pct"))
-        if idle is None:
-            rows = _rows(steps, "steps", "table", "rows")
-            values = sorted(v for r in rows if (v := _num(_first(r, "idle_pct"))) is not None)
-            idle = values[len(values) // 2] if values else None
+        rows = _rows(steps, "steps")
+        idle = _median([v for r in rows if not r.get("is_warmup") and (v := _step_idle_pct(r)) is not None])
         if idle is not None:
-            return Finding("steps", f"GPU idle {idle:.0f} % of each step", idle)
+            return Finding("steps", _idle_text("GPU", idle, "of each step"), idle)
     overview = sections.get("overview")
     if overview and overview.get("available", True):
         devices = [d for d in overview.get("devices") or [] if isinstance(d, dict)]
@@ -88,7 +115,7 @@ def _idle(sections: Mapping[str, dict[str, Any]]) -> Finding | None:
         if busy:
             idle = 100.0 - max(busy)
             where = "GPU" if len(busy) == 1 else "busiest GPU"
-            return Finding("overview", f"{where} idle {idle:.0f} % of the traced window", idle)
+            return Finding("overview", _idle_text(where, idle, "of the traced window"), idle)
         return Finding("overview", "no GPU activity in this trace", 0.0)
     return None
 
@@ -126,51 +153,84 @@ def _cause(sections: Mapping[str, dict[str, Any]]) -> Finding | None:
         return None
     cause, value = max(totals.items(), key=lambda kv: kv[1])
     share = 100.0 * value / total
-    words = CAUSE_WORDS.get(cause.lower(), f"attributed to {cause}")
+    words = CAUSE_WORDS.get(cause.lower(), "attributed to")
     lead = "mostly" if share >= 50 else "largely" if share >= 35 else "in part"
-    return Finding("gaps", f"{lead} {words} ({share:.0f} % of idle time)", share / 2)
+    return Finding("gaps", f"{lead} {words} ({cause}: {share:.0f} % of idle time)", share / 2)
 
 
 def _bound(sections: Mapping[str, dict[str, Any]]) -> list[Finding]:
-    """Per bound label, the share of regions and how close the compute/memory ones get to roofline."""
+    """Per bound label: which regions, and how close the compute/memory ones get to roofline."""
     bound = sections.get("bound")
     if not bound or not bound.get("available", True):
         return []
-    rows = _rows(bound, "regions", "table", "rows")
+    rows = _rows(bound, "regions")
+    # Regions nest (trace > steps > annotations > ops): judge one level, the most specific
+    # one that names work the user chose to mark.
+    level = None
+    for candidate in ("annotation", "step", "trace"):
+        chosen = [r for r in rows if r.get("kind") == candidate]
+        if chosen:
+            rows, level = chosen, candidate
+            break
     groups: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
-        label = _first(row, "label", "bound", "verdict")
-        if isinstance(label, str):
-            groups.setdefault(label.lower(), []).append(row)
+        label = _first(row, "label", "bound")
+        if isinstance(label, str) and label in ("compute", "memory", "overhead"):
+            groups.setdefault(label, []).append(row)
     findings = []
     for label, members in groups.items():
-        weights = [_num(_first(r, "dur_ns", "wall_ns", "span_ns", "gpu_ns")) or 1.0 for r in members]
+        weights = [_num(_first(r, "dur_ns")) or 1.0 for r in members]
+        share = sum(weights) / (sum(_num(_first(r, "dur_ns")) or 1.0 for r in rows) or 1.0)
+        if level == "step":
+            who = "every step is" if len(members) == len(rows) else f"{len(members)} of {len(rows)} steps are"
+        elif level == "trace":
+            who = "the trace as a whole is"
+        else:
+            names = list(dict.fromkeys(str(_first(r, "name", "region") or "?") for r in members))
+            who = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+            who += " is" if len(names) == 1 else " are"
+        text = f"{who} {label}-bound"
         pcts = [
             (p, w)
             for r, w in zip(members, weights, strict=True)
-            if (p := _num(_first(r, "pct_of_roofline", "roofline_pct", "pct_roofline"))) is not None
+            if (p := _num(_first(r, "pct_of_roofline"))) is not None
         ]
-        noun = "region" if len(members) == 1 else "regions"
-        if pcts and label in ("compute", "memory", "compute-bound", "memory-bound"):
+        if pcts and label != "overhead":
             avg = sum(p * w for p, w in pcts) / sum(w for _, w in pcts)
-            kind = label.removesuffix("-bound")
-            findings.append(
-                Finding("bound", f"the {kind}-bound {noun} run at {avg:.0f} % of roofline", 10.0 + sum(weights) / 1e9)
-            )
-        elif label.startswith("overhead"):
-            names = ", ".join(str(_first(r, "region", "name") or "?") for r in members[:3])
-            findings.append(Finding("bound", f"overhead-bound: {names}", 20.0 + sum(weights) / 1e9))
+            text += f" at {avg:.0f} % of roofline"
+        findings.append(Finding("bound", text, 10.0 + 10.0 * share))
     return findings
 
 
-def _compile(sections: Mapping[str, dict[str, Any]]) -> Finding | None:
+def _compile(sections: Mapping[str, dict[str, Any]]) -> list[Finding]:
     comp = sections.get("compile")
     if not comp or not comp.get("available", True):
-        return None
-    recompiles = _num(_first(comp, "recompiles", "recompile_count", "n_recompiles"))
+        return []
+    found = []
+    recompiles = _num(_first(comp, "recompiles_in_trace", "recompiles"))
     if recompiles:
-        return Finding("compile", f"{recompiles:.0f} recompilation(s) inside the trace", 15.0)
-    return None
+        found.append(Finding("compile", f"{recompiles:.0f} torch.compile recompilation(s) inside the trace", 15.0))
+    notes = [n for n in comp.get("findings") or [] if isinstance(n, str)]
+    if notes:
+        found.append(Finding("compile", notes[0], 8.0))
+    return found
+
+
+def _memory(sections: Mapping[str, dict[str, Any]]) -> list[Finding]:
+    mem = sections.get("memory")
+    if not mem or not mem.get("available", True):
+        return []
+    found = []
+    if _rows(mem, "leaks"):
+        found.append(Finding("memory", "allocated memory grows from step to step (possible leak)", 12.0))
+    gpu_peaks = [
+        v
+        for r in _rows(mem, "peaks")
+        if r.get("device_type") != 0 and (v := _num(r.get("peak_allocated_bytes"))) is not None
+    ]
+    if gpu_peaks:
+        found.append(Finding("memory", f"peak GPU memory allocated {max(gpu_peaks) / 2**30:.2f} GiB", 1.0))
+    return found
 
 
 _FINDERS: tuple[Callable[[Mapping[str, dict[str, Any]]], Finding | list[Finding] | None], ...] = (
@@ -178,6 +238,7 @@ _FINDERS: tuple[Callable[[Mapping[str, dict[str, Any]]], Finding | list[Finding]
     _cause,
     _bound,
     _compile,
+    _memory,
 )
 
 
@@ -190,11 +251,13 @@ def compose(findings: Iterable[Finding]) -> str:
     cause = [f for f in items if f.section == "gaps"]
     rest = sorted((f for f in items if f not in idle and f not in cause), key=lambda f: -f.weight)
     clauses = []
-    if idle:
+    if idle and idle[0].weight < NEGLIGIBLE_IDLE_PCT:
+        clauses.append(idle[0].text)
+    elif idle:
         clauses.append(idle[0].text + (", " + cause[0].text if cause else ""))
     elif cause:
         clauses.append("GPU idle time is " + cause[0].text)
-    clauses.extend(f.text for f in rest[:2])
+    clauses.extend(f.text for f in rest[:3])
     sentence = "; ".join(clauses)
     return sentence[0].upper() + sentence[1:] + "."
 

@@ -100,13 +100,15 @@ class KernelClass:
     tensor_core_rule: str | None
 
 
-def _family_expr(name: pl.Expr) -> pl.Expr:
-    chain = None
-    for family, pattern in FAMILY_RULES:
+def _first_match(name: pl.Expr, rules: tuple[tuple[str, str], ...], family: pl.Expr | None = None) -> pl.Expr:
+    """The label of the first rule whose pattern matches (null when none does)."""
+    labels = []
+    for label, pattern in rules:
         cond = name.str.contains(pattern)
-        chain = pl.when(cond).then(pl.lit(family)) if chain is None else chain.when(cond).then(pl.lit(family))
-    assert chain is not None
-    return chain.otherwise(pl.lit("other"))
+        if label == "dtype" and family is not None:
+            cond = cond & family.is_in(list(_DTYPE_FAMILIES))
+        labels.append(pl.when(cond).then(pl.lit(label)))
+    return pl.coalesce(labels)
 
 
 def _subfamily_expr(name: pl.Expr, family: pl.Expr) -> pl.Expr:
@@ -116,15 +118,8 @@ def _subfamily_expr(name: pl.Expr, family: pl.Expr) -> pl.Expr:
 
 
 def _tensor_core_rule_expr(name: pl.Expr, family: pl.Expr) -> pl.Expr:
-    chain = None
-    for rule, pattern in TENSOR_CORE_RULES:
-        cond = name.str.contains(pattern)
-        if rule == "dtype":
-            cond = cond & family.is_in(list(_DTYPE_FAMILIES))
-        chain = pl.when(cond).then(pl.lit(rule)) if chain is None else chain.when(cond).then(pl.lit(rule))
-    assert chain is not None
     negative = name.str.contains(_NOT_TENSOR_CORE) | name.str.contains(_ATTENTION_SIMT)
-    return pl.when(negative).then(pl.lit(None, dtype=pl.String)).otherwise(chain.otherwise(None))
+    return pl.when(~negative).then(_first_match(name, TENSOR_CORE_RULES, family))
 
 
 def classify_names(names: pl.Series | list[str]) -> pl.DataFrame:
@@ -133,7 +128,7 @@ def classify_names(names: pl.Series | list[str]) -> pl.DataFrame:
     frame = pl.DataFrame({"name": series.fill_null("")}).unique(maintain_order=True)
     name = pl.col("name")
     return (
-        frame.with_columns(family=_family_expr(name))
+        frame.with_columns(family=_first_match(name, FAMILY_RULES).fill_null("other"))
         .with_columns(
             subfamily=_subfamily_expr(name, pl.col("family")),
             tensor_core_rule=_tensor_core_rule_expr(name, pl.col("family")),

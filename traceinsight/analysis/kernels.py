@@ -218,7 +218,8 @@ def run(trace: Trace, config: AnalysisConfig) -> KernelsResult:
             mean_ns=pl.col("dur_ns").mean(),
             min_ns=pl.col("dur_ns").min(),
             max_ns=pl.col("dur_ns").max(),
-            occupancy_pct=pl.col("occupancy_pct").mean(),
+            # Kineto writes 0 when it could not estimate occupancy: 0 means unknown here.
+            occupancy_pct=pl.col("occupancy_pct").filter(pl.col("occupancy_pct") > 0).mean(),
             registers_per_thread=pl.col("registers_per_thread").max(),
             shared_memory_bytes=pl.col("shared_memory_bytes").max(),
             graph_calls=pl.col("is_graph").sum().cast(pl.Int64),

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from traceinsight.analysis.base import AnalysisConfig, AnalysisSpec, Result
-from traceinsight.analysis.ops import innermost_op, op_tree
+from traceinsight.analysis.ops import innermost_op
 from traceinsight.trace.model import Trace
 from traceinsight.trace.schema import PROFILER_STEP_PREFIX
 
@@ -79,6 +79,8 @@ class MemoryResult(Result):
     step_ends: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=STEP_END_COLUMNS))
     leaks: tuple[LeakSuspect, ...] = ()
     has_steps: bool = False
+    # Start of the recorded activity, so times can be shown relative to it.
+    origin_ns: int = 0
 
     def to_polars(self) -> pl.DataFrame:
         return self.peaks
@@ -172,12 +174,9 @@ def _alive_at_peak(allocs: pl.DataFrame, peaks: pl.DataFrame) -> pl.DataFrame:
 def _top_ops(trace: Trace, alive: pl.DataFrame, peaks: pl.DataFrame, top_n: int) -> pl.DataFrame:
     if alive.height == 0:
         return pl.DataFrame(schema=TOP_OP_COLUMNS)
-    tree = op_tree(trace)
     points = alive.select("label", "pid", "tid", "ts_ns", "bytes")
-    located = innermost_op(tree, points) if tree.height else points.with_columns(
-        op_name=pl.lit(None, dtype=pl.String)
-    )
-    peak_by_label = peaks.select("label", "peak_allocated_bytes")
+    located = innermost_op(trace.events, points)
+    peak_by_label = peaks.select("label", "device_type", "peak_allocated_bytes")
     return (
         located.with_columns(pl.col("op_name").fill_null(NO_OP))
         .group_by("label", "op_name")
@@ -188,7 +187,7 @@ def _top_ops(trace: Trace, alive: pl.DataFrame, peaks: pl.DataFrame, top_n: int)
                 pl.col("bytes") * 100.0 / pl.col("peak_allocated_bytes")
             )
         )
-        .sort(["label", "bytes", "op_name"], descending=[False, True, False])
+        .sort(["device_type", "label", "bytes", "op_name"], descending=[True, False, True, False])
         .group_by("label", maintain_order=True)
         .head(top_n)
         .rename({"label": "device"})
@@ -261,7 +260,7 @@ def find_leaks(step_ends: pl.DataFrame, peaks: pl.DataFrame) -> tuple[LeakSuspec
             last_bytes=pl.col("allocated_bytes").last(),
             tolerance_bytes=pl.col("tolerance_bytes").first(),
         )
-        # The run starts at the step end before its first growth: that one is its baseline.
+        # A run counts the step end before its first growth too: that one is its baseline.
         .filter(pl.col("steps") >= LEAK_MIN_STEPS)
         .sort("device")
     )
@@ -282,6 +281,12 @@ def find_leaks(step_ends: pl.DataFrame, peaks: pl.DataFrame) -> tuple[LeakSuspec
             )
         )
     return tuple(suspects)
+
+
+def _origin_ns(trace: Trace, mem: pl.DataFrame) -> int:
+    starts = pl.concat([trace.events.select("ts_ns"), mem.select("ts_ns")])["ts_ns"]
+    first = starts.min()
+    return int(first) if isinstance(first, int) else 0
 
 
 def run(trace: Trace, config: AnalysisConfig) -> MemoryResult:
@@ -309,6 +314,7 @@ def run(trace: Trace, config: AnalysisConfig) -> MemoryResult:
         step_ends=step_ends,
         leaks=leaks,
         has_steps=steps.height > 0,
+        origin_ns=_origin_ns(trace, mem),
     )
 
 

@@ -20,7 +20,7 @@ import polars as pl
 
 from traceinsight.analysis.base import AnalysisConfig, AnalysisSpec, Result
 from traceinsight.trace.model import Trace
-from traceinsight.trace.schema import GPU_KINDS, KIND_DTYPE, KINDS
+from traceinsight.trace.schema import GPU_KINDS, KINDS
 
 # An op is "CPU-heavy" when its GPU time is under this fraction of its host time ...
 CPU_HEAVY_RATIO = 0.5
@@ -67,106 +67,142 @@ class OpsResult(Result):
 _TREE_KINDS = [k for k in KINDS if k not in GPU_KINDS and k != "python"]
 
 
-def _host(events: pl.DataFrame) -> pl.DataFrame:
-    """id, parent, dur_ns, is_op of the host events that make up the op tree (python frames
-    have a tree of their own). Columns are pruned before filtering: events is wide."""
-    return (
-        events.lazy()
-        .select("id", "parent", "dur_ns", "kind")
-        .filter(pl.col("kind").is_in(pl.Series(_TREE_KINDS, dtype=KIND_DTYPE)))
-        .select("id", "parent", "dur_ns", is_op=pl.col("kind") == "cpu_op")
-        .collect()
-    )
+class HostTree:
+    """The host event tree of one trace (python frames excluded: they have a tree of their
+    own) as numpy arrays indexed by position, for vectorised climbs towards the root.
 
-
-def _op_parents(host: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
-    """id → op_parent: the nearest cpu_op ancestor, climbing through annotations.
-
-    Event ids are row numbers from the loader, so dense arrays indexed by id do the climb
-    (one vectorised step per level of non-op nesting); ids too sparse for that fall back to
-    joins over the same levels.
+    Event ids from the loader are row numbers, so positions are usually the ids themselves
+    (dense arrays); sparse ids are mapped to positions by binary search instead.
     """
-    size = int(host["id"].max() or 0) + 1 if host.height else 0
-    if host.height and size <= 4 * host.height + 1024 and int(host["id"].min() or 0) >= 0:
-        parent_of = np.full(size, -1, dtype=np.int64)
-        parent_of[host["id"].to_numpy()] = host["parent"].fill_null(-1).to_numpy()
-        is_op = np.zeros(size, dtype=bool)
-        is_op[host.filter(pl.col("is_op"))["id"].to_numpy()] = True
-        ids = ops["id"].to_numpy()
-        up = parent_of[ids]
-        # A parent outside the host tree (should not happen) ends the climb like a root.
-        up[(up >= size)] = -1
-        climbing = (up >= 0) & ~is_op[np.clip(up, 0, None)]
-        while climbing.any():
-            nxt = parent_of[up[climbing]]
-            up[climbing] = nxt
-            climbing = (up >= 0) & ~is_op[np.clip(up, 0, None)]
-        return pl.DataFrame(
-            {"id": ids, "op_parent": pl.Series(up).replace(-1, None)},
-            schema={"id": pl.Int64, "op_parent": pl.Int64},
+
+    def __init__(self, events: pl.DataFrame) -> None:
+        host = (
+            events.lazy()
+            .select("id", "parent", "end_ns", "dur_ns", "kind")
+            .filter(pl.col("kind").is_in(_TREE_KINDS))
+            .select("id", "parent", "end_ns", "dur_ns", is_op=pl.col("kind") == "cpu_op")
+            .collect()
         )
-    lookup = host.select(
-        pl.col("id").alias("_p"), pl.col("parent").alias("_pp"), pl.col("is_op").alias("_p_is_op")
-    )
-    pending = ops.select("id", pl.col("parent").alias("_p"))
-    resolved: list[pl.DataFrame] = [pl.DataFrame(schema={"id": pl.Int64, "op_parent": pl.Int64})]
-    while pending.height:
-        pending = pending.join(lookup, on="_p", how="left")
-        done = pl.col("_p").is_null() | pl.col("_p_is_op").fill_null(True)
-        resolved.append(pending.filter(done).select("id", op_parent=pl.col("_p")))
-        pending = pending.filter(~done).select("id", _p=pl.col("_pp"))
-    return pl.concat(resolved)
+        self._op_parent: np.ndarray | None = None
+        ids = host["id"].to_numpy()
+        lo = int(ids.min()) if ids.size else 0
+        hi = int(ids.max()) if ids.size else -1
+        self._dense = lo >= 0 and hi + 1 <= 4 * ids.size + 1024
+        if self._dense:
+            size = hi + 1
+            self._ids = np.arange(size, dtype=np.int64)
+            self._known = np.zeros(size, dtype=bool)
+            self._known[ids] = True
+            pos = ids
+        else:
+            order = np.argsort(ids, kind="stable")
+            self._ids = ids[order]
+            self._known = np.ones(ids.size, dtype=bool)
+            pos = np.empty(ids.size, dtype=np.int64)
+            pos[order] = np.arange(ids.size, dtype=np.int64)
+        size = self._ids.size
+        self.parent = np.full(size, -1, dtype=np.int64)
+        self.parent[pos] = self.pos(host["parent"].fill_null(-1).to_numpy())
+        self.is_op = np.zeros(size, dtype=bool)
+        self.is_op[pos] = host["is_op"].to_numpy()
+        self.end_ns = np.zeros(size, dtype=np.int64)
+        self.end_ns[pos] = host["end_ns"].to_numpy()
+        self.dur_ns = np.zeros(size, dtype=np.int64)
+        self.dur_ns[pos] = host["dur_ns"].to_numpy()
+
+    def sum_by(self, pos: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+        """Per position, the sum of ``weights`` (or the count) of the entries at it; -1 skipped."""
+        keep = pos >= 0
+        w = None if weights is None else weights[keep].astype(np.float64)
+        # float64 sums of int64 ns are exact below 2**53 ns (104 days).
+        sums = np.bincount(pos[keep], weights=w, minlength=self._ids.size)
+        return np.rint(sums).astype(np.int64)
+
+    def op_parent_pos(self) -> np.ndarray:
+        """Per position, the position of the nearest cpu_op strictly above it (-1: none)."""
+        if self._op_parent is None:
+            self._op_parent = self.climb_to_op(self.parent)
+        return self._op_parent
+
+    def pos(self, ids: np.ndarray) -> np.ndarray:
+        """Positions of ids (-1 for -1 and for ids not in the tree)."""
+        ids = np.asarray(ids, dtype=np.int64)
+        if self._ids.size == 0:
+            return np.full(ids.shape, -1, dtype=np.int64)
+        if self._dense:
+            inside = (ids >= 0) & (ids < self._ids.size)
+            out = np.where(inside, ids, -1)
+            out[inside] = np.where(self._known[ids[inside]], ids[inside], -1)
+            return out
+        found = np.searchsorted(self._ids, ids)
+        found = np.clip(found, 0, self._ids.size - 1)
+        return np.where(self._ids[found] == ids, found, -1)
+
+    def ids(self, pos: np.ndarray) -> pl.Series:
+        """Event ids at positions (null for -1)."""
+        out = np.where(pos >= 0, self._ids[np.clip(pos, 0, None)], -1)
+        return pl.Series(out, dtype=pl.Int64).replace(-1, None)
+
+    def climb_to_op(self, start: np.ndarray, ts_ns: np.ndarray | None = None) -> np.ndarray:
+        """From each start position, the first position at or above it that is a cpu_op
+        (and, with ``ts_ns``, still running at that time); -1 when the root is passed."""
+        cur = start.copy()
+
+        def needs_climb() -> np.ndarray:
+            safe = np.clip(cur, 0, None)
+            ok = self.is_op[safe]
+            if ts_ns is not None:
+                ok = ok & (self.end_ns[safe] >= ts_ns)
+            return (cur >= 0) & ~ok
+
+        climbing = needs_climb()
+        while climbing.any():  # one vectorised step per nesting level
+            cur[climbing] = self.parent[cur[climbing]]
+            climbing = needs_climb()
+        return cur
 
 
-def op_tree(trace: Trace) -> pl.DataFrame:
+def op_tree(trace: Trace, tree: HostTree | None = None) -> pl.DataFrame:
     """Every cpu_op with its op parent, self host time and whether it is top level.
 
     Columns: id, name (Categorical), input_dims, pid, tid, ts_ns, end_ns, dur_ns, step,
     op_parent, self_ns, top_level.
     """
     events = trace.events
-    host = _host(events)
+    tree = tree or HostTree(events)
     ops = (
         events.lazy()
-        .select("id", "name", "input_dims", "pid", "tid", "ts_ns", "end_ns", "dur_ns", "step", "parent", "kind")
+        .select("id", "name", "input_dims", "pid", "tid", "ts_ns", "end_ns", "dur_ns", "step", "kind")
         .filter(pl.col("kind") == "cpu_op")
         .drop("kind")
         .collect()
     )
-    parents = _op_parents(host, ops)
-    children = (
-        host.lazy()
-        .filter(pl.col("parent").is_not_null())
-        .group_by("parent")
-        .agg(pl.col("dur_ns").sum().alias("_children_ns"))
-        .collect()
-    )
-    return (
-        ops.join(parents, on="id", how="left")
-        .join(children, left_on="id", right_on="parent", how="left")
-        .with_columns(
-            self_ns=(pl.col("dur_ns") - pl.col("_children_ns").fill_null(0)).clip(lower_bound=0),
-            top_level=pl.col("op_parent").is_null(),
-        )
-        .drop("_children_ns", "parent")
-    )
+    pos = tree.pos(ops["id"].to_numpy())
+    # Self time: every direct child on the thread (ops, annotations, runtime calls) is
+    # subtracted; crossing spans can over-subtract, hence the clip.
+    children_ns = tree.sum_by(tree.parent, tree.dur_ns)
+    return ops.with_columns(
+        op_parent=tree.ids(tree.op_parent_pos()[pos]),
+        self_ns=(pl.col("dur_ns") - pl.Series(children_ns[pos])).clip(lower_bound=0),
+    ).with_columns(top_level=pl.col("op_parent").is_null())
 
 
-def innermost_op(tree: pl.DataFrame, points: pl.DataFrame) -> pl.DataFrame:
+def innermost_op(events: pl.DataFrame, points: pl.DataFrame) -> pl.DataFrame:
     """For points (``pid``, ``tid``, ``ts_ns`` plus any columns), the innermost cpu_op enclosing
     each on its thread: adds ``op_id`` and ``op_name`` (null when no op was running).
 
     The latest op that started at or before the point is found with an as-of join; when it
-    had already ended, its op parents are tried in turn (one join per nesting level).
+    had already ended, the climb goes up its ancestors to the first op still running.
     """
-    starts = tree.select(
-        "pid",
-        "tid",
-        pl.col("ts_ns").alias("_op_ts"),
-        pl.col("id").alias("_op"),
-        pl.col("end_ns").alias("_op_end"),
-        pl.col("op_parent").alias("_op_parent"),
-    ).sort("_op_ts")
+    tree = HostTree(events)
+    starts = (
+        events.lazy()
+        .select("id", "pid", "tid", "ts_ns", "kind")
+        .filter(pl.col("kind") == "cpu_op")
+        .select("pid", "tid", pl.col("ts_ns").alias("_op_ts"), pl.col("id").alias("_op"))
+        .sort("_op_ts")
+        .collect()
+    )
     keyed = points.with_row_index("_row")
     first = (
         keyed.select("_row", "pid", "tid", "ts_ns")
@@ -180,57 +216,53 @@ def innermost_op(tree: pl.DataFrame, points: pl.DataFrame) -> pl.DataFrame:
             check_sortedness=False,
         )
     )
-    by_id = tree.select(
-        pl.col("id").alias("_op"),
-        pl.col("end_ns").alias("_op_end"),
-        pl.col("op_parent").alias("_op_parent"),
+    found = tree.climb_to_op(
+        tree.pos(first["_op"].fill_null(-1).to_numpy()), first["ts_ns"].to_numpy()
     )
-    done = pl.col("_op").is_null() | (pl.col("_op_end") >= pl.col("ts_ns"))
-    found = [first.filter(done).select("_row", "_op")]
-    pending = first.filter(~done)
-    while pending.height:
-        pending = pending.select("_row", "ts_ns", pl.col("_op_parent").alias("_op")).join(
-            by_id, on="_op", how="left"
-        )
-        found.append(pending.filter(done).select("_row", "_op"))
-        pending = pending.filter(~done)
-    names = tree.select(pl.col("id").alias("_op"), pl.col("name").alias("op_name"))
-    located = pl.concat(found).join(names, on="_op", how="left").rename({"_op": "op_id"})
-    return keyed.join(located, on="_row", how="left").sort("_row").drop("_row")
+    located = first.select("_row").with_columns(op_id=tree.ids(found))
+    wanted = located["op_id"].drop_nulls().unique()
+    names = (
+        events.lazy()
+        .select("id", "name")
+        .filter(pl.col("id").is_in(wanted.implode()))
+        .select(pl.col("id").alias("op_id"), pl.col("name").cast(pl.String).alias("op_name"))
+        .collect()
+    )
+    return (
+        keyed.join(located.join(names, on="op_id", how="left"), on="_row", how="left")
+        .sort("_row")
+        .drop("_row")
+    )
 
 
-def _gpu_by_op(tree: pl.DataFrame, kernels: pl.DataFrame) -> pl.DataFrame:
-    """Per op id: GPU ns and kernel count it launched itself, and under it (inclusive)."""
-    own = (
-        kernels.filter(pl.col("op_id").is_not_null())
-        .group_by("op_id")
-        .agg(pl.col("dur_ns").sum().alias("gpu_ns"), pl.len().cast(pl.Int64).alias("n"))
-        .rename({"op_id": "id"})
-    )
-    up = tree.select("id", "op_parent")
-    level = own
-    levels = [own]
-    # Hand each op's sums to its op parent, level by level; aggregating at each level keeps
-    # the frame no larger than the number of ops that launched something.
-    while level.height:
-        level = (
-            level.join(up, on="id", how="inner")
-            .filter(pl.col("op_parent").is_not_null())
-            .group_by("op_parent")
-            .agg(pl.col("gpu_ns").sum(), pl.col("n").sum())
-            .rename({"op_parent": "id"})
-        )
-        levels.append(level)
-    inclusive = pl.concat(levels).group_by("id").agg(
-        pl.col("gpu_ns").sum().alias("gpu_total_ns"), pl.col("n").sum().alias("kernels")
-    )
-    return own.rename({"gpu_ns": "gpu_self_ns", "n": "kernels_self"}).join(
-        inclusive, on="id", how="full", coalesce=True
+def _gpu_by_op(tree: HostTree, ops: pl.DataFrame, kernels: pl.DataFrame) -> pl.DataFrame:
+    """Per op call: GPU ns and kernel count it launched itself, and beneath it (inclusive)."""
+    k_pos = tree.pos(kernels["op_id"].fill_null(-1).to_numpy())
+    dur = kernels["dur_ns"].fill_null(0).to_numpy()
+    self_ns = tree.sum_by(k_pos, dur)
+    self_n = tree.sum_by(k_pos)
+    up = tree.op_parent_pos()
+    total_ns = self_ns.copy()
+    total_n = self_n.copy()
+    cur = up[k_pos[k_pos >= 0]]
+    cur_dur = dur[k_pos >= 0]
+    # Hand each kernel to every op above its own, one nesting level per pass.
+    while cur.size:
+        total_ns += tree.sum_by(cur, cur_dur)
+        total_n += tree.sum_by(cur)
+        keep = cur >= 0
+        cur, cur_dur = up[cur[keep]], cur_dur[keep]
+    pos = tree.pos(ops["id"].to_numpy())
+    return ops.with_columns(
+        gpu_self_ns=pl.Series(self_ns[pos]),
+        gpu_total_ns=pl.Series(total_ns[pos]),
+        kernels_self=pl.Series(self_n[pos]),
+        kernels=pl.Series(total_n[pos]),
     )
 
 
 def run(trace: Trace, config: AnalysisConfig) -> OpsResult:
-    if not trace.events.filter(pl.col("kind") == "cpu_op").height:
+    if not bool((trace.events["kind"] == "cpu_op").any()):
         return OpsResult(available=False, reason="no cpu_op events in this trace")
     by_shapes = bool(config.by_shapes)
     if by_shapes and not trace.has_shapes:
@@ -239,13 +271,11 @@ def run(trace: Trace, config: AnalysisConfig) -> OpsResult:
             reason="grouping by input shapes needs a trace recorded with record_shapes=True",
             by_shapes=True,
         )
-    tree = op_tree(trace)
+    host = HostTree(trace.events)
+    tree = op_tree(trace, host)
     kernels = trace.kernels
     has_gpu = kernels.height > 0
-    gpu = _gpu_by_op(tree, kernels)
-    per_call = tree.join(gpu, on="id", how="left").with_columns(
-        pl.col("gpu_self_ns", "gpu_total_ns", "kernels_self", "kernels").fill_null(0)
-    )
+    per_call = _gpu_by_op(host, tree, kernels)
     keys = ["name", "input_dims"] if by_shapes else ["name"]
     top_level_host_ns = int(per_call.filter(pl.col("top_level"))["dur_ns"].sum())
     min_host_ns = max(CPU_HEAVY_MIN_HOST_NS, int(CPU_HEAVY_MIN_SHARE * top_level_host_ns))

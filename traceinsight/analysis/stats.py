@@ -140,7 +140,7 @@ def mann_whitney_u(x: npt.ArrayLike, y: npt.ArrayLike) -> RankTest:
     has_ties = bool((counts > 1).any())
     if not has_ties and m * n <= _EXACT_MAX_MN:
         cdf = _exact_u_cdf(m, n)
-        k = int(round(u))
+        k = round(u)
         p_low = cdf[k]
         p_high = 1.0 - (cdf[k - 1] if k > 0 else 0.0)
         p = min(1.0, 2.0 * min(p_low, p_high))
@@ -154,6 +154,11 @@ def mann_whitney_u(x: npt.ArrayLike, y: npt.ArrayLike) -> RankTest:
     z = (abs(u - mean_u) - 0.5) / math.sqrt(var_u)
     p = math.erfc(max(z, 0.0) / math.sqrt(2.0))
     return RankTest(u_statistic=u, p_value=float(min(1.0, p)), method="normal")
+
+
+def min_rank_p(m: int, n: int) -> float:
+    """The smallest two-sided p the rank test can give for samples of sizes m and n (no ties)."""
+    return min(1.0, 2.0 / math.comb(m + n, m))
 
 
 def _describe(values: npt.NDArray[np.float64]) -> tuple[float | None, float | None]:
@@ -227,8 +232,14 @@ def compare_samples(
     if lo <= 1.0 <= hi:
         return result("no_significant_change", f"{ci_text} contains 1", ratio, lo, hi, test)
     if test.p_value >= alpha:
+        floor = min_rank_p(b.size, a.size)
+        hint = (
+            f"; with {b.size} and {a.size} samples the smallest possible p is {floor:.3g}: record more steps"
+            if floor >= alpha
+            else ""
+        )
         return result(
-            "no_significant_change", f"{p_text} ≥ {alpha:g} ({ci_text} excludes 1)", ratio, lo, hi, test
+            "no_significant_change", f"{p_text} ≥ {alpha:g} ({ci_text} excludes 1){hint}", ratio, lo, hi, test
         )
     verdict: Verdict = "slower" if lo > 1.0 else "faster"
     return result(verdict, f"{ci_text} excludes 1 and {p_text} < {alpha:g}", ratio, lo, hi, test)

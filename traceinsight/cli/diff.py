@@ -10,9 +10,15 @@ from typing import Annotated
 import typer
 
 from traceinsight.cli.app import app
-from traceinsight.errors import EXIT_REGRESSION, UsageError
+from traceinsight.errors import EXIT_REGRESSION, TraceInsightError, UsageError
 
 FORMATS = ("terminal", "json", "md")
+
+
+class RegressionFound(TraceInsightError):
+    """The after run is significantly slower than allowed; the CLI exits with code 3."""
+
+    exit_code = EXIT_REGRESSION
 
 
 @app.command("diff")
@@ -82,9 +88,9 @@ def diff_command(
     if content is not None:
         write_output(content, output, force=force)
     if fail_on_regression is not None and result.is_regression(fail_on_regression):
-        typer.echo(
+        # Raised as a library error (not typer.Exit) so that the exit code survives
+        # standalone_mode=False and the message is printed by the one top-level handler.
+        raise RegressionFound(
             f"regression: {result.after_label} is slower than {result.before_label} by "
-            f"{(result.step_time.ratio or 1.0) * 100 - 100:.1f} % (> {fail_on_regression:g} %)",
-            err=True,
+            f"{(result.step_time.ratio or 1.0) * 100 - 100:.1f} % (> {fail_on_regression:g} %)"
         )
-        raise typer.Exit(EXIT_REGRESSION)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from traceinsight.analysis.diff import DiffResult, TableDiff
+from traceinsight.analysis.diff import DURATION_METRICS, DiffResult, TableDiff
 from traceinsight.report.diff_terminal import VERDICT_TEXT, change_pct, short, signed_ns
 from traceinsight.report.format import ns, size
 
@@ -19,7 +19,7 @@ def _table(header: list[str], rows: list[list[str]], align: list[str] | None = N
     align = align or ["---"] * len(header)
     out = ["| " + " | ".join(_cell(h) for h in header) + " |", "| " + " | ".join(align) + " |"]
     out += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
-    return out + [""]
+    return [*out, ""]
 
 
 def _delta_section(title: str, diff: TableDiff, key: str, b: str, a: str) -> list[str]:
@@ -29,7 +29,8 @@ def _delta_section(title: str, diff: TableDiff, key: str, b: str, a: str) -> lis
         [str(r[key]), ns(r["before_ns_per_step"]), ns(r["after_ns_per_step"]), signed_ns(r["delta_ns_per_step"])]
         for r in diff.table.iter_rows(named=True)
     ]
-    return [f"**{title}** (per step)", ""] + _table([key, b, a, "Δ"], rows, ["---", "---:", "---:", "---:"])
+    basis = f"per step, {diff.basis}" if diff.basis else "per step"
+    return [f"**{title}** ({basis})", "", *_table([key, b, a, "Δ"], rows, ["---", "---:", "---:", "---:"])]
 
 
 def _contrib_section(title: str, frame: pl.DataFrame, keys: list[str], b: str, a: str, top: int) -> list[str]:
@@ -50,7 +51,7 @@ def _contrib_section(title: str, frame: pl.DataFrame, keys: list[str], b: str, a
         )
     header = [*keys, b, a, "Δ /step", "calls /step"]
     align = ["---"] * len(keys) + ["---:"] * 4
-    return [f"**{title}**", ""] + _table(header, rows, align)
+    return [f"**{title}**", "", *_table(header, rows, align)]
 
 
 def render_markdown(result: DiffResult, *, top: int = 8) -> str:
@@ -94,19 +95,9 @@ def render_markdown(result: DiffResult, *, top: int = 8) -> str:
     if result.bound.available:
         changed = result.bound.table.filter(pl.col("changed"))
         if changed.height:
-            details += ["**Bound label changes**", ""] + _table(
-                ["region", b, a],
-                [[short(r["region"], 60), r["before_label"] or "-", r["after_label"] or "-"] for r in changed.iter_rows(named=True)],
-            )
+            details += ["**Bound label changes**", "", *_table(["region", b, a], [[short(r["region"], 60), r["before_label"] or "-", r["after_label"] or "-"] for r in changed.iter_rows(named=True)])]
     if result.memory.available:
-        details += ["**Peak memory**", ""] + _table(
-            ["", b, a, "Δ"],
-            [
-                [r["metric"], size(r["before"]), size(r["after"]), ("+" if r["delta"] > 0 else "−" if r["delta"] < 0 else "") + size(abs(r["delta"]))]
-                for r in result.memory.table.iter_rows(named=True)
-            ],
-            ["---", "---:", "---:", "---:"],
-        )
+        details += ["**Peak memory**", "", *_table(["", b, a, "Δ"], [[r["metric"], size(r["before"]), size(r["after"]), ("+" if r["delta"] > 0 else "−" if r["delta"] < 0 else "") + size(abs(r["delta"]))] for r in result.memory.table.iter_rows(named=True)], ["---", "---:", "---:", "---:"])]
     comp = result.compile
     if comp.available:
         rows = [
@@ -114,17 +105,17 @@ def render_markdown(result: DiffResult, *, top: int = 8) -> str:
             for r in comp.metrics.iter_rows(named=True)
             if r["before"] is not None or r["after"] is not None
         ]
-        details += [f"**torch.compile** (compiled: {comp.compiled_side})", ""] + _table(["", b, a], rows, ["---", "---:", "---:"])
+        details += [f"**torch.compile** (compiled: {comp.compiled_side})", "", *_table(["", b, a], rows, ["---", "---:", "---:"])]
         details += [f"- {line.strip()}" for line in comp.findings] + ([""] if comp.findings else [])
     if details:
-        lines += ["<details><summary>What changed</summary>", ""] + details + ["</details>", ""]
+        lines += ["<details><summary>What changed</summary>", "", *details, "</details>", ""]
     return "\n".join(lines)
 
 
 def _num(key: str, value: float | None) -> str:
     if value is None:
         return "-"
-    if key.endswith("_ns") or key.endswith("ns_per_step"):
+    if key in DURATION_METRICS:
         return ns(value)
     if key == "triton_share":
         return f"{100 * value:.1f} %"

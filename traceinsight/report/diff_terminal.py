@@ -10,7 +10,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from traceinsight.analysis.diff import DiffResult, StepTimeDiff, TableDiff
+from traceinsight.analysis.diff import DURATION_METRICS, DiffResult, StepTimeDiff, TableDiff
 from traceinsight.report.format import ns, size
 
 VERDICT_STYLE = {"faster": "bold green", "slower": "bold red", "no_significant_change": "bold yellow"}
@@ -82,7 +82,8 @@ def _step_table(st: StepTimeDiff, b: str, a: str) -> RenderableType:
 def _delta_table(title: str, diff: TableDiff, key: str, b: str, a: str, *, idle_better_lower: bool = True) -> RenderableType:
     if not diff.available:
         return Text(f"{title}: not available ({diff.reason})", style="yellow")
-    table = Table(title=title, box=None, title_justify="left")
+    basis = f" — per step, {diff.basis}" if diff.basis else ""
+    table = Table(title=title + basis, box=None, title_justify="left")
     table.add_column(key)
     table.add_column(f"{b} /step", justify="right")
     table.add_column(f"{a} /step", justify="right")
@@ -105,7 +106,7 @@ def _contrib_table(title: str, frame: pl.DataFrame, keys: list[str], b: str, a: 
         return Text(f"{title}: nothing to compare", style="dim")
     table = Table(title=title, box=None, title_justify="left")
     for k in keys:
-        table.add_column(k, overflow="fold" if k == keys[0] else "ellipsis", max_width=70 if k == keys[0] else 30)
+        table.add_column(k, overflow="ellipsis", no_wrap=True, max_width=56 if k == keys[0] else 24)
     table.add_column(f"{b} /step", justify="right")
     table.add_column(f"{a} /step", justify="right")
     table.add_column("Δ /step", justify="right")
@@ -132,16 +133,14 @@ def _compile_part(result: DiffResult) -> RenderableType | None:
         return None
     parts: list[RenderableType] = []
     table = Table(title=f"torch.compile (compiled: {comp.compiled_side})", box=None, title_justify="left")
-    table.add_column("")
-    table.add_column(result.before_label, justify="right")
-    table.add_column(result.after_label, justify="right")
+    table.add_column("", no_wrap=True)
+    table.add_column(result.before_label, justify="right", no_wrap=True)
+    table.add_column(result.after_label, justify="right", no_wrap=True)
     for row in comp.metrics.iter_rows(named=True):
         if row["before"] is None and row["after"] is None:
             continue
         table.add_row(row["metric"], _metric(row["key"], row["before"]), _metric(row["key"], row["after"]))
     parts.append(table)
-    if comp.fusion_ratio is not None:
-        parts.append(Text(f"fusion: {comp.fusion_ratio:.2f}× fewer kernels per step when compiled"))
     for line in comp.findings:
         parts.append(Text(line))
     return Group(*parts)
@@ -150,7 +149,7 @@ def _compile_part(result: DiffResult) -> RenderableType | None:
 def _metric(key: str, value: Any) -> str:
     if value is None:
         return "-"
-    if key.endswith("_ns") or key.endswith("ns_per_step"):
+    if key in DURATION_METRICS:
         return ns(value)
     if key == "triton_share":
         return f"{100 * value:.1f} %"

@@ -150,48 +150,70 @@ def ops_figures(result: Result, trace: Trace | None) -> list[Figure]:
     return [Figure(f"Top operators by {what} time", svg.hbars(items, value_label=f"{what} time, ms", fmt="{:.2f} ms", label="top operators"))] if items else []
 
 
+STEP_PARTS = (("kernel_ns", "kernels"), ("memcpy_ns", "memcpy"), ("memset_ns", "memset"), ("communication_ns", "communication"))
+
+
 def steps_figures(result: Result, trace: Trace | None) -> list[Figure]:
     frame = _frame(result, "steps")
     step = _col(frame, "step")
-    dur = _col(frame, "dur_ns", "device_ns", "wall_ns", "step_ns")
+    dur = _col(frame, "device_dur_ns", "dur_ns", "host_dur_ns")
     if not step or not dur or not frame.height:
         return []
-    busy, idle = _col(frame, "busy_ns", "gpu_busy_ns"), _col(frame, "idle_ns", "gpu_idle_ns")
-    if busy and idle:
-        items = [(f"#{s}", [(b or 0) / 1e6, (i or 0) / 1e6]) for s, b, i in frame.select(step, busy, idle).iter_rows()]
-        chart = svg.columns(items, series=["GPU busy", "GPU idle"], colors=["#59a14f", "#e15759"], y_label="ms", label="step times")
+    parts = [(c, n) for c, n in STEP_PARTS if c in frame.columns and (frame[c].fill_null(0) > 0).any()]
+    if parts:
+        busy = pl.sum_horizontal([pl.col(c).fill_null(0) for c, _ in parts])
+        data = frame.select(step, *[c for c, _ in parts], idle=(pl.col(dur) - busy).clip(lower_bound=0))
+        series = [n for _, n in parts] + ["GPU idle"]
+        colors = [svg.color(i) for i in range(len(parts))] + ["#e15759"]
+        items = [(f"#{row[0]}", [(v or 0) / 1e6 for v in row[1:]]) for row in data.iter_rows()]
     else:
+        series, colors = ["step time"], [svg.color(0)]
         items = [(f"#{s}", [(d or 0) / 1e6]) for s, d in frame.select(step, dur).iter_rows()]
-        chart = svg.columns(items, series=["step time"], y_label="ms", label="step times")
-    return [Figure("Step times", chart)]
+    chart = svg.columns(items, series=series, colors=colors, y_label="ms", label="step times")
+    return [Figure("Step time on the device", chart, "Each column is one step from its start to the end of the GPU work it launched; red is GPU idle time inside the step.")]
+
+
+REGION_LEVELS = ("annotation", "step", "trace")
 
 
 def bound_figures(result: Result, trace: Trace | None) -> list[Figure]:
-    frame = _frame(result, "regions")
-    ai = _col(frame, "arithmetic_intensity", "intensity_flop_per_byte", "flop_per_byte", "ai")
-    tf = _col(frame, "achieved_tflops", "tflops", "tflops_per_s")
-    label = _col(frame, "label", "bound", "verdict")
-    name = _col(frame, "region", "name")
-    if not ai or not tf:
-        return []
-    points = [
-        svg.Point(float(x), float(y), str(r.get(name) if name else "?"), str(r.get(label) if label else "region"))
-        for r in frame.iter_rows(named=True)
-        if (x := r[ai]) and (y := r[tf]) and x > 0 and y > 0
-    ]
+    """Roofline: the named regions and the heaviest kernels against the device's roofs."""
+    regions = _frame(result, "regions")
+    kernels = getattr(result, "kernels", None)
+    points: list[svg.Point] = []
+    if {"intensity", "tflops", "label", "name"} <= set(regions.columns):
+        if "kind" in regions.columns:
+            level = next((k for k in REGION_LEVELS if (regions["kind"] == k).any()), None)
+            regions = regions.filter(pl.col("kind") == level) if level else regions
+        points += [
+            svg.Point(x, y, f"region {n}", str(lab)) for n, lab, x, y in regions.select("name", "label", "intensity", "tflops").iter_rows()
+            if x and y and x > 0 and y > 0
+        ]
+    if isinstance(kernels, pl.DataFrame) and {"intensity", "tflops", "label", "name"} <= set(kernels.columns):
+        top = kernels.sort("kernel_ns", descending=True, nulls_last=True).head(30) if "kernel_ns" in kernels.columns else kernels.head(30)
+        points += [
+            svg.Point(x, y, f"kernel {n}", str(lab)) for n, lab, x, y in top.select("name", "label", "intensity", "tflops").iter_rows()
+            if x and y and x > 0 and y > 0
+        ]
     if not points:
         return []
-    roofs = []
-    peak_col, bw_col = _col(frame, "peak_tflops"), _col(frame, "peak_bw_tbps", "mem_bw_tbps")
-    if peak_col and bw_col:
-        for p, bw in frame.select(peak_col, bw_col).unique().drop_nulls().iter_rows():
-            # TB/s × FLOP/B = TFLOP/s, so the memory roof's slope is the bandwidth in TB/s.
-            roofs.append((f"peak {p:g} TFLOP/s", float(p), float(bw)))
-    peak, bw = getattr(result, "peak_tflops", None), getattr(result, "peak_bw_tbps", None)
-    if not roofs and isinstance(peak, (int, float)) and isinstance(bw, (int, float)):
-        roofs.append(("peak", float(peak), float(bw)))
-    chart = svg.loglog_scatter(points, roofs=roofs[:3], colors={k: v for k, v in BOUND_COLORS.items()}, label="roofline")
-    return [Figure("Roofline: regions against the device's peaks", chart, "Hover a dot for the region; the line is the device roof (memory slope, then compute ceiling).")]
+    roofs: list[tuple[str, float, float]] = []
+    peaks = getattr(result, "peaks", None)
+    if isinstance(peaks, dict) and isinstance(peaks.get("mem_bw_tbps"), (int, float)):
+        bw = float(peaks["mem_bw_tbps"])
+        classes = peaks.get("tflops") or {}
+        wanted = ["bf16", "fp32"]
+        if isinstance(kernels, pl.DataFrame) and "dtype_class" in kernels.columns:
+            seen = kernels["dtype_class"].drop_nulls().unique().to_list()
+            wanted = [c for c in ("fp8", "bf16", "fp16", "tf32", "fp32", "fp64") if c in seen] or wanted
+        # TB/s × FLOP/B = TFLOP/s: the memory roof's slope is the bandwidth in TB/s.
+        roofs = [(c, float(classes[c]), bw) for c in wanted if isinstance(classes.get(c), (int, float))][:3]
+    chart = svg.loglog_scatter(points, roofs=roofs, colors=dict(BOUND_COLORS), label="roofline")
+    return [Figure(
+        "Roofline: regions and the heaviest kernels",
+        chart,
+        "x: FLOPs per byte moved; y: achieved TFLOP/s; lines: the device roofs per data type. Colour is the bound label; hover a dot for its name.",
+    )]
 
 
 def _gap_spans(report: Report, device: int, origin_ns: int) -> list[svg.Span]:

@@ -34,9 +34,14 @@ class LinkResult:
     warnings: list[str] = field(default_factory=list)
 
 
+# Times beyond ±2**62 ns (~146 years) cannot be real and would overflow end = ts + dur.
+_MAX_NS = float(2**62)
+
+
 def _to_ns(col: str, origin_us: float) -> pl.Expr:
     # Subtract in µs first: for absolute epoch µs the subtraction is exact and keeps ns digits.
-    return ((pl.col(col) - origin_us) * 1000.0).round(0).cast(pl.Int64)
+    value = ((pl.col(col) - origin_us) * 1000.0).round(0)
+    return pl.when(value.abs() < _MAX_NS).then(value).cast(pl.Int64)
 
 
 def _kind_expr() -> pl.Expr:
@@ -75,12 +80,16 @@ def link(
             "trace has no baseTimeNanoseconds: times are relative to its first event"
         )
 
+    durations = durations.with_columns(
+        ts=pl.when(((pl.col("ts") - origin_us) * 1000.0).abs() < _MAX_NS).then(pl.col("ts")),
+        dur=pl.when(pl.col("dur") * 1000.0 < _MAX_NS).then(pl.col("dur")),
+    )
     missing_ts = durations["ts"].null_count()
     if missing_ts:
-        warnings.append(f"{missing_ts} events without a timestamp were ignored")
+        warnings.append(f"{missing_ts} events without a usable timestamp were ignored")
     missing_dur = durations["dur"].null_count()
     if missing_dur:
-        warnings.append(f"{missing_dur} duration events had no 'dur'; treated as instantaneous")
+        warnings.append(f"{missing_dur} duration events had no usable 'dur'; treated as instantaneous")
     negative_dur = durations.filter(pl.col("dur") < 0).height
     if negative_dur:
         warnings.append(f"{negative_dur} events had a negative 'dur'; set to 0")
@@ -132,6 +141,12 @@ def link(
     steps = _steps(events)
     host_steps = _host_steps(events, steps)
     kernels = _kernels(events, host_steps)
+    unlaunched = kernels["launch_id"].null_count() if kernels.height else 0
+    if unlaunched:
+        warnings.append(
+            f"{unlaunched} GPU events were launched before the trace window opened "
+            "(no launch call in the trace); they have no host context"
+        )
     step = _aligned(n, host_steps["id"], host_steps["step"], pl.Int64)
     step = step.scatter(kernels["id"], kernels["step"]) if kernels.height else step
     events = events.with_columns(step=step)
@@ -143,6 +158,8 @@ def link(
         pl.col("comm_dtype").cast(pl.Categorical),
     ).select([pl.col(c).cast(t) for c, t in EVENT_COLUMNS.items()])
 
+    counters = counters.filter(_to_ns("ts", origin_us).is_not_null())
+    memory = memory.filter(_to_ns("ts", origin_us).is_not_null())
     counters_out = counters.select(
         ts_ns=_to_ns("ts", origin_us),
         pid=pl.col("pid"),
@@ -281,7 +298,9 @@ def _host_context(events: pl.DataFrame, launch_ids: pl.Series) -> pl.DataFrame:
     table = events.select(
         parent=pl.col("parent").fill_null(-1),
         is_op=pl.col("kind") == "cpu_op",
-        is_annotation=(pl.col("kind") == "user_annotation") & ~name_s.str.starts_with(PROFILER_STEP_PREFIX),
+        is_annotation=(
+            (pl.col("kind") == "user_annotation") & ~name_s.str.starts_with(PROFILER_STEP_PREFIX)
+        ).fill_null(False),
     )
     parents = table["parent"].to_numpy()
     is_op = table["is_op"].to_numpy()

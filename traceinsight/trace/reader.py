@@ -46,17 +46,6 @@ class _Event(msgspec.Struct, gc=False):
     args: msgspec.Raw = msgspec.Raw()
 
 
-class _LenientEvent(msgspec.Struct, gc=False):
-    ph: Any = ""
-    name: Any = None
-    cat: Any = None
-    pid: Any = None
-    tid: Any = None
-    ts: Any = None
-    dur: Any = None
-    args: msgspec.Raw = msgspec.Raw()
-
-
 class _OpArgs(msgspec.Struct, gc=False):
     """Args of cpu_op events: shapes and types (kept as raw JSON text) and comms metadata."""
 
@@ -298,6 +287,8 @@ def _split_top_level(path: Path, data: bytearray) -> tuple[dict[str, Any], int, 
         top = msgspec.json.decode(data, type=dict[str, msgspec.Raw])
     except msgspec.DecodeError as exc:
         raise TraceFormatError(path, f"not valid JSON ({_json_reason(exc)})") from exc
+    except UnicodeDecodeError as exc:
+        raise TraceFormatError(path, f"not valid UTF-8 text at byte {exc.start}") from exc
     except msgspec.ValidationError as exc:
         raise TraceFormatError(path, "not a Chrome trace: top level is not an object") from exc
     events_raw = top.pop("traceEvents", None)
@@ -305,7 +296,10 @@ def _split_top_level(path: Path, data: bytearray) -> tuple[dict[str, Any], int, 
         raise TraceFormatError(path, "not a Chrome trace: no 'traceEvents' key")
     if bytes(memoryview(events_raw)[:1]) != b"[":
         raise TraceFormatError(path, "not a Chrome trace: 'traceEvents' is not a list")
-    header = {key: msgspec.json.decode(value) for key, value in top.items()}
+    try:
+        header = {key: msgspec.json.decode(value) for key, value in top.items()}
+    except UnicodeDecodeError as exc:
+        raise TraceFormatError(path, "not valid UTF-8 text in the trace header") from exc
     lo = _offset_in(events_raw, data)
     del top, events_raw
     return header, lo[0], lo[1]
@@ -383,25 +377,30 @@ def _decode_events(path: Path, buf: Any) -> list[Any]:
         pass
     except msgspec.DecodeError as exc:
         raise _BadCut from exc
+    except UnicodeDecodeError as exc:
+        raise TraceFormatError(path, "not valid UTF-8 text inside traceEvents") from exc
+    # Some event has a field of an unexpected type: decode loosely and coerce field by field.
     try:
-        items = msgspec.json.decode(buf, type=list[_LenientEvent | Any])
+        items = msgspec.json.decode(buf, type=list[Any])
     except msgspec.DecodeError as exc:
         raise _BadCut from exc
     return [_coerce_event(item) for item in items]
 
 
 def _coerce_event(item: Any) -> Any:
-    if not isinstance(item, _LenientEvent):
+    if not isinstance(item, dict):
         return None  # not an object: counted and skipped
+    pid, tid = item.get("pid"), item.get("tid")
+    args = item.get("args")
     return _Event(
-        ph=item.ph if isinstance(item.ph, str) else "",
-        name=_as_str(item.name),
-        cat=_as_str(item.cat),
-        pid=item.pid if isinstance(item.pid, (int, str)) and not isinstance(item.pid, bool) else None,
-        tid=item.tid if isinstance(item.tid, (int, str)) and not isinstance(item.tid, bool) else None,
-        ts=_as_float(item.ts),
-        dur=_as_float(item.dur),
-        args=item.args,
+        ph=item["ph"] if isinstance(item.get("ph"), str) else "",
+        name=_as_str(item.get("name")),
+        cat=_as_str(item.get("cat")),
+        pid=pid if isinstance(pid, (int, str)) and not isinstance(pid, bool) else None,
+        tid=tid if isinstance(tid, (int, str)) and not isinstance(tid, bool) else None,
+        ts=_as_float(item.get("ts")),
+        dur=_as_float(item.get("dur")),
+        args=msgspec.Raw(msgspec.json.encode(args)) if args is not None else msgspec.Raw(),
     )
 
 

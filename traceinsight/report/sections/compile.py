@@ -54,8 +54,8 @@ def render_terminal(result: CompileResult) -> RenderableType:
     parts: list[RenderableType] = [head]
     if result.regions.height:
         table = Table(title="compiled regions", box=None, title_justify="left")
-        table.add_column("kind")
-        table.add_column("name", overflow="fold", max_width=64)
+        table.add_column("kind", no_wrap=True)
+        table.add_column("name", overflow="ellipsis", no_wrap=True, max_width=48)
         table.add_column(f"calls /{unit}", justify="right")
         table.add_column(f"host /{unit}", justify="right")
         table.add_column(f"kernels /{unit}", justify="right")

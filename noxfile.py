@@ -1,0 +1,34 @@
+"""Developer tasks: ``nox`` runs lint, type checks and the test suite in fresh virtualenvs."""
+
+from __future__ import annotations
+
+import os
+
+import nox
+
+nox.options.sessions = ["lint", "typecheck", "tests"]
+nox.options.reuse_existing_virtualenvs = False
+
+# The capture tests need torch; the CPU build is enough (set TRACEINSIGHT_TORCH_SPEC to
+# e.g. "torch" to take whatever your index serves).
+TORCH_SPEC = os.environ.get("TRACEINSIGHT_TORCH_SPEC", "torch==2.13.0")
+LINT_PATHS = ["traceinsight", "tests", "benchmarks", "sample_traces", "docs", "noxfile.py"]
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """The test suite (CPU only; GPU tests are skipped without CUDA)."""
+    session.install("-e", ".[dev,docs]", TORCH_SPEC, "nvidia-ml-py")
+    session.run("python", "-m", "pytest", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    session.install("ruff")
+    session.run("ruff", "check", *LINT_PATHS)
+
+
+@nox.session
+def typecheck(session: nox.Session) -> None:
+    session.install("-e", ".[dev]")
+    session.run("mypy")

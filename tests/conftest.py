@@ -1,0 +1,47 @@
+"""Shared test set-up: an isolated cache directory and access to the bundled sample traces."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES_DIR = ROOT / "sample_traces"
+
+
+def sample_names() -> list[str]:
+    """Stems of every bundled sample trace (``train_eager``, ``gemm_bf16``, ...)."""
+    return sorted(p.name.removesuffix(".json.gz") for p in SAMPLES_DIR.glob("*.json.gz"))
+
+
+def sample_path(name: str) -> Path:
+    """Path of a bundled sample trace; a missing one is a broken checkout, so it fails."""
+    path = SAMPLES_DIR / f"{name}.json.gz"
+    if not path.exists():
+        pytest.fail(f"sample trace {path} is missing from the checkout")
+    return path
+
+
+@functools.cache
+def _load_sample(name: str):  # type: ignore[no-untyped-def]
+    from traceinsight.trace.loader import load
+
+    return load(sample_path(name), cache=False)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    # Tests must never read or write the user's real cache.
+    mp = pytest.MonkeyPatch()
+    mp.setenv("TRACEINSIGHT_CACHE_DIR", str(tmp_path_factory.mktemp("ti-cache")))
+    yield
+    mp.undo()
+
+
+@pytest.fixture
+def sample_trace() -> Callable[[str], object]:
+    """``sample_trace("train_eager")`` → a loaded :class:`Trace`, loaded once per session."""
+    return _load_sample

@@ -1,0 +1,170 @@
+"""Perfetto export (decoded with the perfetto protos) and ``traceinsight sql``."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+
+from tests.conftest import sample_path
+from traceinsight.analysis.report import analyze
+from traceinsight.cli.app import main
+from traceinsight.report.perfetto_export import _lanes, _Slice, export_perfetto
+
+pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
+
+
+def decode(data: bytes) -> tuple[dict[int, Any], list[Any]]:
+    parsed = pb.Trace()
+    parsed.ParseFromString(data)
+    tracks = {p.track_descriptor.uuid: p.track_descriptor for p in parsed.packet if p.HasField("track_descriptor")}
+    events = [p for p in parsed.packet if p.HasField("track_event")]
+    return tracks, events
+
+
+def track_name(desc: Any) -> str:
+    return str(desc.name or desc.thread.thread_name or desc.process.process_name)
+
+
+def replay(events: list[Any]) -> tuple[dict[int, list[tuple[str, int]]], bool]:
+    """Pair BEGIN/END per track like Perfetto does; returns (name, duration) per track."""
+    stacks: dict[int, list[tuple[str, int]]] = defaultdict(list)
+    slices: dict[int, list[tuple[str, int]]] = defaultdict(list)
+    ok = True
+    last_ts = 0
+    for p in events:
+        ev = p.track_event
+        ok &= p.timestamp >= last_ts
+        last_ts = p.timestamp
+        if ev.type == pb.TrackEvent.TYPE_SLICE_BEGIN:
+            stacks[ev.track_uuid].append((ev.name, p.timestamp))
+        elif ev.type == pb.TrackEvent.TYPE_SLICE_END:
+            if not stacks[ev.track_uuid]:
+                return slices, False
+            name, ts = stacks[ev.track_uuid].pop()
+            slices[ev.track_uuid].append((name, p.timestamp - ts))
+    return slices, ok and all(not s for s in stacks.values())
+
+
+@pytest.fixture(scope="module")
+def exported(request: pytest.FixtureRequest) -> tuple[Any, bytes]:
+    from tests.conftest import _load_sample
+
+    trace = _load_sample("dataloader_w0")
+    return trace, export_perfetto(trace, analyze(trace))
+
+
+def test_every_event_survives_with_its_duration(exported: tuple[Any, bytes]) -> None:
+    trace, data = exported
+    tracks, events = decode(data)
+    slices, balanced = replay(events)
+    assert balanced, "BEGIN/END pairs must nest per track and timestamps must not go back"
+    root = next(uuid for uuid, d in tracks.items() if track_name(d) == "traceinsight")
+    ours = {uuid for uuid, d in tracks.items() if d.parent_uuid == root}
+    assert ours, "the analysis tracks hang under the traceinsight track"
+    got = Counter((name, dur) for uuid, per_track in slices.items() if uuid not in ours for name, dur in per_track)
+    want = Counter((str(n), int(d)) for n, d in trace.events.filter(pl.col("dur_ns") >= 0).select(pl.col("name").cast(pl.String), "dur_ns").iter_rows())
+    assert got == want
+
+
+def test_analysis_and_counter_tracks(exported: tuple[Any, bytes]) -> None:
+    trace, data = exported
+    tracks, events = decode(data)
+    names = {track_name(d) for d in tracks.values()}
+    assert {"traceinsight", "idle gaps GPU 0", "steps (device)", "nvml.utilization.gpu_pct", "gpm.sm_util_pct"} <= names
+    assert any(n.startswith("stream ") for n in names)
+    by_name = {track_name(d): uuid for uuid, d in tracks.items()}
+    slices, _ = replay(events)
+    idle_by_cause: Counter[str] = Counter()
+    for name, dur in slices[by_name["idle gaps GPU 0"]]:
+        idle_by_cause[name] += dur
+    assert idle_by_cause.most_common(1)[0][0] == "idle: data_loading"
+    assert by_name.get("bound regions") is None or by_name["bound regions"] in tracks
+    counter_values = [p.track_event.double_counter_value for p in events if p.track_event.track_uuid == by_name["nvml.utilization.gpu_pct"]]
+    util = trace.counters.filter((pl.col("name") == "nvml.utilization") & (pl.col("series") == "gpu_pct"))
+    assert sorted(counter_values) == sorted(util["value"].to_list())
+    assert tracks[by_name["nvml.utilization.gpu_pct"]].counter.unit_name == "%"
+
+
+def test_timestamps_are_absolute_when_the_trace_has_a_base(exported: tuple[Any, bytes]) -> None:
+    trace, data = exported
+    _, events = decode(data)
+    first = min(p.timestamp for p in events)
+    assert first == trace.meta.base_time_ns + min(int(trace.events["ts_ns"].min()), int(trace.counters["ts_ns"].min()))
+
+
+def test_overlapping_slices_go_to_extra_lanes() -> None:
+    slices = [_Slice(0, 10, "a"), _Slice(2, 5, "b"), _Slice(4, 12, "c"), _Slice(11, 13, "d")]
+    lanes = _lanes(slices)
+    assert [[(s.name, d) for s, d in lane] for lane in lanes] == [[("a", 0), ("b", 1), ("d", 0)], [("c", 0)]]
+
+
+def test_export_cli(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    target = tmp_path / "annotated.pftrace"
+    code = main(["export", str(sample_path("tiny_kernels")), "-o", str(target)])
+    out, _ = capsys.readouterr()
+    assert code == 0 and out.strip() == f"Wrote {target}"
+    tracks, _ = decode(target.read_bytes())
+    assert "traceinsight" in {track_name(d) for d in tracks.values()}
+    assert main(["export", str(sample_path("tiny_kernels")), "-o", str(target)]) == 2
+    assert main(["export", str(sample_path("tiny_kernels")), "-o", str(target), "--force", "--no-analysis"]) == 0
+    tracks, _ = decode(target.read_bytes())
+    assert "traceinsight" not in {track_name(d) for d in tracks.values()}
+
+
+def test_sql_polars_engine(capsys: pytest.CaptureFixture[str]) -> None:
+    query = "SELECT count(*) AS n, sum(dur_ns) AS total_ns FROM kernels WHERE kind = 'kernel'"
+    code = main(["sql", str(sample_path("gemm_bf16")), query, "--format", "json"])
+    out, _ = capsys.readouterr()
+    assert code == 0
+    rows = json.loads(out)
+    from tests.conftest import _load_sample
+
+    kernels = _load_sample("gemm_bf16").kernels.filter(pl.col("kind") == "kernel")
+    assert rows == [{"n": kernels.height, "total_ns": int(kernels["dur_ns"].sum())}]
+    code = main(["sql", str(sample_path("gemm_bf16")), "SELECT nope FROM kernels"])
+    _, err = capsys.readouterr()
+    assert code == 2 and "SQL error" in err
+
+
+def test_sql_perfetto_engine_explains_the_missing_binary(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TRACEINSIGHT_TRACE_PROCESSOR", raising=False)
+    code = main(["sql", str(sample_path("gemm_bf16")), "select 1", "--engine", "perfetto"])
+    _, err = capsys.readouterr()
+    assert code == 2 and "--trace-processor" in err and "TRACEINSIGHT_TRACE_PROCESSOR" in err
+
+
+def test_sql_perfetto_engine_uses_the_given_binary(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import pandas as pd
+    import perfetto.trace_processor as tp_module
+
+    binary = tmp_path / "trace_processor"
+    binary.write_text("#!/bin/sh\n")
+    seen: dict[str, Any] = {}
+
+    class FakeTP:
+        def __init__(self, trace: str, config: Any) -> None:
+            seen["trace"], seen["bin"] = trace, config.bin_path
+
+        def query(self, sql: str) -> Any:
+            seen["sql"] = sql
+
+            class Rows:
+                def as_pandas_dataframe(self) -> pd.DataFrame:
+                    return pd.DataFrame({"cnt": [3]})
+
+            return Rows()
+
+        def close(self) -> None:
+            seen["closed"] = True
+
+    monkeypatch.setattr(tp_module, "TraceProcessor", FakeTP)
+    monkeypatch.setenv("TRACEINSIGHT_TRACE_PROCESSOR", str(binary))
+    code = main(["sql", str(sample_path("gemm_bf16")), "select count(*) as cnt from slice", "--engine", "perfetto", "-f", "csv"])
+    out, _ = capsys.readouterr()
+    assert code == 0 and out.splitlines() == ["cnt", "3"]
+    assert seen == {"trace": str(sample_path("gemm_bf16")), "bin": str(binary), "sql": "select count(*) as cnt from slice", "closed": True}

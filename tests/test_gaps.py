@@ -1,0 +1,180 @@
+"""Idle gaps: detection, causes read from the host, culprits, summaries and the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from traceinsight.analysis import gaps, intervals
+from traceinsight.analysis.base import AnalysisConfig
+from traceinsight.analysis.breakdown import run as run_breakdown
+from traceinsight.cli.app import main
+from traceinsight.trace.loader import load
+from traceinsight.trace.model import Trace
+
+from .conftest import sample_names, sample_path
+from .timeline_fixtures import HandMadeTrace
+
+CFG = AnalysisConfig()
+
+
+def scenario(tmp_path: Path) -> Trace:
+    """Hand-made: one host thread, one stream, a gap of each kind (times in µs)."""
+    t = HandMadeTrace()
+    t.step(1, 0, 1000)
+    # Ops that launch slowly: the GPU waits on dispatch.
+    t.host("aten::add", 0, 30)
+    t.gpu("k1", 20, 5, launch_ts=10)
+    t.host("aten::add", 40, 30)
+    t.gpu("k2", 65, 5, launch_ts=55)
+    # .item(): a copy, then the host blocks in a sync until it returns, then catches up.
+    t.host("aten::item", 80, 70)
+    t.host("aten::_local_scalar_dense", 81, 68)
+    t.gpu("Memcpy DtoH (Device -> Pageable)", 100, 10, cat="gpu_memcpy", launch_ts=85, launch_name="cudaMemcpyAsync")
+    t.host("cudaStreamSynchronize", 90, 55, cat="cuda_runtime")
+    t.host("aten::mul", 160, 20)
+    t.gpu("k3", 175, 5, launch_ts=170)
+    # Data loading on the main thread, with CPU ops inside.
+    t.host("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 200, 300, cat="user_annotation")
+    t.host("aten::randn", 210, 250)
+    t.host("aten::mul", 510, 20)
+    t.gpu("k4", 525, 5, launch_ts=520)
+    # The host sleeps inside an annotation: nothing traced.
+    t.host("host_sleep", 540, 260, cat="user_annotation")
+    t.host("aten::mul", 810, 20)
+    t.gpu("k5", 825, 5, launch_ts=820)
+    # k6 was launched before k5 ended, yet starts late: the device waited on something else.
+    t.host("aten::mul", 826, 5)
+    t.gpu("k6", 900, 5, launch_ts=826)
+    # CPU work that launches nothing.
+    t.host("aten::cpu_thing", 910, 80)
+    t.host("aten::mul", 990, 9)
+    t.gpu("k7", 997, 3, launch_ts=992, launch_dur=1)
+    return load(t.write(tmp_path / "scenario.json"), cache=False)
+
+
+def test_each_gap_gets_its_cause_and_culprit(tmp_path: Path) -> None:
+    found = gaps.find_gaps(scenario(tmp_path), 10_000)
+    origin = 0  # the window starts with ProfilerStep#1 at ts 0
+    rows = [
+        (r["start_ns"] - origin, r["dur_ns"], r["cause"], r["culprit"])
+        for r in found.iter_rows(named=True)
+    ]
+    assert rows == [
+        (0, 20_000, "launch_overhead", "aten::add"),
+        (25_000, 40_000, "launch_overhead", "aten::add"),
+        (70_000, 30_000, "sync", "aten::_local_scalar_dense"),
+        (110_000, 65_000, "sync", "aten::_local_scalar_dense"),
+        (180_000, 345_000, "data_loading", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"),
+        (530_000, 295_000, "untraced", "host_sleep"),
+        (830_000, 70_000, "device_wait", None),
+        (905_000, 92_000, "host_compute", "aten::cpu_thing"),
+    ]
+    assert (found["step"] == 1).all()
+    # The host-class columns split every gap exactly.
+    parts = pl.sum_horizontal([pl.col(f"{c}_ns") for c in (*gaps.HOST_CLASSES, gaps.UNTRACED)])
+    assert (found.select(parts.alias("parts"))["parts"] == found["dur_ns"]).all()
+
+
+def test_frame_contract(tmp_path: Path) -> None:
+    found = gaps.find_gaps(scenario(tmp_path), 10_000)
+    for col, dtype in gaps.GAP_SCHEMA.items():
+        assert found.schema[col] == dtype, col
+    assert list(found.columns[: len(gaps.GAP_SCHEMA)]) == list(gaps.GAP_SCHEMA)
+    assert (found["end_ns"] - found["start_ns"] == found["dur_ns"]).all()
+    culprits = found.filter(pl.col("culprit_id").is_not_null())
+    trace = scenario(tmp_path)
+    names = culprits.join(trace.events.select(pl.col("id").alias("culprit_id"), "name"), on="culprit_id")
+    assert (names["name"].cast(pl.String) == names["culprit"]).all()
+
+
+def test_threshold_filters_and_summary_adds_up(tmp_path: Path) -> None:
+    trace = scenario(tmp_path)
+    result = gaps.run(trace, AnalysisConfig(gap_threshold_ns=50_000))
+    assert result.gap_count == 5
+    assert (result.gaps["dur_ns"] >= 50_000).all()
+    assert result.by_cause["idle_ns"].sum() == result.gap_idle_ns
+    assert result.by_cause["idle_ns"].to_list() == sorted(result.by_cause["idle_ns"].to_list(), reverse=True)
+    assert abs(result.by_cause["share"].sum() - 1.0) < 1e-9
+    assert result.histogram["gaps"].sum() == result.gap_count
+    assert result.histogram["lo_ns"][0] == 50_000
+    assert result.top["dur_ns"].to_list() == sorted(result.gaps["dur_ns"].to_list(), reverse=True)[: CFG.top_n]
+    # All idle: gaps plus what falls below the threshold.
+    breakdown = run_breakdown(trace, CFG)
+    assert result.idle_ns == breakdown.device_total(0, "idle")
+    json.dumps(result.to_dict(), allow_nan=False)
+    assert "gaps" not in result.to_dict()
+    assert len(result.to_dict(full=True)["gaps"]) == result.gap_count
+
+
+def test_dataloader_bound_run_waits_on_data(sample_trace) -> None:  # type: ignore[no-untyped-def]
+    result = gaps.run(sample_trace("dataloader_w0"), CFG)
+    assert result.top_cause == "data_loading"
+    assert result.by_cause["share"][0] > 0.5
+    assert "DataLoader" in result.culprits["culprit"][0]
+
+
+def test_tiny_kernel_loop_is_launch_bound(sample_trace) -> None:  # type: ignore[no-untyped-def]
+    result = gaps.run(sample_trace("tiny_kernels"), CFG)
+    assert result.top_cause == "launch_overhead"
+    assert result.by_cause["share"][0] > 0.5
+
+
+def test_regimes_are_told_apart(sample_trace) -> None:  # type: ignore[no-untyped-def]
+    trace = sample_trace("regimes")
+    found = gaps.find_gaps(trace, CFG.gap_threshold_ns)
+    by_culprit = found.group_by("culprit").agg(pl.col("dur_ns").sum(), pl.col("cause").mode().first())
+    causes = dict(by_culprit.select("culprit", "cause").iter_rows())
+    assert causes["host_sleep"] == "untraced"
+    assert causes["aten::_local_scalar_dense"] == "sync"
+    assert causes["aten::mm"] == "launch_overhead"
+    sleep = by_culprit.filter(pl.col("culprit") == "host_sleep")["dur_ns"].item()
+    assert sleep > 0.5 * found["dur_ns"].sum()
+
+
+@pytest.mark.parametrize("name", sample_names())
+def test_gaps_are_idle_and_within_the_window(name: str, sample_trace) -> None:  # type: ignore[no-untyped-def]
+    trace = sample_trace(name)
+    result = gaps.run(trace, CFG)
+    found = result.gaps
+    assert (found["dur_ns"] >= CFG.gap_threshold_ns).all()
+    assert (found["start_ns"] >= result.window_start_ns).all()
+    assert (found["end_ns"] <= result.window_end_ns).all()
+    assert set(found["cause"].unique().to_list()) <= set(gaps.CAUSES)
+    assert result.gap_idle_ns <= result.idle_ns
+    work = trace.kernels.select("device", pl.col("ts_ns").alias("start_ns"), "end_ns")
+    overlap = intervals.intersection(found.select("device", "start_ns", "end_ns"), work, by=["device"])
+    assert overlap.height == 0
+
+
+def test_cli_lists_gaps_as_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["gaps", str(sample_path("tiny_kernels")), "--format", "json", "--threshold-us", "20", "--no-cache"])
+    assert code == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["threshold_ns"] == 20_000
+    assert len(data["gaps"]) == data["gap_count"] > 0
+    assert set(gaps.GAP_SCHEMA) <= set(data["gaps"][0])
+    assert data["by_cause"][0]["cause"] == "launch_overhead"
+
+
+def test_cli_terminal_with_limit(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["gaps", str(sample_path("dataloader_w0")), "--limit", "3"])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "data_loading" in out
+    assert "3 of " in out
+
+
+def test_cli_rejects_bad_format() -> None:
+    assert main(["gaps", str(sample_path("tiny_kernels")), "--format", "xml"]) == 2
+
+
+def test_cpu_only_trace_is_not_available(tmp_path: Path) -> None:
+    t = HandMadeTrace()
+    t.host("aten::add", 0, 10)
+    result = gaps.run(load(t.write(tmp_path / "cpu.json"), cache=False), CFG)
+    assert not result.available
+    assert gaps.find_gaps(load(tmp_path / "cpu.json", cache=False), 10_000).height == 0

@@ -1,0 +1,281 @@
+"""Loading real and hand-made traces into frames: formats, linking, times, edge cases."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import traceinsight as ti
+from traceinsight.trace import reader
+from traceinsight.trace.schema import EVENT_COLUMNS, KERNEL_COLUMNS
+
+from .conftest import sample_names, sample_path
+from .handmade import HOST_PID, MAIN_TID, kernel, launch, op, write_trace
+
+
+@pytest.mark.parametrize("name", sample_names())
+def test_every_sample_loads_with_the_documented_schema(name: str, sample_trace) -> None:
+    trace = sample_trace(name)
+    assert list(trace.events.columns) == list(EVENT_COLUMNS)
+    assert trace.events.schema["ts_ns"] == pl.Int64 and trace.events.schema["name"] == pl.Categorical
+    assert list(trace.kernels.columns) == list(KERNEL_COLUMNS)
+    assert trace.events["dur_ns"].min() >= 0
+    assert (trace.events["end_ns"] == trace.events["ts_ns"] + trace.events["dur_ns"]).all()
+    assert trace.events["id"].to_list() == list(range(trace.events.height))
+    assert trace.kernels.height > 0, "every bundled sample was recorded on a GPU"
+    # A kernel without a traced launch call was launched before the window opened (the host
+    # runs ahead), so on its stream it runs before every kernel whose launch was traced.
+    linked = trace.kernels.filter(pl.col("launch_id").is_not_null())
+    unlinked = trace.kernels.filter(pl.col("launch_id").is_null())
+    assert linked.height > unlinked.height
+    if unlinked.height:
+        assert any("launched before" in w for w in trace.meta.warnings)
+        first_linked = linked.group_by("device", "stream").agg(pl.col("ts_ns").min().alias("first"))
+        late = unlinked.join(first_linked, on=["device", "stream"]).filter(pl.col("ts_ns") > pl.col("first"))
+        assert late.height == 0
+    # A kernel cannot start before the call that launched it started (1 µs of clock skew allowed).
+    assert (linked["launch_ts_ns"] <= linked["ts_ns"] + 1_000).all()
+    assert trace.meta.devices and "H" in trace.meta.devices[0].name
+    assert trace.meta.base_time_ns is not None
+
+
+def test_real_training_trace_links_kernels_to_ops_steps_and_samples(sample_trace) -> None:
+    trace = sample_trace("train_eager")
+    kernels = trace.kernels
+    launched = kernels.filter(pl.col("launch_id").is_not_null())
+    assert launched.height > 100 and launched["op_name"].null_count() == 0
+    gemm = kernels.filter(pl.col("op_name").cast(pl.String).is_in(["aten::mm", "aten::addmm"]))
+    assert gemm.height > 0 and (gemm["top_op_name"].cast(pl.String) == "aten::linear").any()
+    steps = sorted(s for s in trace.events["step"].unique().to_list() if s is not None)
+    assert len(steps) >= 3
+    assert set(kernels["step"].drop_nulls().unique().to_list()) <= set(steps)
+    # ProfilerStep spans contain their host events: each host event's step span holds its ts.
+    spans = trace.events.filter(
+        (pl.col("kind") == "user_annotation") & pl.col("name").cast(pl.String).str.starts_with("ProfilerStep#")
+    )
+    assert spans.height == len(steps)
+    assert trace.memory.height > 0 and trace.memory["total_allocated_bytes"].max() > 0
+    assert set(trace.counters["name"].cast(pl.String).unique()) >= {"nvml.utilization", "nvml.power"}
+    assert trace.has_shapes and trace.has_steps and trace.has_gpu
+
+
+def test_nesting_parent_contains_child(sample_trace) -> None:
+    events = sample_trace("train_eager").events
+    joined = events.filter(pl.col("parent").is_not_null()).join(
+        events.select(pl.col("id").alias("parent"), pl.col("ts_ns").alias("p_ts"), pl.col("end_ns").alias("p_end"),
+                      pl.col("depth").alias("p_depth")),
+        on="parent",
+    )
+    assert joined.height > 1000
+    assert (joined["p_ts"] <= joined["ts_ns"]).all()
+    assert (joined["p_end"] >= joined["end_ns"]).mean() > 0.999
+    assert (joined["depth"] == joined["p_depth"] + 1).all()
+
+
+def test_cuda_graph_launch_starts_many_kernels(sample_trace) -> None:
+    kernels = sample_trace("train_cudagraphs").kernels
+    graph = kernels.filter(pl.col("launch_name").cast(pl.String) == "cudaGraphLaunch")
+    assert graph.height > 0
+    per_launch = graph.group_by("launch_id").len()
+    assert per_launch["len"].max() > 5
+
+
+def test_python_function_frames_form_their_own_tree(sample_trace) -> None:
+    events = sample_trace("train_with_stack").events
+    python = events.filter(pl.col("kind") == "python")
+    assert python.height > 100
+    kinds = events.select("id", pl.col("kind").alias("parent_kind"))
+    parents = python.join(kinds.rename({"id": "parent"}), on="parent")
+    assert (parents["parent_kind"] == "python").all()
+    ops = events.filter(pl.col("kind") == "cpu_op").join(kinds.rename({"id": "parent"}), on="parent")
+    assert not (ops["parent_kind"] == "python").any()
+
+
+def test_notebook_helpers(sample_trace) -> None:
+    trace = sample_trace("gemm_bf16")
+    frame = trace.to_pandas("kernels")
+    assert len(frame) == trace.kernels.height
+    counts = trace.sql("SELECT kind, COUNT(*) AS n FROM kernels GROUP BY kind")
+    assert counts["n"].sum() == trace.kernels.height
+    with pytest.raises(KeyError):
+        trace.frame("nope")
+
+
+# --- formats, with small hand-made fixtures ---------------------------------------------
+
+
+def test_ns_resolution_float_timestamps(tmp_path: Path) -> None:
+    # hand-made: µs with three decimals, a 0.456 µs kernel and a 1 ns launch gap
+    path = write_trace(
+        tmp_path / "ns.json",
+        [
+            launch("cudaLaunchKernel", 100.123, 2.001, correlation=1),
+            kernel("k", 103.125, 0.456, correlation=1),
+        ],
+        baseTimeNanoseconds=1_000,
+    )
+    trace = ti.load(path, cache=False)
+    k = trace.kernels.row(0, named=True)
+    assert k["ts_ns"] == 103_125 and k["dur_ns"] == 456 and k["end_ns"] == 103_581
+    assert k["launch_end_ns"] == 102_124
+
+
+def test_rocm_hip_trace_links_hip_launches(tmp_path: Path) -> None:
+    # hand-made after the shape of ROCm Kineto traces: hip* runtime names, no CUDA names
+    path = write_trace(
+        tmp_path / "rocm.json",
+        [
+            op("aten::mm", 10, 20),
+            launch("hipLaunchKernel", 12, 5, correlation=9, cat="cuda_runtime"),
+            launch("hipExtModuleLaunchKernel", 20, 5, correlation=10, cat="hip_runtime"),
+            kernel("Cijk_Alik_Bljk_SB_MT64x64", 30, 40, correlation=9, device=0, stream=0),
+            kernel("my_kernel", 80, 4, correlation=10, device=0, stream=0),
+        ],
+        deviceProperties=[{"id": 0, "name": "AMD Instinct MI300X"}],
+        baseTimeNanoseconds=5,
+    )
+    trace = ti.load(path, cache=False)
+    assert trace.kernels["launch_name"].cast(pl.String).to_list() == ["hipLaunchKernel", "hipExtModuleLaunchKernel"]
+    assert trace.kernels["op_name"].cast(pl.String).to_list() == ["aten::mm", "aten::mm"]
+    assert trace.meta.devices[0].name == "AMD Instinct MI300X"
+
+
+def test_cpu_only_trace_recorded_here(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    from torch.profiler import ProfilerActivity, profile
+
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        for _ in range(3):
+            model(torch.randn(8, 16)).sum().backward()
+            prof.step()
+    path = tmp_path / "cpu.pt.trace.json"
+    prof.export_chrome_trace(str(path))
+    trace = ti.load(path, cache=False)
+    assert trace.kernels.height == 0 and not trace.has_gpu
+    assert trace.has_shapes
+    linear = trace.events.filter(pl.col("name").cast(pl.String) == "aten::linear")
+    assert linear.height >= 2 and linear["input_dims"].str.contains(r"^\[\[8, (16|32)\]").all()
+
+
+def test_trace_without_profiler_steps(tmp_path: Path) -> None:
+    path = write_trace(tmp_path / "nostep.json", [op("aten::add", 1, 2), op("aten::mul", 5, 1)])
+    trace = ti.load(path, cache=False)
+    assert not trace.has_steps and trace.events["step"].null_count() == 2
+
+
+def test_several_gpus_in_one_trace(tmp_path: Path) -> None:
+    path = write_trace(
+        tmp_path / "multi.json",
+        [
+            launch("cudaLaunchKernel", 1, 1, correlation=1),
+            launch("cudaLaunchKernel", 2, 1, correlation=2),
+            kernel("a", 3, 10, correlation=1, device=0),
+            kernel("b", 4, 10, correlation=2, device=1),
+        ],
+        distributedInfo={"rank": 0, "world_size": 2, "backend": "nccl"},
+    )
+    trace = ti.load(path, cache=False)
+    assert trace.gpu_devices == [0, 1]
+    assert trace.meta.rank == 0
+
+
+def test_missing_base_time_makes_times_relative_to_the_first_event(tmp_path: Path) -> None:
+    # hand-made: absolute epoch µs, as older traces have (a double holds them to ~0.25 ns)
+    t0 = 1_732_000_000_123_456.5
+    path = write_trace(tmp_path / "nobase.json", [op("a", t0, 1.0), op("b", t0 + 3.5, 0.5, tid=2)])
+    trace = ti.load(path, cache=False)
+    assert trace.meta.base_time_ns is None
+    assert any("baseTimeNanoseconds" in w for w in trace.meta.warnings)
+    assert trace.events["ts_ns"].to_list() == [0, 3_500]
+    assert trace.events["dur_ns"].to_list() == [1_000, 500]
+
+
+def test_string_pids_and_tids(tmp_path: Path) -> None:
+    path = write_trace(
+        tmp_path / "strpid.json",
+        [op("PyTorch Profiler (0)", 0, 50, pid="Spans", tid="PyTorch Profiler", cat="Trace"),
+         op("aten::add", 1, 2, pid="123", tid="456")],
+    )
+    trace = ti.load(path, cache=False)
+    rows = {r["name"]: r for r in trace.events.select("name", "pid", "tid").iter_rows(named=True)}
+    assert rows["aten::add"]["pid"] == 123 and rows["aten::add"]["tid"] == 456
+    assert trace.meta.pid_labels[rows["PyTorch Profiler (0)"]["pid"]] == "Spans"
+
+
+def test_missing_or_zero_durations(tmp_path: Path) -> None:
+    path = write_trace(tmp_path / "dur.json", [op("a", 1, None), op("b", 2, 0), op("c", 3, -4)])
+    trace = ti.load(path, cache=False)
+    assert trace.events["dur_ns"].to_list() == [0, 0, 0]
+    warnings = " ".join(trace.meta.warnings)
+    assert "no usable 'dur'" in warnings and "negative" in warnings
+
+
+def test_begin_end_pairs_become_durations(tmp_path: Path) -> None:
+    events = [
+        {"ph": "B", "name": "outer", "cat": "user_annotation", "pid": 1, "tid": 1, "ts": 10},
+        {"ph": "B", "name": "inner", "cat": "cpu_op", "pid": 1, "tid": 1, "ts": 12},
+        {"ph": "E", "pid": 1, "tid": 1, "ts": 15},
+        {"ph": "E", "pid": 1, "tid": 1, "ts": 20},
+        {"ph": "E", "pid": 1, "tid": 1, "ts": 30},
+    ]
+    trace = ti.load(write_trace(tmp_path / "be.json", events), cache=False)
+    rows = {r["name"]: r for r in trace.events.iter_rows(named=True)}
+    assert rows["outer"]["dur_ns"] == 10_000 and rows["inner"]["dur_ns"] == 3_000
+    assert rows["inner"]["parent"] == rows["outer"]["id"]
+    assert any("without a partner" in w for w in trace.meta.warnings)
+
+
+def test_json_array_form_and_gzip_by_magic(tmp_path: Path) -> None:
+    path = tmp_path / "array.trace"  # no telling suffix: gzip is detected by its bytes
+    path.write_bytes(gzip.compress(json.dumps([op("a", 1, 2), op("b", 2, 1)]).encode()))
+    trace = ti.load(path, cache=False)
+    assert trace.events["name"].cast(pl.String).to_list() == ["a", "b"]
+
+
+def test_counters_land_in_the_counters_frame(tmp_path: Path) -> None:
+    events = [
+        op("a", 0, 100),
+        {"ph": "C", "name": "nvml.utilization", "pid": 0, "ts": 50.5, "args": {"gpu_pct": 97, "memory_pct": 40.5}},
+    ]
+    trace = ti.load(write_trace(tmp_path / "c.json", events, baseTimeNanoseconds=0), cache=False)
+    rows = trace.counters.sort("series").to_dicts()
+    assert [(r["series"], r["value"], r["ts_ns"], r["device"]) for r in rows] == [
+        ("gpu_pct", 97.0, 50_500, 0),
+        ("memory_pct", 40.5, 50_500, 0),
+    ]
+
+
+def test_chunked_decode_matches_single_piece(monkeypatch: pytest.MonkeyPatch, sample_trace) -> None:
+    whole = sample_trace("train_compiled")
+    monkeypatch.setattr(reader, "CHUNK_BYTES", 4096)
+    chunked = ti.load(sample_path("train_compiled"), cache=False)
+    assert chunked.events.equals(whole.events)
+    assert chunked.kernels.equals(whole.kernels)
+
+
+def test_chunk_cut_inside_nested_objects_falls_back(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # hand-made: args hold a list of objects, so "}, {" also occurs inside events
+    events = [op(f"op{i}", i * 10, 5, args={"External id": i, "list": [{"a": 1}, {"b": 2}] * 20}) for i in range(200)]
+    path = write_trace(tmp_path / "nested.json", events)
+    monkeypatch.setattr(reader, "CHUNK_BYTES", 300)
+    trace = ti.load(path, cache=False)
+    assert trace.events.height == 200
+    assert trace.events["external_id"].to_list() == list(range(200))
+
+
+def test_lenient_args_keep_good_fields(tmp_path: Path) -> None:
+    # hand-made: a string correlation and a bad grid must not cost the other fields
+    events = [
+        launch("cudaLaunchKernel", 1, 1, correlation=3),
+        kernel("k", 3, 2, correlation=3, extra={"grid": "oops", "registers per thread": 32}),
+        {"ph": "X", "cat": "cpu_op", "name": "x", "pid": HOST_PID, "tid": MAIN_TID, "ts": "7.5", "dur": 1},
+    ]
+    trace = ti.load(write_trace(tmp_path / "lenient.json", events, baseTimeNanoseconds=0), cache=False)
+    k = trace.kernels.row(0, named=True)
+    assert k["registers_per_thread"] == 32 and k["grid"] is None and k["launch_name"] == "cudaLaunchKernel"
+    assert trace.events.filter(pl.col("name").cast(pl.String) == "x")["ts_ns"].to_list() == [7_500]

@@ -1,0 +1,70 @@
+"""``traceinsight bound TRACE``: overhead-, memory- or compute-bound, per region, op or kernel."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from traceinsight.cli.app import app
+from traceinsight.errors import UsageError
+
+FORMATS = ("terminal", "json")
+GROUPINGS = ("region", "op", "kernel")
+
+
+@app.command("bound")
+def bound_command(
+    trace: Annotated[Path, typer.Argument(help="Kineto trace: .json or .json.gz")],
+    by: Annotated[str, typer.Option("--by", help="region, op or kernel")] = "region",
+    peak_tflops: Annotated[
+        float | None, typer.Option("--peak-tflops", help="Peak TFLOP/s of the device (used for every dtype)")
+    ] = None,
+    peak_bw: Annotated[float | None, typer.Option("--peak-bw", help="Peak memory bandwidth in TB/s")] = None,
+    devices: Annotated[
+        Path | None, typer.Option("--devices", help="TOML file with a [device] table of peaks")
+    ] = None,
+    format: Annotated[str, typer.Option("--format", "-f", help="terminal or json")] = "terminal",
+    top: Annotated[int, typer.Option("--top", help="Rows shown in the terminal")] = 20,
+    gap_threshold_us: Annotated[float, typer.Option("--gap-threshold-us", help="Smallest idle gap reported, in µs")] = 10.0,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Parse the file even if a cached copy exists")] = False,
+) -> None:
+    """Label regions, ops or kernels as overhead/host/sync/data/memory/compute-bound, with evidence."""
+    if format not in FORMATS:
+        raise UsageError(f"unknown format {format!r}; choose from {', '.join(FORMATS)}")
+    if by not in GROUPINGS:
+        raise UsageError(f"unknown grouping {by!r}; choose from {', '.join(GROUPINGS)}")
+    if devices is not None and (peak_tflops is not None or peak_bw is not None):
+        raise UsageError("give either --devices FILE.toml or --peak-tflops/--peak-bw, not both")
+    from traceinsight.analysis.base import AnalysisConfig, jsonable
+    from traceinsight.analysis.bound import run
+    from traceinsight.analysis.devices import load_toml
+    from traceinsight.trace.loader import load
+
+    if devices is not None:
+        load_toml(devices)  # fail on a bad file before the trace is parsed
+    config = AnalysisConfig(
+        gap_threshold_ns=int(round(gap_threshold_us * 1000)),
+        top_n=top,
+        peak_tflops=peak_tflops,
+        peak_bw_tbps=peak_bw,
+        devices_toml=str(devices) if devices is not None else None,
+    )
+    loaded = load(trace, cache=not no_cache)
+    result = run(loaded, config)
+    if format == "json":
+        data = {"trace": loaded.meta.path, "by": by, "bound": result.to_dict()}
+        json.dump(jsonable(data), sys.stdout, indent=2, allow_nan=False)
+        sys.stdout.write("\n")
+        return
+    from rich.panel import Panel
+    from rich.text import Text
+
+    from traceinsight.report.sections.bound import render_by
+    from traceinsight.report.terminal import make_console
+
+    body = render_by(result, by, limit=top) if result.available else Text(f"not available: {result.reason}", style="yellow")
+    make_console().print(Panel(body, title=f"[bold]Bound by {by}[/bold]", title_align="left", expand=True))

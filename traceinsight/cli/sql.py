@@ -1,0 +1,125 @@
+"""``traceinsight sql TRACE QUERY``: SQL over a trace, with polars (default) or Perfetto.
+
+- ``--engine polars`` runs polars SQL over our frames: tables ``events``, ``kernels``,
+  ``counters``, ``memory`` (columns as in the Python API). Works everywhere.
+- ``--engine perfetto`` runs Perfetto's trace processor over the trace file (tables ``slice``,
+  ``thread``, ``counter``, ...). It needs the ``perfetto`` package and a ``trace_processor``
+  binary, given with ``--trace-processor`` or ``TRACEINSIGHT_TRACE_PROCESSOR``: it is not
+  downloaded at run time, so that the command behaves the same on offline machines.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import polars as pl
+import typer
+
+from traceinsight.cli.app import app
+from traceinsight.errors import TraceInsightError, UsageError
+
+ENGINES = ("polars", "perfetto")
+OUTPUTS = ("table", "csv", "json")
+TRACE_PROCESSOR_ENV = "TRACEINSIGHT_TRACE_PROCESSOR"
+
+NO_TRACE_PROCESSOR = (
+    "--engine perfetto needs a trace_processor binary: pass --trace-processor PATH or set "
+    f"{TRACE_PROCESSOR_ENV}. Get it on a machine with internet access from "
+    "https://get.perfetto.dev/trace_processor and copy it here; or use --engine polars (the default), "
+    "which needs nothing extra."
+)
+
+
+def run_polars(trace_path: Path, query: str, *, cache: bool) -> pl.DataFrame:
+    from traceinsight.trace.loader import load
+
+    trace = load(trace_path, cache=cache)
+    try:
+        return trace.sql(query)
+    except (pl.exceptions.SQLInterfaceError, pl.exceptions.SQLSyntaxError, pl.exceptions.ColumnNotFoundError) as exc:
+        raise UsageError(f"SQL error: {str(exc).strip().splitlines()[0]}") from exc
+
+
+def run_perfetto(trace_path: Path, query: str, *, binary: str | None) -> pl.DataFrame:
+    binary = binary or os.environ.get(TRACE_PROCESSOR_ENV)
+    if not binary:
+        raise UsageError(NO_TRACE_PROCESSOR)
+    if not Path(binary).is_file():
+        raise UsageError(f"trace_processor binary {binary} does not exist")
+    try:
+        from perfetto.trace_processor import TraceProcessor, TraceProcessorConfig
+    except ImportError as exc:
+        raise UsageError("--engine perfetto needs the 'perfetto' package: pip install perfetto") from exc
+    if not trace_path.is_file():
+        raise UsageError(f"{trace_path}: no such file")
+    tp = TraceProcessor(trace=str(trace_path), config=TraceProcessorConfig(bin_path=binary))
+    try:
+        frame = tp.query(query).as_pandas_dataframe()
+    except Exception as exc:  # the trace processor reports SQL errors as its own exception type
+        raise TraceInsightError(f"trace_processor: {exc}") from exc
+    finally:
+        tp.close()
+    return pl.from_pandas(frame)
+
+
+def format_frame(frame: pl.DataFrame, output: str) -> str:
+    if output == "csv":
+        return frame.write_csv()
+    if output == "json":
+        return frame.write_json() + "\n"
+    import io
+
+    from rich.table import Table
+
+    from traceinsight.report.terminal import make_console
+
+    table = Table(box=None, pad_edge=False)
+    for col, dtype in frame.schema.items():
+        numeric = dtype.is_numeric()
+        table.add_column(col, overflow="fold", justify="right" if numeric else "left", no_wrap=numeric)
+    for row in frame.iter_rows():
+        table.add_row(*("" if v is None else str(v) for v in row))
+    buf = io.StringIO()
+    console = make_console(buf)
+    console.print(table)
+    console.print(f"{frame.height:,} row(s)", style="dim")
+    return buf.getvalue()
+
+
+@app.command("sql")
+def sql_command(
+    trace: Annotated[Path, typer.Argument(help="Kineto trace: .json or .json.gz")],
+    query: Annotated[str, typer.Argument(help="SQL query, e.g. \"SELECT name, sum(dur_ns) FROM kernels GROUP BY 1\"")],
+    engine: Annotated[
+        str,
+        typer.Option(
+            "--engine",
+            help="polars: polars SQL over the tables events, kernels, counters, memory (default). "
+            "perfetto: Perfetto's trace_processor over the file (tables slice, thread, counter, ...)",
+        ),
+    ] = "polars",
+    trace_processor: Annotated[
+        str | None,
+        typer.Option("--trace-processor", help=f"Path of a trace_processor binary (or set {TRACE_PROCESSOR_ENV})"),
+    ] = None,
+    output_format: Annotated[str, typer.Option("--format", "-f", help="table, csv or json")] = "table",
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the result to this file")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite the --output file if it exists")] = False,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Parse the file even if a cached copy exists")] = False,
+) -> None:
+    """Run a SQL query over a trace and print the rows."""
+    if engine not in ENGINES:
+        raise UsageError(f"unknown engine {engine!r}; choose from {', '.join(ENGINES)}")
+    if output_format not in OUTPUTS:
+        raise UsageError(f"unknown format {output_format!r}; choose from {', '.join(OUTPUTS)}")
+    from traceinsight.cli.output import check_writable, write_output
+
+    if output is not None:
+        check_writable(output, force=force)
+    if engine == "perfetto":
+        frame = run_perfetto(trace, query, binary=trace_processor)
+    else:
+        frame = run_polars(trace, query, cache=not no_cache)
+    write_output(format_frame(frame, output_format), output, force=True)

@@ -1,0 +1,105 @@
+"""Terminal view of the kernels section."""
+
+from __future__ import annotations
+
+import re
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from traceinsight.analysis.kernels import KernelsResult
+from traceinsight.report.format import ns, pct
+from traceinsight.report.sections.ops import compact_table
+
+TOP_N = 15
+_NAME_WIDTH = 60
+
+
+_NOISE = re.compile(r"^void |at::native::|\(anonymous namespace\)::|c10::|std::")
+
+
+def kernel_label(name: str | None) -> str:
+    """A kernel name without the namespaces and return type that make C++ names unreadable."""
+    return _NOISE.sub("", name or "")
+
+
+def _launch(result: KernelsResult) -> RenderableType:
+    s = result.launch
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column()
+    grid.add_row(
+        "kernels",
+        f"{s.kernels:,} ({s.linked:,} linked to a launch call"
+        + (f", {s.unlinked:,} not" if s.unlinked else "")
+        + f"); {result.distinct_names:,} distinct names",
+    )
+    grid.add_row("kernel duration", f"mean {ns(s.kernel_mean_ns)}, median {ns(s.kernel_p50_ns)}")
+    grid.add_row("CPU launch time", f"mean {ns(s.launch_cpu_mean_ns)}, median {ns(s.launch_cpu_p50_ns)}")
+    if s.latency_measured:
+        clamped = f" ({s.negative_latency_clamped:,} negative, clamped to 0)" if s.negative_latency_clamped else ""
+        grid.add_row(
+            "launch latency",
+            f"median {ns(s.latency_p50_ns)}, p95 {ns(s.latency_p95_ns)}, max {ns(s.latency_max_ns)}{clamped}",
+        )
+    if s.linked:
+        grid.add_row(
+            "shorter than launch",
+            f"{s.shorter_than_launch:,} kernels ({pct(s.shorter_than_launch_pct)}) ran for less time "
+            "than the CPU took to launch them",
+        )
+    if s.graph_kernels:
+        grid.add_row(
+            "CUDA graphs",
+            f"{s.graph_kernels:,} kernels ({ns(s.graph_kernel_ns)}) from {s.graph_launches:,} cudaGraphLaunch calls",
+        )
+    grid.add_row("tensor cores", f"{pct(result.tensor_core_pct)} of kernel time (by kernel name; heuristic)")
+    return grid
+
+
+def render_terminal(result: KernelsResult) -> RenderableType:
+    parts: list[RenderableType] = [_launch(result)]
+    fam_rows = [
+        [
+            row["family"],
+            f"{row['kernels']:,}",
+            f"{row['names']:,}",
+            ns(row["total_ns"]),
+            pct(row["share_pct"]),
+            ns(row["mean_ns"]),
+            ns(row["tensor_core_ns"]) if row["tensor_core_ns"] else "-",
+            pct(row["short_pct"]),
+        ]
+        for row in result.families.iter_rows(named=True)
+    ]
+    headers = ["family", "kernels", "names", "total", "share", "mean", "tensor-core", "short"]
+    parts.append(compact_table(headers, fam_rows, title="by family"))
+    if result.subfamilies.height:
+        sub = ", ".join(
+            f"{r['subfamily']} {ns(r['total_ns'])} ({r['kernels']:,})"
+            for r in result.subfamilies.iter_rows(named=True)
+        )
+        parts.append(Text(f"triton kernels: {sub}", style="dim"))
+    rows = []
+    for row in result.kernels.head(TOP_N).iter_rows(named=True):
+        family = row["family"] if row["subfamily"] is None else f"{row['family']}/{row['subfamily']}"
+        rows.append(
+            [
+                kernel_label(row["name"]),
+                family,
+                "TC" if row["tensor_core"] else "",
+                f"{row['calls']:,}",
+                ns(row["total_ns"]),
+                pct(row["share_pct"]),
+                ns(row["mean_ns"]),
+                row["grid"] or "-",
+                row["block"] or "-",
+                pct(row["occupancy_pct"], 0),
+            ]
+        )
+    headers = ["kernel", "family", "", "calls", "total", "share", "mean", "grid", "block", "occ."]
+    parts.append(compact_table(headers, rows, title="top kernels (TC: uses tensor cores, by name)"))
+    if result.kernels.height > TOP_N:
+        parts.append(Text(f"… {result.kernels.height - TOP_N:,} more (see --format json)", style="dim"))
+    return Group(*parts)

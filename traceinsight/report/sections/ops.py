@@ -1,0 +1,98 @@
+"""Terminal view of the ops section."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import polars as pl
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from traceinsight.analysis.ops import CPU_HEAVY_RATIO, OpsResult
+from traceinsight.report.format import ns
+
+TOP_N = 15
+_NAME_WIDTH = 60
+
+
+def compact_table(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    *,
+    names: int = 1,
+    title: str | None = None,
+    styles: Sequence[str | None] | None = None,
+) -> Table:
+    """A borderless table whose first ``names`` columns (long names) give way when space is
+    short, while the figures keep their full width."""
+    table = Table(box=None, pad_edge=False, title=title, title_justify="left")
+    for i, header in enumerate(headers):
+        if i < names:
+            # A wrapping column is the one rich narrows first; the cell text itself never wraps.
+            table.add_column(header, overflow="ellipsis", max_width=_NAME_WIDTH, min_width=12)
+        else:
+            width = max([len(header)] + [len(r[i]) for r in rows])
+            table.add_column(header, justify="right", no_wrap=True, min_width=width)
+    for j, row in enumerate(rows):
+        cells = [Text(c, no_wrap=True, overflow="ellipsis") if i < names else c for i, c in enumerate(row)]
+        table.add_row(*cells, style=styles[j] if styles else None)
+    return table
+
+
+def _short(text: str | None, width: int = 40) -> str:
+    if not text:
+        return ""
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def render_terminal(result: OpsResult) -> RenderableType:
+    ops = result.ops
+    head = Text(
+        f"{result.op_calls:,} op calls, {ops.height:,} distinct "
+        + ("op/shape pairs" if result.by_shapes else "ops")
+        + f"; top-level op time {ns(result.top_level_host_ns)}"
+    )
+    parts: list[RenderableType] = [head]
+    if result.has_gpu and result.unattributed_gpu_ns:
+        parts.append(
+            Text(f"GPU time launched outside any op (not attributed): {ns(result.unattributed_gpu_ns)}", style="dim")
+        )
+    headers = ["op"] + (["input dims"] if result.by_shapes else [])
+    headers += ["calls", "host total", "host self", "GPU total", "GPU self", "GPU/CPU", ""]
+    rows = []
+    styles: list[str | None] = []
+    for row in ops.head(TOP_N).iter_rows(named=True):
+        ratio = row["gpu_cpu_ratio"]
+        flags = (["CPU"] if row["cpu_heavy"] else []) + (["top"] if row["top_level"] else [])
+        cells = [row["name"]] + ([row["input_dims"] or ""] if result.by_shapes else [])
+        cells += [
+            f"{row['calls']:,}",
+            ns(row["host_total_ns"]),
+            ns(row["host_self_ns"]),
+            ns(row["gpu_total_ns"]) if result.has_gpu else "-",
+            ns(row["gpu_self_ns"]) if result.has_gpu else "-",
+            "-" if ratio is None else f"{ratio:.2f}",
+            ",".join(flags),
+        ]
+        rows.append(cells)
+        styles.append("yellow" if row["cpu_heavy"] else None)
+    parts.append(compact_table(headers, rows, names=2 if result.by_shapes else 1, styles=styles))
+    if ops.height > TOP_N:
+        parts.append(Text(f"… {ops.height - TOP_N:,} more (see --format json)", style="dim"))
+    parts.append(
+        Text("GPU total includes the kernels of every op beneath; top = called at top level", style="dim")
+    )
+    heavy = ops.filter(pl.col("cpu_heavy"))
+    if result.has_gpu and heavy.height:
+        names = ", ".join(_short(n) for n in heavy.sort("host_self_ns", descending=True)["name"].head(5))
+        parts.append(
+            Text(
+                f"{heavy.height} CPU-heavy op(s) (GPU time < {CPU_HEAVY_RATIO:.0%} of host time, host time "
+                f"≥ {ns(result.cpu_heavy_min_host_ns)}); most self time: {names}",
+                style="yellow",
+            )
+        )
+    elif not result.has_gpu:
+        parts.append(Text("no GPU activity in this trace: host times only", style="dim"))
+    return Group(*parts)
