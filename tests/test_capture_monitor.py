@@ -85,7 +85,7 @@ def test_monitor_region_with_sync_and_warmup(monkeypatch: pytest.MonkeyPatch) ->
     assert s is not None and s.n_samples >= 10
     assert s.util_gpu_mean == 100 and s.util_gpu_max == 100
     assert s.tensor_util_mean_pct is not None  # the fake is a Hopper
-    assert s.duration_s == pytest.approx(0.3, abs=0.05)
+    assert 0.29 <= s.duration_s < 0.6
 
 
 def test_monitor_shorter_than_interval(monkeypatch: pytest.MonkeyPatch) -> None:

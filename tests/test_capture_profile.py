@@ -46,7 +46,7 @@ def test_trace_has_steps_counters_and_meta(tmp_path: Path, monkeypatch: pytest.M
             train(None, 1)
             import time
 
-            time.sleep(0.03)  # long enough for several samples inside the active window
+            time.sleep(0.05)  # long enough for several samples inside the active window
             p.step()
     assert current_profiler() is None
     assert p.paths == [out]

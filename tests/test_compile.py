@@ -176,3 +176,29 @@ def test_compile_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     assert "compiled regions" in capsys.readouterr().out
     assert main(["compile", str(sample_path("train_eager"))]) == 0
     assert "not available" in capsys.readouterr().out
+
+
+def test_diff_says_why_a_compiled_run_is_slower(tmp_path: Path) -> None:
+    from traceinsight.api_diff import diff
+
+    from .test_diff import hand_made_trace
+
+    eager = hand_made_trace(tmp_path / "eager.json", [20.0] * 6, kernels=("gemm_kernel_a",))
+    compiled = graph_break_trace(tmp_path / "compiled.json", steps=7)
+    result = diff(eager, compiled)
+    assert result.verdict == "slower"
+    comp = result.compile
+    assert comp.available and comp.compiled_side == "compiled"
+    text = "\n".join(comp.findings)
+    assert "the compiled run is slower" in text
+    assert "compilation inside the trace" in text
+    assert "recompiles" in text
+    assert "aten::item" in text
+    assert "more GPU kernel time per step" in text
+    # The other way round (going back to eager helps) still blames the compiled side.
+    reverse = diff(compiled, eager)
+    assert reverse.verdict == "faster"
+    assert any("the compiled run is slower" in f for f in reverse.compile.findings)
+    # A compiled run that is faster gets no excuses.
+    fast_eager = hand_made_trace(tmp_path / "slow_eager.json", [5000.0] * 6, kernels=("gemm_kernel_a",))
+    assert not any("slower" in f for f in diff(fast_eager, compiled).compile.findings)

@@ -13,6 +13,8 @@ from typing import Any
 
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from traceinsight.analysis.diff import (
     DiffOptions,
@@ -255,6 +257,7 @@ def test_compiled_run_launches_fewer_kernels_per_step() -> None:
     assert kc["after_kernels_per_step"] < kc["before_kernels_per_step"]
     assert kc["after_gpu_ns_per_step"] < kc["before_gpu_ns_per_step"]
     assert result.compile.available and result.compile.compiled_side == "train_compiled"
+    assert not result.memory.available and "profile_memory" in (result.memory.reason or "")
     assert result.compile.fusion_ratio is not None and result.compile.fusion_ratio > 1.0
     assert any(name.startswith("triton_") for name in result.added_kernels)
     assert result.step_time.ratio is not None and result.step_time.ratio < 1.0
@@ -307,6 +310,11 @@ def test_sample_against_itself_is_no_change() -> None:
     assert result.verdict == "no_significant_change"
     assert result.step_time.ratio == pytest.approx(1.0)
     assert result.kernels["delta_ns_per_step"].abs().max() == 0
+    # Recorded with profile_memory: peaks compare, and do not move.
+    assert result.memory.available
+    memory = {r["metric"]: r for r in result.memory.table.iter_rows(named=True)}
+    assert memory["cuda:0 allocated (peak)"]["before"] > 0
+    assert all(r["delta"] == 0 for r in memory.values())
 
 
 def test_fail_on_regression_on_recorded_pair() -> None:
@@ -330,3 +338,30 @@ def test_no_color_env_is_respected_by_console() -> None:
             del os.environ["NO_COLOR"]
         else:
             os.environ["NO_COLOR"] = old
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    st.lists(st.tuples(st.sampled_from("abcde"), st.integers(0, 10_000)), max_size=30),
+    st.lists(st.tuples(st.sampled_from("cdefg"), st.integers(0, 10_000)), max_size=30),
+    st.integers(1, 8),
+    st.integers(1, 8),
+)
+def test_contributions_add_up_to_the_total_delta(
+    before: list[tuple[str, int]], after: list[tuple[str, int]], b_per: int, a_per: int
+) -> None:
+    schema = {"name": pl.String, "dur_ns": pl.Int64}
+    b = pl.DataFrame(before, schema=schema, orient="row")
+    a = pl.DataFrame(after, schema=schema, orient="row")
+    table = contributions(b, a, ["name"], b_per, a_per)
+    assert table["name"].n_unique() == table.height == len({n for n, _ in before} | {n for n, _ in after})
+    total = sum(d for _, d in after) / a_per - sum(d for _, d in before) / b_per
+    assert table["delta_ns_per_step"].sum() == pytest.approx(total, abs=1e-6)
+    deltas = table["delta_ns_per_step"].abs().to_list()
+    assert deltas == sorted(deltas, reverse=True)
+    if abs(total) > 1e-9:
+        assert table["share_of_delta"].sum() == pytest.approx(1.0)
+    for row in table.iter_rows(named=True):
+        in_b = any(n == row["name"] for n, _ in before)
+        in_a = any(n == row["name"] for n, _ in after)
+        assert row["status"] == ("both" if in_b and in_a else "removed" if in_b else "added")

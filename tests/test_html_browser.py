@@ -132,3 +132,21 @@ def test_probe_catches_an_empty_chart(tmp_path: Path) -> None:
     broken = re.sub(r"(<svg class='chart'[^>]*>).*?</svg>", r"\1</svg>", page_html, count=1, flags=re.S)
     rows, _ = probe(broken, tmp_path)
     assert rows[0][2] == "0" and rows[0][3] == "0"
+
+
+def test_diff_page_renders(tmp_path: Path) -> None:
+    from traceinsight.api_diff import diff
+    from traceinsight.report.html import render_diff_html
+
+    result = diff(SAMPLES / "amp_off.json.gz", SAMPLES / "amp_on.json.gz", label_before="amp_off", label_after="amp_on")
+    page_html = render_diff_html(result)
+    assert "faster" in page_html and "<script" not in page_html
+    rows, messages = probe(page_html, tmp_path)
+    assert messages == []
+    labels = [r[1] for r in rows]
+    assert labels[0] == "step times before and after" and labels.count("change chart") >= 3
+    assert all(int(r[2]) > 0 and int(r[5]) > 100 for r in rows)
+    ARTIFACTS.mkdir(exist_ok=True)
+    page = tmp_path / "diff.html"
+    page.write_text(page_html, encoding="utf-8")
+    run_browser(page, f"--screenshot={ARTIFACTS / 'diff_amp.png'}", "--window-size=1280,2400")

@@ -147,3 +147,38 @@ def test_empty_inputs_give_empty_typed_results() -> None:
     assert iv.flatten(empty.with_columns(level=pl.lit(0, pl.Int64)), level="level").height == 0
     assert iv.covered_ns(frame([(0, 5)]), empty)["covered_ns"].to_list() == [0]
     assert iv.complement(empty, 0, 10).rows() == [(0, 10)]
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 1), st.integers(0, SPAN - 1), st.integers(0, 40), st.integers(0, 3)), max_size=25),
+    st.lists(st.tuples(st.integers(0, SPAN - 1), st.integers(0, 30)), max_size=8),
+)
+def test_level_totals_match_the_model_per_window(
+    items: list[tuple[int, int, int, int]], raw_windows: list[tuple[int, int]]
+) -> None:
+    # Disjoint windows per group: cut the raw ones into non-overlapping pieces, same for both groups.
+    merged = iv.union(frame([(s, min(s + d, SPAN)) for s, d in raw_windows]))
+    # Split each merged window in two touching halves so that windows also meet end to start.
+    pieces = [p for s, e in merged.rows() for p in ((s, (s + e) // 2), ((s + e) // 2, e)) if p[1] > p[0]]
+    wins = [(g, i, s, e) for g in (0, 1) for i, (s, e) in enumerate(pieces)]
+    windows = pl.DataFrame(
+        {"g": [w[0] for w in wins], "id": [10 * w[0] + w[1] for w in wins], "start_ns": [w[2] for w in wins], "end_ns": [w[3] for w in wins]},
+        schema={"g": pl.Int64, "id": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64},
+    )
+    rows = [(g, s, min(s + d, SPAN), lvl) for g, s, d, lvl in items]
+    f = pl.DataFrame(
+        {"g": [r[0] for r in rows], "start_ns": [r[1] for r in rows], "end_ns": [r[2] for r in rows], "level": [r[3] for r in rows]},
+        schema={"g": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64, "level": pl.Int64},
+    )
+    got = iv.level_totals(f, windows, level="level", levels=4, by=["g"])
+    assert got["id"].to_list() == windows["id"].to_list()
+    for g, i, ws, we in wins:
+        top: list[int | None] = [None] * SPAN
+        for rg, s, e, lvl in rows:
+            if rg != g:
+                continue
+            for t in range(s, e):
+                top[t] = lvl if top[t] is None else min(top[t], lvl)  # type: ignore[type-var]
+        row = got.filter(pl.col("id") == 10 * g + i).row(0, named=True)
+        for k in range(4):
+            assert row[f"level_{k}_ns"] == sum(1 for t in range(ws, we) if top[t] == k)

@@ -8,17 +8,20 @@ to work every expected number out on paper; the last tests check invariants on t
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 import pytest
+from rich.console import Console
 
 from tests.conftest import sample_names
 from tests.handmade import kernel, launch, op, write_trace
 from traceinsight.analysis import ops
 from traceinsight.analysis.base import AnalysisConfig
+from traceinsight.report.sections.ops import render_terminal
 from traceinsight.trace.loader import load
 from traceinsight.trace.model import Trace
 
@@ -139,6 +142,14 @@ def test_by_shapes_without_shapes_says_why(tmp_path: Path) -> None:
     assert not r.available and "record_shapes" in (r.reason or "")
 
 
+def test_by_shapes_renders_the_shapes(sample_trace: Any) -> None:
+    r = ops.run(sample_trace("mm_sweep_1024"), AnalysisConfig(by_shapes=True))
+    assert r.available and r.ops["input_dims"].null_count() < r.ops.height
+    out = io.StringIO()
+    Console(file=out, width=160).print(render_terminal(r))
+    assert "input dims" in out.getvalue() and "1024" in out.getvalue()
+
+
 def test_threads_are_separate_trees(tmp_path: Path) -> None:
     # Same times on two threads: neither op may become the other's parent.
     events = [
@@ -209,6 +220,9 @@ def test_invariants_on_samples(name: str, sample_trace: Any) -> None:
     assert int(per_call.filter(pl.col("top_level"))["gpu_total_ns"].sum()) == r.attributed_gpu_ns
     assert int(t["gpu_self_ns"].sum()) == r.attributed_gpu_ns
     json.dumps(r.to_dict(), allow_nan=False)
+    out = io.StringIO()
+    Console(file=out, width=120).print(render_terminal(r))
+    assert "host total" in out.getvalue()
 
 
 def test_train_eager_matmuls_carry_the_gpu_time(sample_trace: Any) -> None:

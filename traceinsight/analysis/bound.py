@@ -314,8 +314,8 @@ def _aggregate(pairs: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
         pl.col("tc_ns").filter(costed).sum().alias("tc_ns"),
         pl.col("tm_ns").filter(costed).sum().alias("tm_ns"),
         pl.col("dur_ns").filter(costed).sum().alias("costed_ns"),
-        pl.col("dur_ns").filter(~costed & (pl.col("guess") == "compute")).sum().alias("guess_compute_ns"),
-        pl.col("dur_ns").filter(~costed & (pl.col("guess") == "memory")).sum().alias("guess_memory_ns"),
+        pl.col("dur_ns").filter(pl.col("guess") == "compute").sum().alias("guess_compute_ns"),
+        pl.col("dur_ns").filter(pl.col("guess") == "memory").sum().alias("guess_memory_ns"),
         # The compute class behind most of the ideal compute time names the ridge point.
         pl.col("dtype_class").filter(costed).sort_by(pl.col("tc_ns").filter(costed)).last().alias("dtype_class"),
         pl.col("peak_tflops").filter(costed).sort_by(pl.col("tc_ns").filter(costed)).last().alias("peak_tflops"),
@@ -331,16 +331,17 @@ def _roofline_columns(bw_tbps: float | None) -> list[pl.Expr]:
     busy = pl.col("costed_ns")
     flops, nbytes, tc, tm = pl.col("flops"), pl.col("bytes"), pl.col("tc_ns"), pl.col("tm_ns")
     costed_ns = pl.col("costed_ns")
-    have = (costed_ns > 0) & ((flops > 0) | (nbytes > 0))
+    # Figures from a small costed minority (say, a memset) would misrepresent the whole.
+    have = (costed_ns > 0) & ((flops > 0) | (nbytes > 0)) & (costed_ns >= MIN_COST_COVERAGE * pl.col("kernel_ns"))
     ridge = (
         pl.when(have & (tc > 0) & pl.lit(bool(bw_tbps)))
         .then(flops / tc / pl.lit((bw_tbps or 1.0) * 1e3))
         .otherwise(pl.col("peak_tflops") / pl.lit(bw_tbps or float("nan")))
     )
     return [
-        pl.when(busy > 0).then(flops / busy / 1e3).alias("tflops"),
-        pl.when(busy > 0).then(nbytes / busy / 1e3).alias("tbps"),
-        pl.when(nbytes > 0).then(flops / nbytes).alias("intensity"),
+        pl.when(have & (busy > 0)).then(flops / busy / 1e3).alias("tflops"),
+        pl.when(have & (busy > 0)).then(nbytes / busy / 1e3).alias("tbps"),
+        pl.when(have & (nbytes > 0)).then(flops / nbytes).alias("intensity"),
         pl.when(ridge.is_finite()).then(ridge).alias("ridge"),
         pl.when(have).then(pl.max_horizontal(tc.fill_null(0), tm.fill_null(0)) / costed_ns * 100.0).alias("pct_of_roofline"),
         pl.when(have).then(tc / costed_ns * 100.0).alias("pct_of_peak_flops"),
@@ -400,10 +401,11 @@ def _roofline_label(roofline_ok: bool) -> tuple[pl.Expr, pl.Expr, pl.Expr]:
         .when(has_guess)
         .then(
             pl.lit("guessed from kernel families (gemm/conv/attention → compute; elementwise/reduction/copy/Triton → memory): ")
-            + pl.lit("no op shapes for ")
-            + _pct((1 - coverage) * 100)
-            + pl.lit(" of kernel time")
-            + pl.when(pl.lit(not roofline_ok)).then(pl.lit("; no device peaks")).otherwise(pl.lit(""))
+            + (
+                pl.lit("no device peaks")
+                if not roofline_ok
+                else pl.lit("no op shapes for ") + _pct((1 - coverage) * 100) + pl.lit(" of kernel time")
+            )
         )
         .when(pl.lit(not roofline_ok))
         .then(pl.lit("roofline unavailable: no peak figures for this device"))
@@ -414,24 +416,32 @@ def _roofline_label(roofline_ok: bool) -> tuple[pl.Expr, pl.Expr, pl.Expr]:
 
 def _counter_windows(trace: Trace) -> pl.DataFrame:
     """Each sample of the counters used here with the window it averages (previous sample → it)."""
-    keys = list(COUNTER_SERIES)
-    names = pl.struct(pl.col("name").cast(pl.String), pl.col("series").cast(pl.String))
-    picked = trace.counters.filter(
-        pl.any_horizontal([(pl.col("name").cast(pl.String) == n) & (pl.col("series").cast(pl.String) == s) for n, s in keys])
-    ) if trace.counters.height else trace.counters
+    schema = {"device": pl.Int64, "metric": pl.String, "c_start": pl.Int64, "c_end": pl.Int64, "value": pl.Float64}
+    wanted = pl.DataFrame(
+        [(n, s, m) for (n, s), m in COUNTER_SERIES.items()],
+        schema={"_name": pl.String, "_series": pl.String, "metric": pl.String},
+        orient="row",
+    )
+    picked = trace.counters.with_columns(
+        pl.col("name").cast(pl.String).alias("_name"), pl.col("series").cast(pl.String).alias("_series")
+    ).join(wanted, on=["_name", "_series"], how="inner")
     if picked.height == 0:
-        return pl.DataFrame(schema={"device": pl.Int64, "metric": pl.String, "c_start": pl.Int64, "c_end": pl.Int64, "value": pl.Float64})
-    metric = names.map_elements(lambda s: COUNTER_SERIES.get((s["name"], s["series"])), return_dtype=pl.String)
-    frame = picked.with_columns(metric.alias("metric")).sort("ts_ns")
+        return pl.DataFrame(schema=schema)
+    frame = picked.sort("ts_ns")
     prev = pl.col("ts_ns").shift(1).over("device", "metric")
+    # The first sample of a series averages over one typical sampling interval before it.
     step = (pl.col("ts_ns") - prev).median().over("device", "metric")
-    return frame.select(
-        pl.col("device"),
-        "metric",
-        pl.coalesce(prev, pl.col("ts_ns") - step.fill_null(0)).cast(pl.Int64).alias("c_start"),
-        pl.col("ts_ns").alias("c_end"),
-        "value",
-    ).filter(pl.col("c_end") > pl.col("c_start"))
+    return (
+        frame.select(
+            pl.col("device"),
+            "metric",
+            pl.coalesce(prev, pl.col("ts_ns") - step.fill_null(0)).cast(pl.Int64).alias("c_start"),
+            pl.col("ts_ns").alias("c_end"),
+            "value",
+        )
+        .filter(pl.col("c_end") > pl.col("c_start"))
+        .cast(schema)  # type: ignore[arg-type]
+    )
 
 
 def _counter_means(windows: pl.DataFrame, samples: pl.DataFrame) -> pl.DataFrame:

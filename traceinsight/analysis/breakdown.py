@@ -120,8 +120,10 @@ def gpu_work(trace: Trace) -> pl.DataFrame:
 
 def busy_intervals(trace: Trace) -> pl.DataFrame:
     """Maximal busy intervals per device: the union of its kernels, memcpys and memsets."""
-    work = gpu_work(trace)
-    return intervals.union(work.select("device", "start_ns", "end_ns"), by=["device"])
+    work = trace.kernels.filter(
+        pl.col("kind").cast(pl.String).is_in(list(GPU_WORK_KINDS)) & pl.col("device").is_not_null()
+    ).select("device", pl.col("ts_ns").alias("start_ns"), "end_ns")
+    return intervals.union(work, by=["device"])
 
 
 def _by_priority(work: pl.DataFrame, keys: list[str], lo: int, hi: int) -> pl.DataFrame:

@@ -136,6 +136,8 @@ class DiffResult(Result):
     regions: pl.DataFrame = field(default_factory=pl.DataFrame)
     added_kernels: tuple[str, ...] = ()
     removed_kernels: tuple[str, ...] = ()
+    added_kernel_count: int = 0
+    removed_kernel_count: int = 0
     gpu_delta_ns_per_step: float | None = None
     bound: TableDiff = field(default_factory=TableDiff)
     memory: TableDiff = field(default_factory=TableDiff)
@@ -463,12 +465,22 @@ def _idle_by_cause(before: _Side, after: _Side, config: AnalysisConfig) -> Table
 
 
 def _numeric_peaks(result: Result) -> dict[str, float]:
-    """Top-level numeric fields of a memory result whose name says they are a peak."""
+    """Peak-memory figures of a memory result: per device from its ``peaks`` table (allocated
+    and reserved bytes), else its top-level numeric fields whose name says they are a peak."""
+    peaks = getattr(result, "peaks", None)
+    if isinstance(peaks, pl.DataFrame) and peaks.height and "device" in peaks.columns:
+        cols = [c for c in ("peak_allocated_bytes", "peak_reserved_bytes") if c in peaks.columns]
+        return {
+            f"{row['device']} {col.removeprefix('peak_').removesuffix('_bytes')} (peak)": float(row[col])
+            for row in peaks.iter_rows(named=True)
+            for col in cols
+            if row[col] is not None
+        }
     data = result.to_dict()
     return {
         k: float(v)
         for k, v in data.items()
-        if "peak" in k and isinstance(v, (int, float)) and not isinstance(v, bool)
+        if "peak" in k and k.endswith("bytes") and isinstance(v, (int, float)) and not isinstance(v, bool)
     }
 
 
@@ -633,7 +645,7 @@ def _compile_diff(
         eager_k, compiled_k = (kernels_per_step[0], kernels_per_step[1]) if a_compiled else (kernels_per_step[1], kernels_per_step[0])
         fusion = eager_k / compiled_k if compiled_k else None
     speedups = (
-        regions.filter(pl.col("status") == "both")
+        regions.filter((pl.col("status") == "both") & (pl.col("region") != NO_ANNOTATION))
         .select("region", "before_ns_per_step", "after_ns_per_step", "ratio")
         .with_columns(speedup=pl.when(pl.col("after_ns_per_step") > 0).then(pl.col("before_ns_per_step") / pl.col("after_ns_per_step")))
         if regions.height
@@ -763,6 +775,8 @@ def diff_traces(before: Trace, after: Trace, opts: DiffOptions | None = None) ->
         regions=regions.head(top),
         added_kernels=added[:top],
         removed_kernels=removed[:top],
+        added_kernel_count=len(added),
+        removed_kernel_count=len(removed),
         gpu_delta_ns_per_step=kernel_counts["after_gpu_ns_per_step"] - kernel_counts["before_gpu_ns_per_step"],
         bound=_bound(b, a, config),
         memory=_memory(b, a, config),

@@ -113,8 +113,9 @@ def _thread_events(trace: Trace, threads: pl.DataFrame) -> pl.DataFrame:
 
 
 def _host_activity(trace: Trace, threads: pl.DataFrame) -> pl.DataFrame:
-    """Host events of the threads with their class level (index in HOST_CLASSES)."""
-    events = _thread_events(trace, threads)
+    """Host events of the threads with their class level (index in HOST_CLASSES), keyed by
+    device + thread (a thread feeding two devices is read once for each)."""
+    events = _thread_events(trace, threads).join(threads.select("device", *THREAD).unique(), on=THREAD)
     kind = pl.col("kind").cast(pl.String)
     name = pl.col("name").cast(pl.String)
     launches = (
@@ -152,7 +153,7 @@ def _host_activity(trace: Trace, threads: pl.DataFrame) -> pl.DataFrame:
         events.filter(kind.is_in(["cpu_op", "user_annotation", "python", "runtime", "driver"]))
         .join(launching, on="id", how="left")
         .with_columns(pl.col("launches").fill_null(False))
-        .select(*THREAD, pl.col("ts_ns").alias("start_ns"), "end_ns", level.cast(pl.Int64).alias("level"))
+        .select("device", *THREAD, pl.col("ts_ns").alias("start_ns"), "end_ns", level.cast(pl.Int64).alias("level"))
         .drop_nulls("level")
     )
 
@@ -286,19 +287,28 @@ def find_gaps(trace: Trace, threshold_ns: int) -> pl.DataFrame:
     if gaps.height == 0:
         return pl.DataFrame(schema=GAP_SCHEMA | extra)
     gaps = gaps.join(_next_work(trace, gaps), on="row", how="left")
-    activity = intervals.flatten(_host_activity(trace, gaps.drop_nulls(THREAD)), level="level", by=THREAD)
-    covered = gaps
-    for level, cls in enumerate(HOST_CLASSES):
-        covered = intervals.covered_ns(covered, activity.filter(pl.col("level") == level), by=THREAD, out=f"{cls}_ns")
-    sync_at_start = intervals.covered_ns(
-        gaps.select("row", *THREAD, "start_ns", (pl.col("start_ns") + 1).alias("end_ns")),
-        activity.filter(pl.col("level") == 0),
-        by=THREAD,
-        out="sync_at_start",
-    ).select("row", (pl.col("sync_at_start") > 0).alias("sync_at_start"))
+    keys = ["device", *THREAD]
+    activity = _host_activity(trace, gaps.drop_nulls(THREAD))
+    totals = intervals.level_totals(
+        activity, gaps.drop_nulls(THREAD), level="level", levels=len(HOST_CLASSES), window_id="row", by=keys
+    ).rename({f"level_{k}_ns": f"{cls}_ns" for k, cls in enumerate(HOST_CLASSES)})
+    # Was the thread inside a synchronising call when the gap began?
+    syncing = intervals.union(activity.filter(pl.col("level") == 0), by=keys).rename(
+        {"start_ns": "sync_start_ns", "end_ns": "sync_end_ns"}
+    )
+    sync_at_start = (
+        gaps.drop_nulls(THREAD)
+        .select("row", *keys, "start_ns")
+        .sort("start_ns")
+        .join_asof(syncing.sort("sync_start_ns"), left_on="start_ns", right_on="sync_start_ns", by=keys, strategy="backward", check_sortedness=False)
+        .select("row", (pl.col("sync_end_ns") > pl.col("start_ns")).fill_null(False).alias("sync_at_start"))
+    )
     host_ns = pl.sum_horizontal([pl.col(f"{c}_ns") for c in HOST_CLASSES])
-    covered = covered.with_columns(untraced_ns=(pl.col("dur_ns") - host_ns).clip(lower_bound=0)).join(
-        sync_at_start, on="row"
+    covered = (
+        gaps.join(totals, on="row", how="left")
+        .join(sync_at_start, on="row", how="left")
+        .with_columns([pl.col(f"{c}_ns").fill_null(0) for c in HOST_CLASSES])
+        .with_columns(pl.col("sync_at_start").fill_null(False), untraced_ns=(pl.col("dur_ns") - host_ns).clip(lower_bound=0))
     )
     ordered = [*HOST_CLASSES, UNTRACED]
     largest = pl.max_horizontal([pl.col(f"{c}_ns") for c in ordered])

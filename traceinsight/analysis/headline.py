@@ -24,6 +24,9 @@ CAUSE_WORDS = {
     "untraced": "with nothing traced on the host",
     "device_wait": "although the next work was already queued",
 }
+# Bound labels that say nothing on their own, and the words for the others.
+SKIP_LABELS = frozenset({"", "unknown", "unclassified", "idle"})
+LABEL_WORDS = {"data": "data-loading"}
 # Below this idle share the cause of the idle time is not worth a headline.
 NEGLIGIBLE_IDLE_PCT = 5.0
 
@@ -172,15 +175,25 @@ def _bound(sections: Mapping[str, dict[str, Any]]) -> list[Finding]:
         if chosen:
             rows, level = chosen, candidate
             break
-    groups: dict[str, list[dict[str, Any]]] = {}
+    # A name marks the same work in every step: give it the label that covers most of its time.
+    by_name: dict[str, dict[str, float]] = {}
     for row in rows:
         label = _first(row, "label", "bound")
-        if isinstance(label, str) and label in ("compute", "memory", "overhead"):
-            groups.setdefault(label, []).append(row)
+        if isinstance(label, str) and label not in SKIP_LABELS:
+            name = str(_first(row, "name", "region") or "?") if level == "annotation" else f"{level}:{_first(row, 'name')}"
+            by_name.setdefault(name, {}).setdefault(label, 0.0)
+            by_name[name][label] += _num(_first(row, "dur_ns")) or 1.0
+    main_label = {name: max(labels.items(), key=lambda kv: kv[1])[0] for name, labels in by_name.items()}
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        name = str(_first(row, "name", "region") or "?") if level == "annotation" else f"{level}:{_first(row, 'name')}"
+        if main_label.get(name) == _first(row, "label", "bound"):
+            groups.setdefault(main_label[name], []).append(row)
+    total = sum(_num(_first(r, "dur_ns")) or 1.0 for r in rows) or 1.0
     findings = []
     for label, members in groups.items():
         weights = [_num(_first(r, "dur_ns")) or 1.0 for r in members]
-        share = sum(weights) / (sum(_num(_first(r, "dur_ns")) or 1.0 for r in rows) or 1.0)
+        share = sum(weights) / total
         if level == "step":
             who = "every step is" if len(members) == len(rows) else f"{len(members)} of {len(rows)} steps are"
         elif level == "trace":
@@ -189,13 +202,13 @@ def _bound(sections: Mapping[str, dict[str, Any]]) -> list[Finding]:
             names = list(dict.fromkeys(str(_first(r, "name", "region") or "?") for r in members))
             who = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
             who += " is" if len(names) == 1 else " are"
-        text = f"{who} {label}-bound"
+        text = f"{who} {LABEL_WORDS.get(label, label)}-bound"
         pcts = [
             (p, w)
             for r, w in zip(members, weights, strict=True)
             if (p := _num(_first(r, "pct_of_roofline"))) is not None
         ]
-        if pcts and label != "overhead":
+        if pcts and label in ("compute", "memory"):
             avg = sum(p * w for p, w in pcts) / sum(w for _, w in pcts)
             text += f" at {avg:.0f} % of roofline"
         findings.append(Finding("bound", text, 10.0 + 10.0 * share))

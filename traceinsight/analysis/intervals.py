@@ -96,33 +96,63 @@ def complement(
     )
 
 
-def _sweep(frame: pl.DataFrame, *, keys: list[str], levels: int) -> pl.LazyFrame:
+def _same_group(keys: list[str]) -> pl.Expr:
+    """True where the next row belongs to the same group (always true without keys)."""
+    if not keys:
+        return pl.lit(True)
+    return pl.all_horizontal([pl.col(k).eq_missing(pl.col(k).shift(-1)) for k in keys])
+
+
+def _sweep(
+    frame: pl.DataFrame, *, keys: list[str], levels: int, cuts: pl.DataFrame | None = None
+) -> pl.LazyFrame:
     """Elementary segments of ``frame`` (keys, start_ns, end_ns, _lvl in 0..levels-1).
 
     Every start and end becomes a boundary; a running count per level, taken after each
-    boundary, says which levels are active on the segment up to the next boundary.
+    boundary, says which levels are active on the segment up to the next boundary. ``cuts``
+    (keys, _t) adds boundaries that change no count, so no segment crosses them.
     Returns keys, start_ns, end_ns and one ``_c{k}`` count column per level.
+
+    The counts are plain cumulative sums over all groups at once: each interval adds its +1
+    and -1 inside its own group, so every count is back to zero where a group ends.
     """
-    over = keys or None
-    bounds = pl.concat(
-        [
-            frame.lazy().select(*keys, pl.col(START).alias("_t"), "_lvl", pl.lit(1, pl.Int64).alias("_d")),
-            frame.lazy().select(*keys, pl.col(END).alias("_t"), "_lvl", pl.lit(-1, pl.Int64).alias("_d")),
-        ]
-    ).sort([*keys, "_t"])
+    parts = [
+        frame.lazy().select(*keys, pl.col(START).alias("_t"), "_lvl", pl.lit(1, pl.Int64).alias("_d")),
+        frame.lazy().select(*keys, pl.col(END).alias("_t"), "_lvl", pl.lit(-1, pl.Int64).alias("_d")),
+    ]
+    if cuts is not None:
+        parts.append(
+            cuts.lazy().select(*keys, pl.col("_t").cast(pl.Int64), pl.lit(-1, pl.Int64).alias("_lvl"), pl.lit(0, pl.Int64).alias("_d"))
+        )
+    bounds = pl.concat(parts).sort([*keys, "_t"])
     counts = [
-        (pl.when(pl.col("_lvl") == k).then(pl.col("_d")).otherwise(0)).cum_sum()
+        pl.when(pl.col("_lvl") == k).then(pl.col("_d")).otherwise(0).cum_sum().alias(f"_c{k}")
         for k in range(levels)
     ]
-    nxt = pl.col("_t").shift(-1)
     return (
         bounds.with_columns(
-            *[(c.over(over) if over else c).alias(f"_c{k}") for k, c in enumerate(counts)],
-            (nxt.over(over) if over else nxt).alias(END),
+            *counts,
+            pl.when(_same_group(keys)).then(pl.col("_t").shift(-1)).alias(END),
         )
         .rename({"_t": START})
         .filter(pl.col(END) > pl.col(START))
     )
+
+
+def _levelled(frame: pl.DataFrame, keys: list[str], level: str, start: str, end: str) -> pl.DataFrame:
+    body = frame.select(
+        *keys,
+        pl.col(start).cast(pl.Int64).alias(START),
+        pl.col(end).cast(pl.Int64).alias(END),
+        pl.col(level).cast(pl.Int64).alias("_lvl"),
+    ).filter((pl.col(END) > pl.col(START)) & pl.col("_lvl").is_not_null())
+    if body.height and int(body["_lvl"].min()) < 0:  # type: ignore[arg-type]
+        raise ValueError("priority levels must be non-negative")
+    return body
+
+
+def _winner(levels: int) -> pl.Expr:
+    return pl.coalesce([pl.when(pl.col(f"_c{k}") > 0).then(pl.lit(k, pl.Int64)) for k in range(levels)])
 
 
 def _labelled(parts: Sequence[pl.DataFrame], keys: list[str], start: str, end: str) -> pl.DataFrame:
@@ -194,25 +224,90 @@ def flatten(
     """
     keys = list(by)
     schema = {k: frame.schema[k] for k in keys} | {START: pl.Int64, END: pl.Int64, level: pl.Int64}
-    body = frame.select(
-        *keys,
-        pl.col(start).cast(pl.Int64).alias(START),
-        pl.col(end).cast(pl.Int64).alias(END),
-        pl.col(level).cast(pl.Int64).alias("_lvl"),
-    ).filter((pl.col(END) > pl.col(START)) & pl.col("_lvl").is_not_null())
+    body = _levelled(frame, keys, level, start, end)
     if body.height == 0:
         return pl.DataFrame(schema=schema)
-    if int(body["_lvl"].min()) < 0:  # type: ignore[arg-type]
-        raise ValueError("priority levels must be non-negative")
     levels = int(body["_lvl"].max()) + 1  # type: ignore[arg-type]
-    winner = pl.coalesce([pl.when(pl.col(f"_c{k}") > 0).then(pl.lit(k, pl.Int64)) for k in range(levels)])
     segments = (
         _sweep(body, keys=keys, levels=levels)
-        .select(*keys, START, END, winner.alias(level))
+        .select(*keys, START, END, _winner(levels).alias(level))
         .filter(pl.col(level).is_not_null())
+    )
+    # Merge runs of touching segments of one level: a new run starts wherever the group or
+    # level changes or the previous segment ended before this one starts.
+    new_run = (pl.col(END).shift(1) != pl.col(START)) | ~pl.all_horizontal(
+        [pl.col(c).eq_missing(pl.col(c).shift(1)) for c in [*keys, level]]
+    )
+    merged = (
+        segments.with_columns(new_run.fill_null(True).cast(pl.Int64).cum_sum().alias("_run"))
+        .group_by("_run")
+        .agg(*[pl.col(c).first() for c in [*keys, level]], pl.col(START).min(), pl.col(END).max())
+        .select(list(schema))
+        .sort([*keys, START])
         .collect()
     )
-    return union(segments, by=[*keys, level]).select(list(schema)).sort([*keys, START])
+    return merged.cast(schema)  # type: ignore[arg-type]
+
+
+def level_totals(
+    frame: pl.DataFrame,
+    windows: pl.DataFrame,
+    *,
+    level: str = "level",
+    levels: int | None = None,
+    window_id: str = "id",
+    by: Sequence[str] = (),
+    start: str = START,
+    end: str = END,
+) -> pl.DataFrame:
+    """Per window, the ns each priority level wins inside it (as ``flatten`` counts them).
+
+    ``windows`` has ``by`` + ``window_id``, start_ns, end_ns; windows of one group must not
+    overlap each other. Returns ``window_id`` and one ``level_<k>_ns`` column per level
+    (0..levels-1), a row for every window, in the order of ``windows``.
+    """
+    keys = list(by)
+    body = _levelled(frame, keys, level, start, end)
+    n = levels if levels is not None else (int(body["_lvl"].max()) + 1 if body.height else 0)  # type: ignore[arg-type]
+    cols = [f"level_{k}_ns" for k in range(n)]
+    win = windows.select(*keys, window_id, pl.col(START).cast(pl.Int64).alias("_ws"), pl.col(END).cast(pl.Int64).alias("_we"))
+    empty = windows.select(window_id).with_columns([pl.lit(0, pl.Int64).alias(c) for c in cols])
+    if body.height == 0 or win.height == 0 or n == 0:
+        return empty
+    by_keys = keys or None
+    win_sorted = win.sort("_ws")
+    # Only intervals that meet a window matter: the last window starting at or before an
+    # interval's last instant meets it if it ends after the interval starts (windows of a
+    # group are disjoint).
+    body = (
+        body.with_columns((pl.col(END) - 1).alias("_last"))
+        .sort("_last")
+        .join_asof(win_sorted.select(*keys, "_ws", "_we"), left_on="_last", right_on="_ws", by=by_keys, strategy="backward", check_sortedness=False)
+        .filter(pl.col("_ws").is_not_null() & (pl.col("_we") > pl.col(START)))
+        .drop("_ws", "_we", "_last")
+    )
+    if body.height == 0:
+        return empty
+    cuts = pl.concat([win.select(*keys, pl.col("_ws").alias("_t")), win.select(*keys, pl.col("_we").alias("_t"))])
+    segments = (
+        _sweep(body, keys=keys, levels=n, cuts=cuts)
+        .select(*keys, START, END, _winner(n).alias("_win"))
+        .filter(pl.col("_win").is_not_null())
+        .sort(START)
+        .collect()
+    )
+    placed = segments.join_asof(
+        win_sorted, left_on=START, right_on="_ws", by=by_keys, strategy="backward", check_sortedness=False
+    ).filter(pl.col(END) <= pl.col("_we"))
+    length = pl.col(END) - pl.col(START)
+    totals = placed.group_by(window_id).agg(
+        [length.filter(pl.col("_win") == k).sum().alias(c) for k, c in enumerate(cols)]
+    )
+    return (
+        windows.select(window_id)
+        .join(totals, on=window_id, how="left", maintain_order="left")
+        .with_columns([pl.col(c).fill_null(0).cast(pl.Int64) for c in cols])
+    )
 
 
 def covered_ns(

@@ -25,7 +25,8 @@ from traceinsight.analysis.base import AnalysisConfig, AnalysisSpec, Result
 from traceinsight.analysis.kernel_families import with_families
 from traceinsight.trace.model import Trace
 
-GRAPH_LAUNCH = "cudaGraphLaunch"
+# cudaGraphLaunch (runtime API) or cuGraphLaunch (driver API), versioned names included.
+GRAPH_LAUNCH = r"^cu(da)?GraphLaunch"
 
 KERNEL_TABLE_COLUMNS: dict[str, pl.DataType | type[pl.DataType]] = {
     "name": pl.String,
@@ -135,7 +136,7 @@ def _with_launch(kernels: pl.DataFrame) -> pl.DataFrame:
     per_launch = pl.len().over("launch_id")
     latency = pl.col("ts_ns") - pl.col("launch_end_ns")
     return kernels.with_columns(
-        is_graph=(pl.col("launch_name").cast(pl.String) == GRAPH_LAUNCH).fill_null(False),
+        is_graph=pl.col("launch_name").cast(pl.String).str.contains(GRAPH_LAUNCH).fill_null(False),
         launch_cpu_ns=pl.when(linked).then(
             (pl.col("launch_end_ns") - pl.col("launch_ts_ns")).clip(lower_bound=0) / per_launch
         ),

@@ -100,7 +100,10 @@ def _device_label() -> pl.Expr:
 def _steps(trace: Trace) -> pl.DataFrame:
     name = pl.col("name").cast(pl.String)
     return (
-        trace.events.filter((pl.col("kind") == "user_annotation") & name.str.starts_with(PROFILER_STEP_PREFIX))
+        trace.events.lazy()
+        .select("kind", "name", "ts_ns", "end_ns")
+        .filter(pl.col("kind") == "user_annotation")
+        .filter(name.str.starts_with(PROFILER_STEP_PREFIX))
         .select(
             step=name.str.slice(len(PROFILER_STEP_PREFIX)).cast(pl.Int64, strict=False),
             step_ts_ns=pl.col("ts_ns"),
@@ -108,6 +111,7 @@ def _steps(trace: Trace) -> pl.DataFrame:
         )
         .drop_nulls("step")
         .sort("step_ts_ns")
+        .collect()
     )
 
 
@@ -155,12 +159,9 @@ def _peaks(mem: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
 
 def _allocations(mem: pl.DataFrame) -> pl.DataFrame:
     """Positive-bytes events with the row at which their block was given back (null: never)."""
+    # Rows are in time order already, and a window keeps that order within each address.
     key = ["device_type", "device", "addr"]
-    return (
-        mem.sort([*key, "row"])
-        .with_columns(free_row=pl.col("row").shift(-1).over(key))
-        .filter(pl.col("bytes") > 0)
-    )
+    return mem.with_columns(free_row=pl.col("row").shift(-1).over(key)).filter(pl.col("bytes") > 0)
 
 
 def _alive_at_peak(allocs: pl.DataFrame, peaks: pl.DataFrame) -> pl.DataFrame:

@@ -56,7 +56,10 @@ class OpsResult(Result):
     op_calls: int = 0
     top_level_host_ns: int = 0
     attributed_gpu_ns: int = 0
+    # GPU time not attributed to an op, and the part of it whose launch call is not in the
+    # trace at all (work launched before recording started).
     unattributed_gpu_ns: int = 0
+    unlinked_gpu_ns: int = 0
     cpu_heavy_min_host_ns: int = CPU_HEAVY_MIN_HOST_NS
     cpu_heavy_ops: int = 0
 
@@ -195,10 +198,14 @@ def innermost_op(events: pl.DataFrame, points: pl.DataFrame) -> pl.DataFrame:
     had already ended, the climb goes up its ancestors to the first op still running.
     """
     tree = HostTree(events)
+    # Only ops on the points' threads that started before the last point can be the answer.
+    threads = points.select("pid", "tid").unique()
+    last_ts = points["ts_ns"].max()
     starts = (
         events.lazy()
         .select("id", "pid", "tid", "ts_ns", "kind")
-        .filter(pl.col("kind") == "cpu_op")
+        .filter((pl.col("kind") == "cpu_op") & (pl.col("ts_ns") <= last_ts))
+        .join(threads.lazy(), on=["pid", "tid"], how="semi")
         .select("pid", "tid", pl.col("ts_ns").alias("_op_ts"), pl.col("id").alias("_op"))
         .sort("_op_ts")
         .collect()
@@ -317,6 +324,7 @@ def run(trace: Trace, config: AnalysisConfig) -> OpsResult:
     )
     attributed = int(kernels.filter(pl.col("op_id").is_not_null())["dur_ns"].sum()) if has_gpu else 0
     total_gpu = int(kernels["dur_ns"].sum()) if has_gpu else 0
+    unlinked = int(kernels.filter(pl.col("launch_id").is_null())["dur_ns"].sum()) if has_gpu else 0
     return OpsResult(
         by_shapes=by_shapes,
         has_gpu=has_gpu,
@@ -325,6 +333,7 @@ def run(trace: Trace, config: AnalysisConfig) -> OpsResult:
         top_level_host_ns=top_level_host_ns,
         attributed_gpu_ns=attributed,
         unattributed_gpu_ns=total_gpu - attributed,
+        unlinked_gpu_ns=unlinked,
         cpu_heavy_min_host_ns=min_host_ns,
         cpu_heavy_ops=int(table["cpu_heavy"].sum()),
     )

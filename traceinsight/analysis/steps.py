@@ -128,14 +128,16 @@ def _activity(trace: Trace) -> pl.DataFrame:
 
 
 def _breakdown(trace: Trace, steps: pl.DataFrame) -> pl.DataFrame:
-    lo = int(steps["device_start_ns"].min())  # type: ignore[arg-type]
-    hi = int(steps["device_end_ns"].max())  # type: ignore[arg-type]
-    flat = intervals.flatten(intervals.clip(_activity(trace), lo, hi), level="level")
     windows = steps.select("step", pl.col("device_start_ns").alias("start_ns"), pl.col("device_end_ns").alias("end_ns"))
-    for level, part in enumerate(PARTS):
-        windows = intervals.covered_ns(windows, flat.filter(pl.col("level") == level), out=f"{part}_ns")
+    totals = intervals.level_totals(
+        _activity(trace), windows, level="level", levels=len(PARTS), window_id="step"
+    ).rename({f"level_{k}_ns": f"{part}_ns" for k, part in enumerate(PARTS)})
     parts = pl.sum_horizontal([pl.col(f"{p}_ns") for p in PARTS])
-    return windows.with_columns(other_ns=(pl.col("end_ns") - pl.col("start_ns") - parts)).drop("start_ns", "end_ns")
+    return (
+        windows.join(totals, on="step")
+        .with_columns(other_ns=pl.col("end_ns") - pl.col("start_ns") - parts)
+        .drop("start_ns", "end_ns")
+    )
 
 
 def _slow_limit(durations: pl.Series) -> float:

@@ -47,7 +47,7 @@ def bound_command(
     if devices is not None:
         load_toml(devices)  # fail on a bad file before the trace is parsed
     config = AnalysisConfig(
-        gap_threshold_ns=int(round(gap_threshold_us * 1000)),
+        gap_threshold_ns=round(gap_threshold_us * 1000),
         top_n=top,
         peak_tflops=peak_tflops,
         peak_bw_tbps=peak_bw,

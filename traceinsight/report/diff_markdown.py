@@ -106,6 +106,12 @@ def render_markdown(result: DiffResult, *, top: int = 8) -> str:
             if r["before"] is not None or r["after"] is not None
         ]
         details += [f"**torch.compile** (compiled: {comp.compiled_side})", "", *_table(["", b, a], rows, ["---", "---:", "---:"])]
+        if comp.region_speedups.height:
+            details += [
+                f"- region `{short(r['region'], 60)}`: GPU time speedup {r['speedup']:.2f}×"
+                for r in comp.region_speedups.iter_rows(named=True)
+                if r["speedup"] is not None
+            ]
         details += [f"- {line.strip()}" for line in comp.findings] + ([""] if comp.findings else [])
     if details:
         lines += ["<details><summary>What changed</summary>", "", *details, "</details>", ""]

@@ -141,6 +141,9 @@ def _compile_part(result: DiffResult) -> RenderableType | None:
             continue
         table.add_row(row["metric"], _metric(row["key"], row["before"]), _metric(row["key"], row["after"]))
     parts.append(table)
+    for row in comp.region_speedups.iter_rows(named=True) if comp.region_speedups.height else ():
+        if row["speedup"] is not None:
+            parts.append(Text(f"region {short(row['region'], 60)}: GPU time speedup {row['speedup']:.2f}×"))
     for line in comp.findings:
         parts.append(Text(line))
     return Group(*parts)
@@ -181,7 +184,8 @@ def _bound_part(result: DiffResult) -> RenderableType:
         return Text(f"bound labels: not available ({bound.reason})", style="yellow")
     changed = bound.table.filter(pl.col("changed"))
     if changed.height == 0:
-        return Text(f"bound labels: unchanged across {bound.table.height} region(s)")
+        both = bound.table.filter(pl.col("before_label").is_not_null() & pl.col("after_label").is_not_null()).height
+        return Text(f"bound labels: unchanged for the {both} region(s) found in both runs")
     table = Table(title="bound label changes", box=None, title_justify="left")
     table.add_column("region")
     table.add_column(result.before_label)
@@ -218,10 +222,13 @@ def render_terminal(result: DiffResult) -> RenderableType:
     parts.append(_contrib_table("kernels that explain the delta", result.kernels, ["name", "family"], b, a))
     parts.append(_contrib_table("ops that explain the delta", result.ops, ["op", "input_dims"], b, a))
     parts.append(_contrib_table("regions", result.regions, ["region"], b, a))
-    for names, where in ((result.added_kernels, f"only in {a}"), (result.removed_kernels, f"only in {b}")):
+    for names, count, where in (
+        (result.added_kernels, result.added_kernel_count, f"only in {a}"),
+        (result.removed_kernels, result.removed_kernel_count, f"only in {b}"),
+    ):
         if names:
             listed = ", ".join(short(n, 48) for n in names[:5])
-            more = f" (+{len(names) - 5} more)" if len(names) > 5 else ""
+            more = f" (+{count - 5} more)" if count > 5 else ""
             parts.append(Text(f"kernels {where}: {listed}{more}", style="dim"))
     parts.append(_bound_part(result))
     parts.append(_memory_part(result))

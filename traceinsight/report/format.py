@@ -59,7 +59,7 @@ def by_unit(key: str, value: object) -> str:
         return "yes" if value else "no"
     if isinstance(value, (int, float)):
         k = key.lower()
-        if k.endswith("_ns") or k == "ns":
+        if k.endswith("_ns") or k == "ns" or "_ns_per_" in k:
             return ns(value)
         if k.endswith("bytes") or k.endswith("_b"):
             return size(value)
@@ -74,7 +74,7 @@ def by_unit(key: str, value: object) -> str:
 
 def label(key: str) -> str:
     """A column or field name as a header people read: ``dur_ns`` → ``dur``, ``busy_pct`` → ``busy %``."""
-    k = key
+    k = key.replace("_ns_per_", "_per_")
     for suffix, repl in (("_ns", ""), ("_pct", " %"), ("_bytes", ""), ("_tflops", " TFLOP/s"), ("_tbps", " TB/s")):
         if k.endswith(suffix) and len(k) > len(suffix):
             k = k[: -len(suffix)] + repl

@@ -9,7 +9,7 @@ Every plot builder tolerates a missing section or column and then draws nothing.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, is_dataclass
 from html import escape
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +36,15 @@ CAUSE_COLORS = {
     "untraced": "#bab0ac",
     "device_wait": "#76b7b2",
 }
-BOUND_COLORS = {"compute": "#4e79a7", "memory": "#f28e2b", "overhead": "#e15759", "unknown": "#bab0ac"}
+BOUND_COLORS = {
+    "compute": "#4e79a7",
+    "memory": "#f28e2b",
+    "overhead": "#e15759",
+    "sync": "#b07aa1",
+    "host": "#9c755f",
+    "data": "#edc948",
+    "unknown": "#bab0ac",
+}
 CATEGORY_COLORS = {"idle": "#cccccc", "compute": "#4e79a7", "communication": "#e15759", "memcpy": "#f28e2b", "memset": "#edc948"}
 MAX_TABLE_ROWS = 15
 
@@ -417,9 +425,10 @@ def render_html(report: Report, trace: Trace | None = None) -> str:
 
 
 def _diff_rows(frame: pl.DataFrame) -> list[tuple[str, float, str]]:
-    name = _col(frame, "name", "key", "region", "kernel", "op", "category")
-    delta = _col(frame, "delta_ns", "diff_ns", "change_ns")
-    before, after = _col(frame, "before_ns", "a_ns", "base_ns"), _col(frame, "after_ns", "b_ns", "new_ns")
+    name = _col(frame, "name", "op", "region", "kernel", "category", "cause", "key")
+    delta = _col(frame, "delta_ns_per_step", "delta_ns", "diff_ns", "change_ns")
+    before = _col(frame, "before_ns_per_step", "before_ns")
+    after = _col(frame, "after_ns_per_step", "after_ns")
     if not name or not (delta or (before and after)):
         return []
     d = pl.col(delta) if delta else pl.col(after) - pl.col(before)  # type: ignore[operator]
@@ -427,24 +436,64 @@ def _diff_rows(frame: pl.DataFrame) -> list[tuple[str, float, str]]:
     return [(str(r[name]), r["_d"] / 1e6, f"{r[name]}: {'+' if r['_d'] >= 0 else ''}{ns(r['_d'])}") for r in top.iter_rows(named=True)]
 
 
+def _diff_frames(result: Any) -> list[tuple[str, pl.DataFrame]]:
+    """Every non-empty table of a diff result, nested parts included, with a readable name."""
+    found = []
+    for key, value in vars(result).items():
+        if isinstance(value, pl.DataFrame) and value.height:
+            found.append((key.replace("_", " "), value))
+        elif is_dataclass(value) and not isinstance(value, type) and getattr(value, "available", True):
+            for sub, frame in vars(value).items():
+                if isinstance(frame, pl.DataFrame) and frame.height and sub != "steps":
+                    found.append((key.replace("_", " ") + ("" if sub == "table" else f" {sub.replace('_', ' ')}"), frame))
+    return found
+
+
+def _step_chart(result: Any) -> Figure | None:
+    steps = getattr(getattr(result, "step_time", None), "steps", None)
+    if not isinstance(steps, pl.DataFrame) or not {"before_ns", "after_ns"} <= set(steps.columns) or steps.height == 0:
+        return None
+    index = steps["index"].to_list() if "index" in steps.columns else list(range(steps.height))
+    before = getattr(result, "before_label", "before") or "before"
+    after = getattr(result, "after_label", "after") or "after"
+    series = [
+        (before, [(float(i), v / 1e6) for i, v in zip(index, steps["before_ns"].to_list(), strict=True) if v is not None]),
+        (after, [(float(i), v / 1e6) for i, v in zip(index, steps["after_ns"].to_list(), strict=True) if v is not None]),
+    ]
+    return Figure("Step time, before and after", svg.lines(series, x_label="step (index)", y_label="ms", label="step times before and after"))
+
+
 def render_diff_html(diff_result: Result, *, title: str = "traceinsight diff") -> str:
-    """A diff result as a self-contained HTML page: its facts, a change chart per table, tables."""
-    parts = [f"<h1>{escape(title)}</h1>"]
-    verdict = getattr(diff_result, "verdict", None) or getattr(diff_result, "summary", None)
-    if isinstance(verdict, str) and verdict:
-        parts.append(f"<div class='verdict'><p>{escape(verdict)}</p></div>")
+    """A diff result as a self-contained HTML page: verdict, step times, change charts, tables."""
+    before = getattr(diff_result, "before_label", None) or "before"
+    after = getattr(diff_result, "after_label", None) or "after"
+    parts = [f"<h1>{escape(title)}</h1><p class='path'>{escape(str(before))} → {escape(str(after))}</p>"]
     if not diff_result.available:
         parts.append(f"<p class='unavailable'>Not available: {escape(str(diff_result.reason))}</p>")
         return page(title, "".join(parts))
+    verdict = getattr(diff_result, "verdict", None)
+    step_time = getattr(diff_result, "step_time", None)
+    change = getattr(step_time, "change_pct", None)
+    reason = getattr(step_time, "verdict_reason", "")
+    if verdict:
+        text = str(verdict).replace("_", " ")
+        if isinstance(change, (int, float)):
+            text += f": step time {change:+.1f} %"
+        notes = "".join(f"<li>{escape(str(n))}</li>" for n in getattr(diff_result, "notes", ()) or ())
+        parts.append(f"<div class='verdict'><p>{escape(text)}</p><ul><li>{escape(str(reason))}</li>{notes}</ul></div>")
     gv = generic.view(diff_result, max_rows=MAX_TABLE_ROWS, max_cols=12)
     parts.append(facts_html(gv.facts))
-    frames = [(k, v) for k, v in vars(diff_result).items() if isinstance(v, pl.DataFrame) and v.height]
-    for key, frame in frames:
+    chart = _step_chart(diff_result)
+    if chart is not None:
+        parts.append(_figure_html(chart))
+    for key, frame in _diff_frames(diff_result):
         rows = _diff_rows(frame)
+        section = [f"<section><h2>{escape(key.capitalize())}</h2>"]
         if rows:
-            parts.append(_figure_html(Figure(f"Change in {key.replace('_', ' ')} (after − before)", diverging_bars(rows), "Red: slower/more after; green: faster/less.")))
+            section.append(_figure_html(Figure(f"Change in {key} per step ({after} − {before})", diverging_bars(rows), "Red: more time after; green: less.")))
         cols, body = generic.table(frame, max_rows=MAX_TABLE_ROWS, max_cols=12)
-        parts.append(f"<h3>{escape(key.replace('_', ' '))}</h3>" + table_html(cols, body))
+        section.append(table_html(cols, body) + "</section>")
+        parts.append("".join(section))
     return page(title, "".join(parts))
 
 

@@ -75,7 +75,7 @@ def link(
             for frame in (durations, counters, memory)
             if frame.height and frame["ts"].null_count() < frame.height
         ]
-        origin_us = float(min(s for s in starts if s is not None)) if starts else 0.0  # type: ignore[type-var]
+        origin_us = float(min(float(s) for s in starts if s is not None)) if starts else 0.0  # type: ignore[arg-type]
         warnings.append(
             "trace has no baseTimeNanoseconds: times are relative to its first event"
         )
@@ -94,30 +94,28 @@ def link(
     if negative_dur:
         warnings.append(f"{negative_dur} events had a negative 'dur'; set to 0")
 
-    events = (
-        durations.lazy()
-        .filter(pl.col("ts").is_not_null())
-        .with_columns(
-            ts_ns=_to_ns("ts", origin_us),
-            dur_ns=(pl.col("dur").fill_null(0.0) * 1000.0).round(0).cast(pl.Int64).clip(lower_bound=0),
-            kind=_kind_expr(),
-        )
-        .with_columns(end_ns=pl.col("ts_ns") + pl.col("dur_ns"))
-        .with_columns(
-            is_gpu=pl.col("kind").cast(pl.String).is_in(list(GPU_KINDS)),
-        )
-        .with_columns(
-            device=pl.when(pl.col("is_gpu"))
-            .then(pl.coalesce(pl.col("device"), pl.when(pl.col("pid") >= 0).then(pl.col("pid"))))
-            .otherwise(None),
-            stream=pl.when(pl.col("is_gpu")).then(pl.coalesce(pl.col("stream"), pl.col("tid"))).otherwise(None),
-        )
-        .sort(["ts_ns", "dur_ns"], descending=[False, True], maintain_order=True)
-        .with_row_index("id")
-        .with_columns(pl.col("id").cast(pl.Int64))
-        .collect()
+    if missing_ts:
+        durations = durations.filter(pl.col("ts").is_not_null())
+    # Derived columns first, then one gather into time order: a single copy of the wide
+    # frame, after which the unsorted original is dropped.
+    durations = durations.with_columns(
+        ts_ns=_to_ns("ts", origin_us),
+        dur_ns=(pl.col("dur").fill_null(0.0) * 1000.0).round(0).cast(pl.Int64).clip(lower_bound=0),
+        kind=_kind_expr(),
+    ).drop("ts", "dur")
+    is_gpu = pl.col("kind").cast(pl.String).is_in(list(GPU_KINDS))
+    order = durations.select(
+        pl.arg_sort_by(["ts_ns", "dur_ns"], descending=[False, True], maintain_order=True)
+    ).to_series()
+    events = durations[order]
+    del durations, order
+    events = events.with_columns(
+        id=pl.int_range(events.height, dtype=pl.Int64),
+        end_ns=pl.col("ts_ns") + pl.col("dur_ns"),
+        is_gpu=is_gpu,
+        device=pl.when(is_gpu).then(pl.coalesce(pl.col("device"), pl.when(pl.col("pid") >= 0).then(pl.col("pid")))),
+        stream=pl.when(is_gpu).then(pl.coalesce(pl.col("stream"), pl.col("tid"))),
     )
-    durations = durations.clear()  # the sorted copy replaces it; free the original now
 
     # python_function frames get a tree of their own: record_function and ProfilerStep spans
     # open inside one Python frame and close inside another, so the two never nest together.
@@ -204,7 +202,7 @@ def _nest(host: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     # Count, per event, how many events of its thread ended at or before it started:
     # one sorted array of (group, end) keys and a searchsorted of (group, start).
     t0 = int(ordered["ts_ns"].min())  # type: ignore[arg-type]
-    span = int(ordered["end_ns"].max()) - t0 + 2  # type: ignore[operator]
+    span = int(ordered["end_ns"].max()) - t0 + 2  # type: ignore[arg-type]
     ngroups = int(ordered["g"].max()) + 1  # type: ignore[arg-type]
     if ngroups * span < 2**62:
         end_keys = (pl.col("g") * span + (pl.col("end_ns") - t0)).sort()

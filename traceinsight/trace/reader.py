@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import math
+import mmap
 import os
 import re
 import zlib
@@ -26,7 +27,7 @@ import polars as pl
 from traceinsight.errors import TraceFormatError
 
 # Target size of one decoded chunk of the events array; bounds the live Python objects.
-CHUNK_BYTES = 24 * 1024 * 1024
+CHUNK_BYTES = 8 * 1024 * 1024
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 _FIRST_TOKEN = re.compile(rb"\s*(\S)")
 
@@ -175,11 +176,16 @@ class RawTrace:
     warnings: list[str] = field(default_factory=list)
 
 
-def read_bytes(path: Path) -> bytearray:
+Buffer = bytearray | mmap.mmap
+
+
+def read_bytes(path: Path) -> Buffer:
     """The file's bytes, gunzipped when it is gzip (by magic number, not by suffix).
 
-    A bytearray, read in place without intermediate copies: the decoder later writes array
-    brackets into it to cut the events into chunks without copying them.
+    A writable buffer, because the decoder writes array brackets into it to cut the events
+    into chunks without copying them: a private copy-on-write map of a plain file (pages are
+    handed back to the OS as soon as they are decoded, so the file never sits in memory
+    whole), or a bytearray filled in place for gzip.
     """
     if not path.exists():
         raise TraceFormatError(path, "no such file")
@@ -189,7 +195,7 @@ def read_bytes(path: Path) -> bytearray:
         with path.open("rb") as handle:
             magic = handle.read(2)
             handle.seek(0)
-            data = _gunzip(path, handle) if magic == b"\x1f\x8b" else _read_all(handle)
+            data = _gunzip(path, handle) if magic == b"\x1f\x8b" else _map(handle)
     except OSError as exc:
         raise TraceFormatError(path, f"cannot read: {exc.strerror or exc}") from exc
     if _FIRST_TOKEN.match(data) is None:
@@ -197,20 +203,25 @@ def read_bytes(path: Path) -> bytearray:
     return data
 
 
-def _read_all(handle: Any) -> bytearray:
-    size = os.fstat(handle.fileno()).st_size
-    data = bytearray(size)
-    view = memoryview(data)
-    filled = 0
-    while filled < size:
-        n = handle.readinto(view[filled:])
-        if not n:
-            break
-        filled += n
-    del view
-    if filled < size:
-        del data[filled:]
-    return data
+def _map(handle: Any) -> Buffer:
+    if os.fstat(handle.fileno()).st_size == 0:
+        return bytearray()
+    return mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_COPY)
+
+
+def _release(data: Buffer, lo: int, hi: int) -> None:
+    """Drop the whole pages inside data[lo:hi] from memory (a no-op for a bytearray).
+
+    Pages of a private file map come back from the page cache if read again; pages we wrote
+    brackets into are never inside a released range (it stops short of both ends).
+    """
+    if not isinstance(data, mmap.mmap) or not hasattr(mmap, "MADV_DONTNEED"):
+        return
+    page = mmap.PAGESIZE
+    first = -(-lo // page) * page
+    last = (hi // page) * page
+    if last > first:
+        data.madvise(mmap.MADV_DONTNEED, first, last - first)
 
 
 def _gunzip(path: Path, handle: Any) -> bytearray:
@@ -235,9 +246,10 @@ def _gunzip(path: Path, handle: Any) -> bytearray:
     return out
 
 
-def read_trace(path: Path, data: bytearray) -> RawTrace:
+def read_trace(path: Path, data: Buffer) -> RawTrace:
     """Decode ``data`` (the bytes of ``path``) into a :class:`RawTrace`."""
     header, lo, hi = _split_top_level(path, data)
+    _release(data, 0, len(data))
     warnings: list[str] = []
     state = _ChunkState(warnings)
     parts: list[pl.DataFrame] = []
@@ -269,7 +281,7 @@ def read_trace(path: Path, data: bytearray) -> RawTrace:
     return raw
 
 
-def _split_top_level(path: Path, data: bytearray) -> tuple[dict[str, Any], int, int]:
+def _split_top_level(path: Path, data: Buffer) -> tuple[dict[str, Any], int, int]:
     """Header fields and the [lo, hi) byte range of the traceEvents array within ``data``."""
     first = _FIRST_TOKEN.match(data)
     token = first.group(1) if first else b""
@@ -280,7 +292,7 @@ def _split_top_level(path: Path, data: bytearray) -> tuple[dict[str, Any], int, 
         except msgspec.DecodeError as exc:
             raise TraceFormatError(path, f"not valid JSON ({_json_reason(exc)})") from exc
         lo = first.start(1)  # type: ignore[union-attr]
-        return {}, lo, data.rindex(b"]") + 1
+        return {}, lo, data.rfind(b"]") + 1
     if token != b"{":
         raise TraceFormatError(path, "not JSON (expected a Chrome trace object)")
     try:
@@ -305,7 +317,7 @@ def _split_top_level(path: Path, data: bytearray) -> tuple[dict[str, Any], int, 
     return header, lo[0], lo[1]
 
 
-def _offset_in(raw: msgspec.Raw, data: bytearray) -> tuple[int, int]:
+def _offset_in(raw: msgspec.Raw, data: Buffer) -> tuple[int, int]:
     """Where a zero-copy Raw slice sits inside ``data`` (msgspec does not copy Raw values)."""
     import numpy as np
 
@@ -322,7 +334,7 @@ def _json_reason(exc: Exception) -> str:
     return text
 
 
-def _decode_chunks(path: Path, data: bytearray, lo: int, hi: int) -> Iterator[list[Any]]:
+def _decode_chunks(path: Path, data: Buffer, lo: int, hi: int) -> Iterator[list[Any]]:
     """Decode the events array data[lo:hi] in pieces of about CHUNK_BYTES.
 
     A cut lands on "},<space>{" between two events: we write "]" just after the "}" and
@@ -360,6 +372,7 @@ def _decode_chunks(path: Path, data: bytearray, lo: int, hi: int) -> Iterator[li
                     yield _decode_events(path, b"[" + bytes(view[rest_start + 1 : hi]))
                 return
             yield events
+            _release(data, start + 1, end - 1)
     finally:
         del view
         for at, byte in patches:
@@ -487,7 +500,7 @@ class _ChunkState:
             return None
         try:
             return msgspec.json.decode(raw)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, UnicodeDecodeError):
             self.bad_args += 1
             return None
 
@@ -574,9 +587,9 @@ class _ChunkState:
             return []
         joined = b"[" + b",".join([r or b"null" for r in raws]) + b"]"
         try:
-            decoded = msgspec.json.decode(joined, type=list[struct | None])
+            decoded = msgspec.json.decode(joined, type=list[struct | None])  # type: ignore[valid-type]
             return [empty if a is None else a for a in decoded]
-        except (msgspec.ValidationError, msgspec.DecodeError):
+        except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError):
             pass
         return [self._one_args(r, struct, empty) for r in raws]
 
@@ -585,7 +598,7 @@ class _ChunkState:
             return empty
         try:
             return msgspec.json.decode(raw, type=struct)
-        except (msgspec.ValidationError, msgspec.DecodeError):
+        except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError):
             pass
         loose = self._decode_args(raw)
         if not isinstance(loose, dict):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import polars as pl
 from rich.console import Group, RenderableType
 from rich.table import Table
@@ -20,6 +22,7 @@ LABEL_STYLE = {
     "memory": "bold blue",
     "unclassified": "dim",
 }
+Justify = Literal["left", "right"]
 CONFIDENCE_STYLE = {"high": "green", "medium": "yellow", "low": "red"}
 # How many rows of each region kind the overview shows (the JSON output has them all).
 SHOWN_PER_KIND = {"trace": 1, "step": 6, "compiled": 6, "annotation": 12, "module": 8, "op": 5}
@@ -74,10 +77,11 @@ def _shown_regions(regions: pl.DataFrame) -> pl.DataFrame:
 def regions_table(result: BoundResult, *, limit: int | None = None) -> Table:
     rows = _shown_regions(result.regions) if limit is None else result.regions.head(limit)
     table = Table(box=None, pad_edge=False, show_edge=False)
-    for col, justify in (
+    region_cols: tuple[tuple[str, Justify], ...] = (
         ("region", "left"), ("kind", "left"), ("window", "right"), ("busy", "right"), ("label", "left"),
         ("TFLOP/s", "right"), ("TB/s", "right"), ("FLOP/B", "right"), ("ridge", "right"), ("roofline", "right"),
-    ):
+    )
+    for col, justify in region_cols:
         table.add_column(col, justify=justify, no_wrap=col != "region", max_width=48 if col == "region" else None)
     for r in rows.iter_rows(named=True):
         table.add_row(
@@ -101,10 +105,11 @@ def evidence_lines(result: BoundResult, *, limit: int = 8) -> list[Text]:
 
 def group_table(frame: pl.DataFrame, *, what: str, limit: int) -> Table:
     table = Table(box=None, pad_edge=False, show_edge=False)
-    for col, justify in (
+    group_cols: tuple[tuple[str, Justify], ...] = (
         (what, "left"), ("calls", "right"), ("GPU time", "right"), ("label", "left"), ("TFLOP/s", "right"),
         ("TB/s", "right"), ("FLOP/B", "right"), ("roofline", "right"), ("dtype", "left"), ("why", "left"),
-    ):
+    )
+    for col, justify in group_cols:
         table.add_column(col, justify=justify, max_width=60 if col in (what, "why") else None)
     for r in frame.head(limit).iter_rows(named=True):
         name = r["name"] if not r.get("shapes") else f"{r['name']} {r['shapes']}"

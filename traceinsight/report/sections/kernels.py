@@ -19,6 +19,16 @@ _NAME_WIDTH = 60
 _NOISE = re.compile(r"^void |at::native::|\(anonymous namespace\)::|c10::|std::")
 
 
+# Inductor's own prefixes are shorter than the subfamily names and known to its users.
+_SUBFAMILY_LABELS = {
+    "pointwise": "poi",
+    "reduction": "red",
+    "persistent_reduction": "per",
+    "template": "tem",
+    "foreach": "for",
+}
+
+
 def kernel_label(name: str | None) -> str:
     """A kernel name without the namespaces and return type that make C++ names unreadable."""
     return _NOISE.sub("", name or "")
@@ -83,7 +93,8 @@ def render_terminal(result: KernelsResult) -> RenderableType:
         parts.append(Text(f"triton kernels: {sub}", style="dim"))
     rows = []
     for row in result.kernels.head(TOP_N).iter_rows(named=True):
-        family = row["family"] if row["subfamily"] is None else f"{row['family']}/{row['subfamily']}"
+        sub = _SUBFAMILY_LABELS.get(row["subfamily"], row["subfamily"])
+        family = row["family"] if sub is None else f"{row['family']}/{sub}"
         rows.append(
             [
                 kernel_label(row["name"]),
@@ -99,7 +110,7 @@ def render_terminal(result: KernelsResult) -> RenderableType:
             ]
         )
     headers = ["kernel", "family", "", "calls", "total", "share", "mean", "grid", "block", "occ."]
-    parts.append(compact_table(headers, rows, title="top kernels (TC: uses tensor cores, by name)"))
+    parts.append(compact_table(headers, rows, left=2, title="top kernels (TC: uses tensor cores, by name)"))
     if result.kernels.height > TOP_N:
         parts.append(Text(f"… {result.kernels.height - TOP_N:,} more (see --format json)", style="dim"))
     return Group(*parts)

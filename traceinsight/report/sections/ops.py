@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal
 
 import polars as pl
 from rich.console import Group, RenderableType
@@ -21,11 +22,13 @@ def compact_table(
     rows: Sequence[Sequence[str]],
     *,
     names: int = 1,
+    left: int = 0,
     title: str | None = None,
     styles: Sequence[str | None] | None = None,
 ) -> Table:
     """A borderless table whose first ``names`` columns (long names) give way when space is
-    short, while the figures keep their full width."""
+    short, while the figures keep their full width; the ``left`` columns after the names are
+    short labels, left-aligned."""
     table = Table(box=None, pad_edge=False, title=title, title_justify="left")
     for i, header in enumerate(headers):
         if i < names:
@@ -33,7 +36,8 @@ def compact_table(
             table.add_column(header, overflow="ellipsis", max_width=_NAME_WIDTH, min_width=12)
         else:
             width = max([len(header)] + [len(r[i]) for r in rows])
-            table.add_column(header, justify="right", no_wrap=True, min_width=width)
+            justify: Literal["left", "right"] = "left" if i < names + left else "right"
+            table.add_column(header, justify=justify, no_wrap=True, min_width=width)
     for j, row in enumerate(rows):
         cells = [Text(c, no_wrap=True, overflow="ellipsis") if i < names else c for i, c in enumerate(row)]
         table.add_row(*cells, style=styles[j] if styles else None)
@@ -55,9 +59,13 @@ def render_terminal(result: OpsResult) -> RenderableType:
     )
     parts: list[RenderableType] = [head]
     if result.has_gpu and result.unattributed_gpu_ns:
-        parts.append(
-            Text(f"GPU time launched outside any op (not attributed): {ns(result.unattributed_gpu_ns)}", style="dim")
-        )
+        outside = result.unattributed_gpu_ns - result.unlinked_gpu_ns
+        why = []
+        if result.unlinked_gpu_ns:
+            why.append(f"{ns(result.unlinked_gpu_ns)} launched before recording started")
+        if outside:
+            why.append(f"{ns(outside)} launched outside any op")
+        parts.append(Text(f"GPU time not attributed to an op: {'; '.join(why)}", style="dim"))
     headers = ["op"] + (["input dims"] if result.by_shapes else [])
     headers += ["calls", "host total", "host self", "GPU total", "GPU self", "GPU/CPU", ""]
     rows = []

@@ -1,0 +1,105 @@
+"""Every registered analysis runs on every trace the loader accepts: real samples and hand-made
+edge cases (CPU only, no steps, almost empty, GPU work without launches, two devices)."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from traceinsight.analysis.base import AnalysisConfig, Result
+from traceinsight.analysis.registry import ANALYSES
+from traceinsight.errors import TraceFormatError
+from traceinsight.report.terminal import make_console, section_renderable
+from traceinsight.trace.loader import load
+from traceinsight.trace.model import Trace
+
+from .conftest import sample_names
+from .timeline_fixtures import HandMadeTrace
+
+
+def cpu_only(t: HandMadeTrace) -> None:
+    t.step(1, 0, 50)
+    t.host("aten::add", 5, 10)
+    t.host("aten::mul", 20, 10)
+
+
+def no_steps(t: HandMadeTrace) -> None:
+    t.host("aten::mm", 0, 20)
+    t.gpu("gemm", 10, 30, launch_ts=2)
+    t.gpu("Memcpy DtoH (Device -> Pageable)", 50, 5, cat="gpu_memcpy", launch_name="cudaMemcpy")
+
+
+def one_event(t: HandMadeTrace) -> None:
+    t.host("aten::empty", 0, 0)
+
+
+def no_events(t: HandMadeTrace) -> None:
+    pass
+
+
+def gpu_without_launches(t: HandMadeTrace) -> None:
+    t.step(3, 0, 10)
+    t.events.append(
+        {"ph": "X", "cat": "kernel", "name": "orphan", "pid": 0, "tid": 7, "ts": 20, "dur": 5, "args": {"device": 0, "stream": 7}}
+    )
+
+
+def two_devices(t: HandMadeTrace) -> None:
+    for step in range(3):
+        base = 100.0 * step
+        t.step(step, base, 100)
+        t.host("aten::mm", base + 5, 30)
+        t.gpu("gemm", base + 20, 40, launch_ts=base + 10, device=0)
+        t.gpu("ncclDevKernel_AllReduce", base + 30, 20, launch_ts=base + 12, device=1, stream=20)
+        t.gpu("Memset (Device)", base + 70, 1, cat="gpu_memset", launch_ts=base + 60, device=1)
+
+
+HAND_MADE: dict[str, Callable[[HandMadeTrace], None]] = {
+    "cpu_only": cpu_only,
+    "no_steps": no_steps,
+    "one_event": one_event,
+    "no_events": no_events,
+    "gpu_without_launches": gpu_without_launches,
+    "two_devices": two_devices,
+}
+
+
+def _hand_made(name: str, tmp_path: Path) -> Trace:
+    t = HandMadeTrace()
+    HAND_MADE[name](t)
+    path = t.write(tmp_path / f"{name}.json")
+    try:
+        return load(path, cache=False)
+    except TraceFormatError as exc:
+        pytest.skip(f"the loader rejects this file ({exc}); nothing for an analysis to run on")
+
+
+def _check(trace: Trace) -> None:
+    config = AnalysisConfig()
+    console = make_console(file=io.StringIO(), width=120)
+    for spec in ANALYSES:
+        result = spec.run(trace, config)
+        assert isinstance(result, Result), spec.name
+        assert result.available or result.reason, f"{spec.name}: unavailable without a reason"
+        json.dumps(result.to_dict(), allow_nan=False)
+        result.to_polars()
+        console.print(section_renderable(spec.name, result))
+
+
+@pytest.mark.parametrize("name", sample_names())
+def test_all_analyses_on_sample(name: str, sample_trace) -> None:  # type: ignore[no-untyped-def]
+    _check(sample_trace(name))
+
+
+@pytest.mark.parametrize("name", sorted(HAND_MADE))
+def test_all_analyses_on_hand_made_edge_case(name: str, tmp_path: Path) -> None:
+    _check(_hand_made(name, tmp_path))
+
+
+def test_timeline_analyses_are_registered() -> None:
+    names = {spec.name for spec in ANALYSES}
+    assert {"breakdown", "gaps", "steps"} <= names

@@ -1,0 +1,222 @@
+"""Bound classification on the recorded sample traces (H200) and on hand-made edge cases."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import math
+from collections.abc import Callable
+from contextlib import redirect_stdout
+from typing import Any
+
+import polars as pl
+import pytest
+from rich.console import Console
+
+from tests.conftest import sample_path
+from tests.handmade import op, write_trace
+from traceinsight.analysis import bound
+from traceinsight.analysis.base import AnalysisConfig
+from traceinsight.cli.app import main
+from traceinsight.report.sections.bound import render_by, render_terminal
+from traceinsight.trace.loader import load
+from traceinsight.trace.model import Trace
+
+REGIME_LABELS = {
+    "tiny_matmuls": "overhead",
+    "big_gemm_bf16": "compute",
+    "elementwise_gb": "memory",
+    "host_sleep": "host",
+    "item_sync": "sync",
+}
+
+
+@pytest.fixture(scope="module")
+def regimes() -> bound.BoundResult:
+    return bound.run(load(sample_path("regimes"), cache=False), AnalysisConfig())
+
+
+def _annotations(result: bound.BoundResult) -> pl.DataFrame:
+    return result.regions.filter(pl.col("kind") == "annotation")
+
+
+@pytest.mark.parametrize(("region", "label"), sorted(REGIME_LABELS.items()))
+def test_regimes_labels(regimes: bound.BoundResult, region: str, label: str) -> None:
+    rows = _annotations(regimes).filter(pl.col("name") == region)
+    assert rows.height == 2  # one per recorded step
+    assert rows["label"].to_list() == [label, label]
+    assert set(rows["confidence"].to_list()) <= {"high", "medium"}
+    for reason in rows["reason"].to_list():
+        assert reason
+
+
+def test_regimes_evidence_numbers(regimes: bound.BoundResult) -> None:
+    rows = {r["name"]: r for r in _annotations(regimes).iter_rows(named=True)}
+    gemm, elem, tiny = rows["big_gemm_bf16"], rows["elementwise_gb"], rows["tiny_matmuls"]
+    # 8192³ bf16 GEMMs on an H200 (989 TFLOP/s dense): far above the ridge, well over half of peak.
+    assert gemm["busy_pct"] > 95
+    assert 400 < gemm["tflops"] < 989.5
+    assert gemm["intensity"] > gemm["ridge"]
+    # 1 GiB fp32 add/mul/relu: below the ridge, near the 4.8 TB/s bandwidth.
+    assert elem["intensity"] < elem["ridge"]
+    assert 2.5 < elem["tbps"] <= 4.8
+    assert elem["pct_of_roofline"] > 60
+    # 32x32 matmuls leave the GPU mostly idle, waiting for launches.
+    assert tiny["busy_pct"] < 50
+    assert tiny["idle_cause"] == "launch_overhead"
+    assert rows["item_sync"]["idle_cause"] == "sync"
+    assert rows["host_sleep"]["busy_pct"] == 0
+
+
+def test_gpm_tensor_utilisation_agrees_with_achieved_flops(regimes: bound.BoundResult) -> None:
+    """Cross-check: where a GPM sample lies inside the GEMM region, tensor-core utilisation and
+    our achieved share of peak BF16 FLOP/s should tell the same story."""
+    gemm = _annotations(regimes).filter((pl.col("name") == "big_gemm_bf16") & pl.col("tensor_util_pct").is_not_null())
+    assert gemm.height >= 1
+    for row in gemm.iter_rows(named=True):
+        assert row["tensor_util_pct"] > 40
+        assert abs(row["tensor_util_pct"] - row["pct_of_peak_flops"]) < 25
+
+
+@pytest.mark.parametrize(("size", "label"), [(64, "overhead"), (256, "overhead"), (1024, "overhead"), (4096, "compute")])
+def test_mm_sweep_verdicts(size: int, label: str, sample_trace: Callable[[str], Any]) -> None:
+    result = bound.run(sample_trace(f"mm_sweep_{size}"), AnalysisConfig())
+    steps = result.regions.filter(pl.col("kind") == "step")
+    assert steps.height == 3
+    assert set(steps["label"].to_list()) == {label}
+    whole = result.regions.filter(pl.col("kind") == "trace").row(0, named=True)
+    assert whole["label"] == label
+
+
+def test_mm_sweep_gets_busier_and_faster_as_matrices_grow(sample_trace: Callable[[str], Any]) -> None:
+    rows = [
+        bound.run(sample_trace(f"mm_sweep_{n}"), AnalysisConfig()).regions.filter(pl.col("kind") == "trace").row(0, named=True)
+        for n in (64, 256, 1024, 4096)
+    ]
+    busy = [r["busy_pct"] for r in rows]
+    tflops = [r["tflops"] for r in rows]
+    assert busy == sorted(busy)
+    assert tflops == sorted(tflops)
+    assert busy[0] < 20 and busy[-1] > 90
+
+
+def test_json_is_safe_and_has_the_documented_fields(regimes: bound.BoundResult) -> None:
+    data = regimes.to_dict()
+    text = json.dumps(data, allow_nan=False)
+    assert "NaN" not in text
+    required = {"name", "kind", "start_ns", "dur_ns", "label", "confidence", "busy_pct", "tflops", "tbps", "intensity", "pct_of_roofline"}
+    assert data["regions"]
+    for region in data["regions"]:
+        assert required <= set(region)
+        for value in region.values():
+            assert not (isinstance(value, float) and not math.isfinite(value))
+    assert data["roofline_available"] is True
+    assert data["peaks"]["key"] == "h200-sxm"
+    assert data["ops"] and data["kernels"]
+
+
+def _renamed_device(trace: Trace, name: str) -> Trace:
+    dev = dataclasses.replace(trace.meta.devices[0], name=name)
+    return dataclasses.replace(trace, meta=dataclasses.replace(trace.meta, devices=(dev,)))
+
+
+def test_unknown_device_without_peaks_still_labels_idle_regions(sample_trace: Callable[[str], Any]) -> None:
+    trace = _renamed_device(sample_trace("regimes"), "Mystery Accelerator 9000")
+    result = bound.run(trace, AnalysisConfig())
+    assert not result.roofline_available
+    assert result.roofline_reason and "--peak-tflops" in result.roofline_reason
+    labels = dict(_annotations(result).select("name", "label").unique().iter_rows())
+    assert labels["tiny_matmuls"] == "overhead"
+    assert labels["host_sleep"] == "host"
+    assert labels["item_sync"] == "sync"
+    # Without peaks the busy regions fall back to a low-confidence family guess.
+    gemm = _annotations(result).filter(pl.col("name") == "big_gemm_bf16").row(0, named=True)
+    assert gemm["label"] == "compute" and gemm["confidence"] == "low"
+    assert "no device peaks" in gemm["reason"]
+    # With user peaks the roofline comes back.
+    given = bound.run(trace, AnalysisConfig(peak_tflops=989.5, peak_bw_tbps=4.8))
+    assert given.roofline_available
+    gemm = _annotations(given).filter(pl.col("name") == "big_gemm_bf16").row(0, named=True)
+    assert gemm["label"] == "compute" and gemm["ridge"] == pytest.approx(989.5 / 4.8)
+
+
+def test_without_shapes_labels_are_family_guesses(sample_trace: Callable[[str], Any]) -> None:
+    trace = sample_trace("regimes")
+    blank = dataclasses.replace(trace, events=trace.events.with_columns(pl.lit(None, dtype=pl.String).alias("input_dims")))
+    result = bound.run(blank, AnalysisConfig())
+    assert any("no input shapes" in n for n in result.notes)
+    rows = {r["name"]: r for r in _annotations(result).iter_rows(named=True)}
+    assert rows["big_gemm_bf16"]["label"] == "compute"
+    assert rows["elementwise_gb"]["label"] == "memory"
+    assert rows["big_gemm_bf16"]["confidence"] == "low"
+    assert rows["big_gemm_bf16"]["tflops"] is None
+
+
+def test_without_gap_causes_short_kernels_still_mean_overhead(
+    sample_trace: Callable[[str], Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(bound, "_gaps", lambda trace, threshold: (None, "gap analysis unavailable"))
+    result = bound.run(sample_trace("mm_sweep_64"), AnalysisConfig())
+    assert not result.gap_causes_available
+    steps = result.regions.filter(pl.col("kind") == "step")
+    assert set(steps["label"].to_list()) == {"overhead"}
+    assert all("shorter than their launch" in r for r in steps["reason"].to_list())
+
+
+def test_op_and_kernel_tables(regimes: bound.BoundResult) -> None:
+    ops = regimes.ops
+    big = ops.filter((pl.col("name") == "aten::mm") & pl.col("shapes").str.contains("8192")).row(0, named=True)
+    assert big["label"] == "compute"
+    assert big["flops"] == pytest.approx(big["calls"] * 2 * 8192**3, rel=1e-6)
+    small = ops.filter((pl.col("name") == "aten::mm") & pl.col("shapes").str.contains("32,32")).row(0, named=True)
+    assert small["label"] == "overhead"
+    kernels = regimes.kernels
+    assert kernels.filter(pl.col("name").str.starts_with("nvjet"))["label"].to_list() == ["compute"]
+    assert set(kernels.filter(pl.col("family") == "elementwise")["label"].to_list()) <= {"memory", "overhead"}
+
+
+def test_cpu_only_trace_is_not_available(tmp_path: Any) -> None:
+    """Hand-made trace with host ops only."""
+    path = write_trace(tmp_path / "cpu.json", [op("aten::add", 1.0, 5.0), op("aten::mul", 10.0, 5.0)])
+    result = bound.run(load(path, cache=False), AnalysisConfig())
+    assert not result.available
+    assert result.reason and "no GPU" in result.reason
+    json.dumps(result.to_dict(), allow_nan=False)
+
+
+@pytest.mark.parametrize("name", ["train_eager", "train_compiled", "train_cudagraphs", "dataloader_w0"])
+def test_renders_on_other_samples(name: str, sample_trace: Callable[[str], Any]) -> None:
+    result = bound.run(sample_trace(name), AnalysisConfig())
+    assert result.available
+    assert result.regions.filter(pl.col("kind") == "trace").height == 1
+    assert set(result.regions["label"].to_list()) <= set(bound.LABELS)
+    console = Console(file=io.StringIO(), width=160)
+    console.print(render_terminal(result))
+    for by in ("op", "kernel"):
+        console.print(render_by(result, by))
+    json.dumps(result.to_dict(), allow_nan=False)
+
+
+def test_dataloader_steps_are_data_bound(sample_trace: Callable[[str], Any]) -> None:
+    steps = bound.run(sample_trace("dataloader_w0"), AnalysisConfig()).regions.filter(pl.col("kind") == "step")
+    assert set(steps["label"].to_list()) == {"data"}
+
+
+def test_cli_json_and_terminal(tmp_path: Any) -> None:
+    out = io.StringIO()
+    with redirect_stdout(out):
+        code = main(["bound", str(sample_path("mm_sweep_4096")), "--by", "kernel", "--format", "json", "--no-cache"])
+    assert code == 0
+    data = json.loads(out.getvalue())
+    assert data["by"] == "kernel"
+    assert data["bound"]["regions"][0]["kind"] == "trace"
+    devices = tmp_path / "dev.toml"
+    devices.write_text("[device]\nname = 'slow part'\nbf16_tflops = 100\nfp32_tflops = 10\nmem_bw_tbps = 1\n")
+    out = io.StringIO()
+    with redirect_stdout(out):
+        code = main(["bound", str(sample_path("mm_sweep_4096")), "--devices", str(devices), "--by", "op"])
+    assert code == 0
+    assert "slow part" in out.getvalue()
+    assert main(["bound", str(sample_path("mm_sweep_4096")), "--by", "nothing"]) == 2
+    assert main(["bound", str(sample_path("mm_sweep_4096")), "--devices", str(devices), "--peak-bw", "1"]) == 2

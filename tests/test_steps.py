@@ -1,0 +1,131 @@
+"""Steps: host vs device spans, the device-step split, stats, outliers and warm-up."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from traceinsight.analysis import steps
+from traceinsight.analysis.base import AnalysisConfig
+from traceinsight.trace.loader import load
+
+from .conftest import sample_names
+from .timeline_fixtures import HandMadeTrace
+
+CFG = AnalysisConfig()
+PART_COLS = [f"{p}_ns" for p in (*steps.PARTS, steps.OTHER)]
+
+
+def run_ahead(tmp_path: Path, kernel_us: list[float]) -> steps.StepsResult:
+    """Hand-made: 100 µs host steps each launching one kernel; the GPU runs behind the CPU."""
+    t = HandMadeTrace()
+    gpu_free = 0.0
+    for i, kdur in enumerate(kernel_us):
+        start = 100.0 * i
+        t.step(i, start, 100)
+        t.host("aten::mm", start + 10, 20)
+        launch = start + 15
+        kstart = max(gpu_free, launch + 5)
+        t.gpu("gemm", kstart, kdur, launch_ts=launch)
+        gpu_free = kstart + kdur
+    return steps.run(load(t.write(tmp_path / "steps.json"), cache=False), CFG)
+
+
+def test_device_steps_follow_the_gpu_not_the_host(tmp_path: Path) -> None:
+    result = run_ahead(tmp_path, [150, 150, 150])
+    frame = result.steps
+    assert frame["host_dur_ns"].to_list() == [100_000] * 3
+    # Step 0: host start 0 → kernel end 170; step 1 starts when step 0's work ends (170), etc.
+    assert frame["device_start_ns"].to_list() == [0, 170_000, 320_000]
+    assert frame["device_end_ns"].to_list() == [170_000, 320_000, 470_000]
+    assert frame["kernel_ns"].to_list() == [150_000] * 3
+    # Device steps tile the device timeline.
+    assert (frame["device_start_ns"][1:] == frame["device_end_ns"][:-1]).all()
+
+
+def test_parts_sum_to_the_device_step_by_priority(tmp_path: Path) -> None:
+    result = run_ahead(tmp_path, [50, 50, 50])
+    frame = result.steps
+    total = frame.select(pl.sum_horizontal(PART_COLS).alias("t"))["t"]
+    assert (total == frame["device_dur_ns"]).all()
+    first = frame.row(0, named=True)
+    # Device step 0..70 µs: aten::mm 10..30 holding its launch call 15..17; kernel 20..70.
+    # kernel 20..70; runtime 15..17; CPU exec = the op minus both (10..15, 17..20); other 0..10.
+    assert first["device_dur_ns"] == 70_000
+    assert (first["kernel_ns"], first["runtime_ns"], first["cpu_exec_ns"], first["other_ns"]) == (
+        50_000,
+        2_000,
+        8_000,
+        10_000,
+    )
+
+
+def test_warmup_and_outliers(tmp_path: Path) -> None:
+    result = run_ahead(tmp_path, [400, 50, 52, 49, 51, 50, 150, 50])
+    frame = result.steps
+    assert result.warmup_step == 0
+    assert frame["is_warmup"].to_list() == [True] + [False] * 7
+    assert result.outlier_steps == (6,)
+    assert frame.filter(pl.col("is_outlier"))["step"].to_list() == [6]
+    stats = {row["metric"]: row for row in result.stats.iter_rows(named=True)}
+    assert stats["device_dur_ns"]["steps"] == 8
+    assert stats["device_dur_ns_no_warmup"]["steps"] == 7
+    assert stats["device_dur_ns"]["max_ns"] == frame["device_dur_ns"].max()
+    assert stats["device_dur_ns"]["cv"] > stats["device_dur_ns_no_warmup"]["cv"]
+
+
+def test_steady_steps_have_no_outliers(tmp_path: Path) -> None:
+    result = run_ahead(tmp_path, [50, 51, 49, 50, 50, 52])
+    assert result.warmup_step is None
+    assert result.outlier_steps == ()
+
+
+def test_frame_contract(tmp_path: Path) -> None:
+    frame = run_ahead(tmp_path, [50, 50]).steps
+    assert list(frame.columns) == list(steps.STEP_SCHEMA)
+    for col, dtype in steps.STEP_SCHEMA.items():
+        assert frame.schema[col] == dtype, col
+
+
+def test_no_steps_is_not_available(tmp_path: Path) -> None:
+    t = HandMadeTrace()
+    t.host("aten::mm", 0, 20)
+    t.gpu("gemm", 10, 5, launch_ts=2)
+    result = steps.run(load(t.write(tmp_path / "nosteps.json"), cache=False), CFG)
+    assert not result.available
+    assert "ProfilerStep" in (result.reason or "")
+    assert result.to_dict()["steps"] == []
+
+
+@pytest.mark.parametrize("name", sample_names())
+def test_samples_parts_add_up(name: str, sample_trace) -> None:  # type: ignore[no-untyped-def]
+    result = steps.run(sample_trace(name), CFG)
+    if not result.available:
+        return
+    frame = result.steps
+    assert (frame.select(pl.sum_horizontal(PART_COLS).alias("t"))["t"] == frame["device_dur_ns"]).all()
+    assert (frame.select(pl.min_horizontal(PART_COLS).alias("m"))["m"] >= 0).all()
+    assert (frame["device_start_ns"] >= frame["host_start_ns"]).all()
+    assert (frame["device_start_ns"][1:] >= frame["device_end_ns"][:-1]).all()
+
+
+def test_gemm_bf16_steady_steps_are_kernel_bound(sample_trace) -> None:  # type: ignore[no-untyped-def]
+    result = steps.run(sample_trace("gemm_bf16"), CFG)
+    steady = result.steps.filter(~pl.col("is_warmup"))
+    share = steady["kernel_ns"].sum() / steady["device_dur_ns"].sum()
+    assert share > 0.9
+    # The GPU, not the host, sets the pace: device steps are far longer than host steps.
+    assert steady["device_dur_ns"].median() > 5 * steady["host_dur_ns"].min()
+
+
+def test_dataloader_steps_are_dominated_by_data_loading(sample_trace) -> None:  # type: ignore[no-untyped-def]
+    frame = steps.run(sample_trace("dataloader_w0"), CFG).steps
+    assert (frame["dataloader_ns"] > 0.5 * frame["device_dur_ns"]).all()
+
+
+def test_train_eager_first_step_is_warmup(sample_trace) -> None:  # type: ignore[no-untyped-def]
+    result = steps.run(sample_trace("train_eager"), CFG)
+    first = int(result.steps["step"][0])
+    assert result.warmup_step == first
