@@ -9,7 +9,9 @@ sections that are unavailable on one sample still document every key.
 
 from __future__ import annotations
 
+import collections.abc
 import sys
+import types
 import typing
 from dataclasses import fields, is_dataclass
 from pathlib import Path
@@ -38,44 +40,41 @@ def _dtype(dtype: Any) -> str:
     return "string"
 
 
-def _kind(value: Any, annotation: Any) -> str:
+_NAMES = {str: "string", int: "int", float: "float", bool: "bool", type(None): "null", Any: "any"}
+
+
+def _ann(annotation: Any) -> str:
+    """A type annotation in JSON words: ``str | None`` → ``string or null``."""
     import polars as pl
 
-    if isinstance(value, pl.DataFrame):
+    if annotation in _NAMES:
+        return _NAMES[annotation]
+    if annotation is pl.DataFrame:
         return "list of rows"
-    if is_dataclass(value) and not isinstance(value, type):
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_ann(a) for a in args)
+    if origin in (dict, collections.abc.Mapping):
         return "object"
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int):
-        return "int"
-    if isinstance(value, float):
-        return "float"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, dict):
+    if origin in (list, tuple, set, frozenset):
+        inner = [a for a in args if a is not Ellipsis]
+        return f"list of {_ann(inner[0])}" if inner else "list"
+    if origin is typing.Literal:
+        return "string: " + ", ".join(f"`{a}`" for a in args)
+    if is_dataclass(annotation):
         return "object"
-    if isinstance(value, (list, tuple)):
-        return "list"
-    text = str(annotation).replace("typing.", "")
-    return f"{text} (null here)" if value is None else text
+    return str(annotation).replace("typing.", "")
 
 
-def describe(result: Any) -> list[str]:
-    import polars as pl
-
-    hints = typing.get_type_hints(type(result))
-    lines = ["| key | type | row keys / fields |", "|---|---|---|"]
-    lines.append("| `schema_version` | int | |")
-    for f in fields(result):
-        value = getattr(result, f.name)
-        detail = ""
-        if isinstance(value, pl.DataFrame):
-            detail = ", ".join(f"`{c}` ({_dtype(t)})" for c, t in value.schema.items()) or "(columns vary)"
-        elif is_dataclass(value) and not isinstance(value, type):
-            detail = ", ".join(f"`{g.name}`" for g in fields(value))
-        lines.append(f"| `{f.name}` | {_kind(value, hints.get(f.name, ''))} | {detail} |")
-    return lines
+def _item_type(annotation: Any) -> Any:
+    args = [a for a in typing.get_args(annotation) if a is not Ellipsis and a is not type(None)]
+    for a in args:
+        if is_dataclass(a):
+            return a
+        inner = _item_type(a)
+        if inner is not None:
+            return inner
+    return annotation if is_dataclass(annotation) else None
 
 
 def generate() -> str:
@@ -90,7 +89,8 @@ def generate() -> str:
     for key, value in top.items():
         if key in first.sections:
             continue
-        out.append(f"| `{key}` | {_kind(value, '')} |")
+        kind = "object" if isinstance(value, dict) else "list" if isinstance(value, list) else _ann(type(value))
+        out.append(f"| `{key}` | {kind} |")
     out.append("| `<section name>` | object: one per entry of `sections`, described below |")
     out.append("")
     for spec in ANALYSES:

@@ -196,4 +196,4 @@ def test_capture_command_works_without_polars(script: Path, tmp_path: Path) -> N
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    assert step_names(out) == {"ProfilerStep#2"}
+    assert "ProfilerStep#2" in step_names(out)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 import warnings
 from pathlib import Path
 
@@ -44,8 +45,6 @@ def test_trace_has_steps_counters_and_meta(tmp_path: Path, monkeypatch: pytest.M
         assert current_profiler() is p
         for _ in range(5):
             train(None, 1)
-            import time
-
             time.sleep(0.05)  # long enough for several samples inside the active window
             p.step()
     assert current_profiler() is None
@@ -73,8 +72,6 @@ def test_counters_land_inside_the_span_they_were_sampled_in(
     fake = install(monkeypatch, call_latency_s=0.002, util_gpu=lambda _t: next(counter))
     out = tmp_path / "a.json.gz"
     with profile(out, devices=[0], interval_s=0.02):
-        import time
-
         time.sleep(0.25)
         train(None, 2)
     trace = read_trace(out)

@@ -53,12 +53,13 @@ GOOD_COST_COVERAGE = 0.8
 NEAR_RIDGE_RATIO = 1.5  # compute vs memory time closer than this: near the ridge point
 FAR_BELOW_ROOFLINE_PCT = 20.0
 MAX_OP_REGIONS = 100
-COUNTER_MIN_INSIDE = 0.5  # a counter sample counts for a region when half its window is inside
+COUNTER_MIN_INSIDE = 0.75  # a counter sample counts for a region when most of its window is inside
 
 COMPUTE_FAMILIES = ("gemm", "conv", "attention")
 MEMORY_FAMILIES = ("elementwise", "reduction", "copy", "memcpy", "memset")
 TENSOR_CLASSES = ("tf32", "bf16", "fp16", "fp8", "int8")
 
+GPM_FAMILY = "gpm"
 COUNTER_SERIES = {
     ("gpm", "tensor_util_pct"): "tensor_util_pct",
     ("gpm", "dram_bw_util_pct"): "dram_bw_util_pct",
@@ -429,14 +430,18 @@ def _counter_windows(trace: Trace) -> pl.DataFrame:
         return pl.DataFrame(schema=schema)
     frame = picked.sort("ts_ns")
     prev = pl.col("ts_ns").shift(1).over("device", "metric")
-    # The first sample of a series averages over one typical sampling interval before it.
-    step = (pl.col("ts_ns") - prev).median().over("device", "metric")
+    step = (pl.col("ts_ns") - prev).median().over("device", "metric").fill_null(0)
+    # GPM values average the window between two GPM reads and are stamped at its middle;
+    # NVML utilisation is read at the end of the period it describes.
+    centred = pl.col("_name") == GPM_FAMILY
+    start = pl.when(centred).then(pl.col("ts_ns") - step // 2).otherwise(pl.coalesce(prev, pl.col("ts_ns") - step))
+    end = pl.when(centred).then(pl.col("ts_ns") + step // 2).otherwise(pl.col("ts_ns"))
     return (
         frame.select(
             pl.col("device"),
             "metric",
-            pl.coalesce(prev, pl.col("ts_ns") - step.fill_null(0)).cast(pl.Int64).alias("c_start"),
-            pl.col("ts_ns").alias("c_end"),
+            start.cast(pl.Int64).alias("c_start"),
+            end.cast(pl.Int64).alias("c_end"),
             "value",
         )
         .filter(pl.col("c_end") > pl.col("c_start"))

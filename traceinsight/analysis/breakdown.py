@@ -109,12 +109,27 @@ def gpu_work(trace: Trace) -> pl.DataFrame:
         & pl.col("device").is_not_null()
         & (pl.col("end_ns") > pl.col("ts_ns"))
     )
-    return work.select(
+    # Categories depend on name, kind and whether a collective is named: work them out once
+    # per distinct combination rather than running string matching over every kernel.
+    work = work.select(
         "device",
         pl.col("stream").fill_null(-1),
         pl.col("ts_ns").alias("start_ns"),
         "end_ns",
-        category_expr().alias("category"),
+        "name",
+        "kind",
+        pl.col("collective_name").is_not_null().alias("_collective"),
+    )
+    combos = work.select("name", "kind", "_collective").unique()
+    combos = combos.with_columns(
+        category_expr()
+        .or_(pl.lit(None, pl.String))  # keeps the dtype String when combos is empty
+        .alias("category")
+        if False
+        else category_expr_on(pl.col("_collective")).alias("category")
+    )
+    return work.join(combos, on=["name", "kind", "_collective"], how="left", maintain_order="left").select(
+        "device", "stream", "start_ns", "end_ns", "category"
     )
 
 

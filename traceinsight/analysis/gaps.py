@@ -81,6 +81,17 @@ def is_data_loading() -> pl.Expr:
     return pl.col("name").cast(pl.String).str.contains(DATA_LOADING_PATTERN)
 
 
+def with_name_flags(events: pl.DataFrame) -> pl.DataFrame:
+    """``events`` plus ``is_sync_name`` / ``is_data_name``, matched once per distinct name
+    (regexes over a few thousand names, not over every event)."""
+    names = events.select(pl.col("name").unique()).with_columns(
+        is_sync_name=pl.col("name").cast(pl.String).str.contains(SYNC_CALL_PATTERN)
+        | pl.col("name").cast(pl.String).is_in(list(SYNC_OPS)),
+        is_data_name=is_data_loading(),
+    )
+    return events.join(names, on="name", how="left", maintain_order="left")
+
+
 THREAD = ["pid", "tid"]
 
 
@@ -115,9 +126,8 @@ def _thread_events(trace: Trace, threads: pl.DataFrame) -> pl.DataFrame:
 def _host_activity(trace: Trace, threads: pl.DataFrame) -> pl.DataFrame:
     """Host events of the threads with their class level (index in HOST_CLASSES), keyed by
     device + thread (a thread feeding two devices is read once for each)."""
-    events = _thread_events(trace, threads).join(threads.select("device", *THREAD).unique(), on=THREAD)
+    events = with_name_flags(_thread_events(trace, threads).join(threads.select("device", *THREAD).unique(), on=THREAD))
     kind = pl.col("kind").cast(pl.String)
-    name = pl.col("name").cast(pl.String)
     launches = (
         _launched(trace)
         .select(*THREAD, "launch_ts_ns")
@@ -136,11 +146,11 @@ def _host_activity(trace: Trace, threads: pl.DataFrame) -> pl.DataFrame:
     )
     level = (
         pl.when(
-            (kind.is_in(["runtime", "driver"]) & name.str.contains(SYNC_CALL_PATTERN))
-            | ((kind == "cpu_op") & name.is_in(list(SYNC_OPS)))
+            # The call patterns only match runtime/driver names, the ops only cpu_op names.
+            kind.is_in(["runtime", "driver", "cpu_op"]) & pl.col("is_sync_name")
         )
         .then(0)
-        .when(kind.is_in(["cpu_op", "user_annotation", "python"]) & is_data_loading())
+        .when(kind.is_in(["cpu_op", "user_annotation", "python"]) & pl.col("is_data_name"))
         .then(1)
         .when(kind.is_in(["runtime", "driver"]) | ((kind == "cpu_op") & pl.col("launches")))
         .then(2)

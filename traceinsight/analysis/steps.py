@@ -23,7 +23,7 @@ import polars as pl
 from traceinsight.analysis import intervals
 from traceinsight.analysis.base import AnalysisConfig, AnalysisSpec, Result
 from traceinsight.analysis.breakdown import gpu_work
-from traceinsight.analysis.gaps import is_data_loading
+from traceinsight.analysis.gaps import with_name_flags
 from traceinsight.trace.model import Trace
 from traceinsight.trace.schema import PROFILER_STEP_PREFIX
 
@@ -85,8 +85,9 @@ def _device_spans(trace: Trace, spans: pl.DataFrame) -> pl.DataFrame:
         .agg(pl.col("end_ns").max().alias("work_end_ns"))
     )
     steps = spans.join(work_end, on="step", how="left")
-    # GPU work of earlier steps still running when this one starts pushes its device start.
-    earlier_end = pl.col("work_end_ns").cum_max().shift(1)
+    # GPU work of earlier steps still running when this one starts pushes its device start;
+    # a step without GPU work ends at its host end, which later steps cannot start before.
+    earlier_end = pl.coalesce("work_end_ns", "host_end_ns").cum_max().shift(1)
     start = pl.max_horizontal("host_start_ns", earlier_end)
     return (
         steps.with_columns(device_start_ns=start)
@@ -116,14 +117,16 @@ def _activity(trace: Trace) -> pl.DataFrame:
     level = (
         pl.when(kind.is_in(["runtime", "driver"]))
         .then(4)
-        .when(kind.is_in(["cpu_op", "user_annotation", "python"]) & is_data_loading())
+        .when(kind.is_in(["cpu_op", "user_annotation", "python"]) & pl.col("is_data_name"))
         .then(5)
         .when(kind == "cpu_op")
         .then(6)
     )
-    host = trace.events.filter(kind.is_in(["runtime", "driver", "cpu_op", "user_annotation", "python"])).select(
-        pl.col("ts_ns").alias("start_ns"), "end_ns", level.cast(pl.Int64).alias("level")
-    )
+    host = with_name_flags(
+        trace.events.filter(kind.is_in(["runtime", "driver", "cpu_op", "user_annotation", "python"])).select(
+            "ts_ns", "end_ns", "kind", "name"
+        )
+    ).select(pl.col("ts_ns").alias("start_ns"), "end_ns", level.cast(pl.Int64).alias("level"))
     return pl.concat([work, host.drop_nulls("level")])
 
 
