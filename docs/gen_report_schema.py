@@ -77,6 +77,32 @@ def _item_type(annotation: Any) -> Any:
     return annotation if is_dataclass(annotation) else None
 
 
+def describe(result: Any) -> list[str]:
+    import polars as pl
+
+    hints = typing.get_type_hints(type(result))
+    lines = ["| key | type | row keys / fields |", "|---|---|---|"]
+    lines.append("| `schema_version` | int | |")
+    data = result.to_dict()
+    for f in fields(result):
+        if f.name not in data:  # kept on the object, left out of the JSON (e.g. very long tables)
+            continue
+        value = getattr(result, f.name)
+        annotation = hints.get(f.name, Any)
+        detail = ""
+        if isinstance(value, pl.DataFrame):
+            detail = ", ".join(f"`{c}` ({_dtype(t)})" for c, t in value.schema.items()) or "(columns vary)"
+        elif (item := _item_type(annotation)) is not None:
+            item_hints = typing.get_type_hints(item)
+            detail = ", ".join(f"`{g.name}` ({_ann(item_hints.get(g.name, Any))})" for g in fields(item))
+        lines.append(f"| `{f.name}` | {_ann(annotation).replace('|', 'or')} | {detail} |")
+    for key in data.keys() - {f.name for f in fields(result)} - {"schema_version"}:
+        value = data[key]
+        kind = "object" if isinstance(value, dict) else "list" if isinstance(value, list) else _ann(type(value))
+        lines.append(f"| `{key}` | {kind} | |")
+    return lines
+
+
 def generate() -> str:
     from traceinsight.analysis.registry import ANALYSES
     from traceinsight.analysis.report import analyze

@@ -91,6 +91,9 @@ def test_peak_and_the_ops_holding_memory_there(tmp_path: Path) -> None:
     held = dict(zip(r.top_ops["op_name"], r.top_ops["bytes"], strict=True))
     assert held == {"aten::empty": 4 * MiB, "aten::add": 3 * MiB, "aten::relu": 2 * MiB}
     assert r.top_ops["op_name"].to_list()[0] == "aten::empty"  # most bytes first
+    # aten::empty allocated for its caller, which is named beside it
+    callers = dict(zip(r.top_ops["op_name"], r.top_ops["called_from"], strict=True))
+    assert callers == {"aten::empty": "aten::linear", "aten::add": None, "aten::relu": None}
     assert r.top_ops["share_of_peak_pct"].to_list()[0] == pytest.approx(100 * 4 / 9)
 
 
@@ -204,6 +207,10 @@ def test_train_eager_peak_and_top_ops(sample_trace: Any) -> None:
     held = r.top_ops.filter(pl.col("device") == "cuda:0")
     assert held.height > 0
     assert held["op_name"].str.starts_with("aten::").any()
+    # the callers of allocation helpers are real ops, never helpers themselves
+    callers = held["called_from"].drop_nulls()
+    assert callers.len() > 0
+    assert not callers.is_in(list(memory.ALLOCATION_HELPERS)).any()
     # A healthy training loop: flat memory at step end, nothing to flag.
     assert r.step_ends.height >= 3
     assert r.leaks == ()

@@ -60,6 +60,7 @@ MEMORY_FAMILIES = ("elementwise", "reduction", "copy", "memcpy", "memset")
 TENSOR_CLASSES = ("tf32", "bf16", "fp16", "fp8", "int8")
 
 GPM_FAMILY = "gpm"
+GPM_LAG_WINDOWS = 1.0  # how many sampling windows GPM values trail their timestamps
 COUNTER_SERIES = {
     ("gpm", "tensor_util_pct"): "tensor_util_pct",
     ("gpm", "dram_bw_util_pct"): "dram_bw_util_pct",
@@ -431,11 +432,15 @@ def _counter_windows(trace: Trace) -> pl.DataFrame:
     frame = picked.sort("ts_ns")
     prev = pl.col("ts_ns").shift(1).over("device", "metric")
     step = (pl.col("ts_ns") - prev).median().over("device", "metric").fill_null(0)
-    # GPM values average the window between two GPM reads and are stamped at its middle;
+    # GPM values average the window between two GPM reads and are stamped at its middle, but
+    # on recorded H100/H200 traces they trail the kernels they describe by about one window
+    # (aligning tensor-core utilisation with GEMM kernels fits best one window earlier), so
+    # each GPM value is taken to describe the window before the one centred on its stamp.
     # NVML utilisation is read at the end of the period it describes.
-    centred = pl.col("_name") == GPM_FAMILY
-    start = pl.when(centred).then(pl.col("ts_ns") - step // 2).otherwise(pl.coalesce(prev, pl.col("ts_ns") - step))
-    end = pl.when(centred).then(pl.col("ts_ns") + step // 2).otherwise(pl.col("ts_ns"))
+    gpm = pl.col("_name") == GPM_FAMILY
+    lag = (step * GPM_LAG_WINDOWS).cast(pl.Int64)
+    start = pl.when(gpm).then(pl.col("ts_ns") - step // 2 - lag).otherwise(pl.coalesce(prev, pl.col("ts_ns") - step))
+    end = pl.when(gpm).then(pl.col("ts_ns") + step // 2 - lag).otherwise(pl.col("ts_ns"))
     return (
         frame.select(
             pl.col("device"),

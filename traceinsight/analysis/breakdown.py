@@ -65,10 +65,11 @@ def group_of(category: str) -> str:
     return category.split("_", 1)[0]
 
 
-def is_communication() -> pl.Expr:
+def is_communication(has_collective: pl.Expr | None = None) -> pl.Expr:
     """NCCL/RCCL kernels: by name, or a collective recorded in the kernel's args."""
     name = pl.col("name").cast(pl.String).str.to_lowercase()
-    return name.str.contains("nccl") | name.str.contains("rccl") | pl.col("collective_name").is_not_null()
+    collective = pl.col("collective_name").is_not_null() if has_collective is None else has_collective
+    return name.str.contains("nccl") | name.str.contains("rccl") | collective
 
 
 def _memcpy_category() -> pl.Expr:
@@ -88,15 +89,16 @@ def _memcpy_category() -> pl.Expr:
     )
 
 
-def category_expr() -> pl.Expr:
-    """The breakdown category of each row of ``Trace.kernels``."""
+def category_expr(has_collective: pl.Expr | None = None) -> pl.Expr:
+    """The breakdown category of each row of ``Trace.kernels`` (``has_collective`` stands in
+    for ``collective_name is not null`` where that column is not at hand)."""
     kind = pl.col("kind").cast(pl.String)
     return (
         pl.when(kind == "memset")
         .then(pl.lit("memset"))
         .when(kind == "memcpy")
         .then(_memcpy_category())
-        .when(is_communication())
+        .when(is_communication(has_collective))
         .then(pl.lit("communication"))
         .otherwise(pl.lit("compute"))
     )
@@ -121,13 +123,7 @@ def gpu_work(trace: Trace) -> pl.DataFrame:
         pl.col("collective_name").is_not_null().alias("_collective"),
     )
     combos = work.select("name", "kind", "_collective").unique()
-    combos = combos.with_columns(
-        category_expr()
-        .or_(pl.lit(None, pl.String))  # keeps the dtype String when combos is empty
-        .alias("category")
-        if False
-        else category_expr_on(pl.col("_collective")).alias("category")
-    )
+    combos = combos.with_columns(category_expr(has_collective=pl.col("_collective")).alias("category"))
     return work.join(combos, on=["name", "kind", "_collective"], how="left", maintain_order="left").select(
         "device", "stream", "start_ns", "end_ns", "category"
     )

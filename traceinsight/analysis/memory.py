@@ -27,6 +27,15 @@ LEAK_MIN_STEPS = 3
 LEAK_TOLERANCE_BYTES = 4096
 LEAK_TOLERANCE_FRACTION = 0.001
 NO_OP = "(no op)"
+# Ops that allocate on behalf of their caller; the caller is reported next to them.
+ALLOCATION_HELPERS = (
+    "aten::empty",
+    "aten::empty_strided",
+    "aten::empty_like",
+    "aten::new_empty",
+    "aten::new_empty_strided",
+    "aten::resize_",
+)
 
 PEAK_COLUMNS: dict[str, pl.DataType | type[pl.DataType]] = {
     "device": pl.String,
@@ -44,6 +53,7 @@ PEAK_COLUMNS: dict[str, pl.DataType | type[pl.DataType]] = {
 TOP_OP_COLUMNS: dict[str, pl.DataType | type[pl.DataType]] = {
     "device": pl.String,
     "op_name": pl.String,
+    "called_from": pl.String,
     "bytes": pl.Int64,
     "allocations": pl.Int64,
     "share_of_peak_pct": pl.Float64,
@@ -176,11 +186,15 @@ def _top_ops(trace: Trace, alive: pl.DataFrame, peaks: pl.DataFrame, top_n: int)
     if alive.height == 0:
         return pl.DataFrame(schema=TOP_OP_COLUMNS)
     points = alive.select("label", "pid", "tid", "ts_ns", "bytes")
-    located = innermost_op(trace.events, points)
+    located = innermost_op(trace.events, points, owner_skips=ALLOCATION_HELPERS)
     peak_by_label = peaks.select("label", "device_type", "peak_allocated_bytes")
     return (
-        located.with_columns(pl.col("op_name").fill_null(NO_OP))
-        .group_by("label", "op_name")
+        located.with_columns(
+            pl.col("op_name").fill_null(NO_OP),
+            # Who asked for it, when the allocating op is a helper like aten::empty.
+            called_from=pl.when(pl.col("owner_id") != pl.col("op_id")).then(pl.col("owner_name")),
+        )
+        .group_by("label", "op_name", "called_from")
         .agg(bytes=pl.col("bytes").sum(), allocations=pl.len().cast(pl.Int64))
         .join(peak_by_label, on="label", how="left")
         .with_columns(
@@ -188,7 +202,11 @@ def _top_ops(trace: Trace, alive: pl.DataFrame, peaks: pl.DataFrame, top_n: int)
                 pl.col("bytes") * 100.0 / pl.col("peak_allocated_bytes")
             )
         )
-        .sort(["device_type", "label", "bytes", "op_name"], descending=[True, False, True, False])
+        .sort(
+            ["device_type", "label", "bytes", "op_name", "called_from"],
+            descending=[True, False, True, False, False],
+            nulls_last=True,
+        )
         .group_by("label", maintain_order=True)
         .head(top_n)
         .rename({"label": "device"})

@@ -13,6 +13,7 @@ dispatch work. Totals per name add up each call, so an op that nests inside itse
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -146,9 +147,12 @@ class HostTree:
         out = np.where(pos >= 0, self._ids[np.clip(pos, 0, None)], -1)
         return pl.Series(out, dtype=pl.Int64).replace(-1, None)
 
-    def climb_to_op(self, start: np.ndarray, ts_ns: np.ndarray | None = None) -> np.ndarray:
+    def climb_to_op(
+        self, start: np.ndarray, ts_ns: np.ndarray | None = None, skip: np.ndarray | None = None
+    ) -> np.ndarray:
         """From each start position, the first position at or above it that is a cpu_op
-        (and, with ``ts_ns``, still running at that time); -1 when the root is passed."""
+        (and, with ``ts_ns``, still running at that time; with ``skip``, a boolean mask by
+        position, not one of those); -1 when the root is passed."""
         cur = start.copy()
 
         def needs_climb() -> np.ndarray:
@@ -156,6 +160,8 @@ class HostTree:
             ok = self.is_op[safe]
             if ts_ns is not None:
                 ok = ok & (self.end_ns[safe] >= ts_ns)
+            if skip is not None:
+                ok = ok & ~skip[safe]
             return (cur >= 0) & ~ok
 
         climbing = needs_climb()
@@ -190,9 +196,13 @@ def op_tree(trace: Trace, tree: HostTree | None = None) -> pl.DataFrame:
     ).with_columns(top_level=pl.col("op_parent").is_null())
 
 
-def innermost_op(events: pl.DataFrame, points: pl.DataFrame) -> pl.DataFrame:
+def innermost_op(
+    events: pl.DataFrame, points: pl.DataFrame, *, owner_skips: Collection[str] = ()
+) -> pl.DataFrame:
     """For points (``pid``, ``tid``, ``ts_ns`` plus any columns), the innermost cpu_op enclosing
-    each on its thread: adds ``op_id`` and ``op_name`` (null when no op was running).
+    each on its thread: adds ``op_id`` and ``op_name`` (null when no op was running), and
+    ``owner_id``/``owner_name``: the innermost enclosing op whose name is not in
+    ``owner_skips`` (with no skips, the same op).
 
     The latest op that started at or before the point is found with an as-of join; when it
     had already ended, the climb goes up its ancestors to the first op still running.
@@ -226,20 +236,32 @@ def innermost_op(events: pl.DataFrame, points: pl.DataFrame) -> pl.DataFrame:
     found = tree.climb_to_op(
         tree.pos(first["_op"].fill_null(-1).to_numpy()), first["ts_ns"].to_numpy()
     )
-    located = first.select("_row").with_columns(op_id=tree.ids(found))
-    wanted = located["op_id"].drop_nulls().unique()
+    owner = found
+    if owner_skips:
+        skipped = (
+            events.lazy()
+            .select("id", "name", "kind")
+            .filter((pl.col("kind") == "cpu_op") & pl.col("name").cast(pl.String).is_in(list(owner_skips)))
+            .collect()["id"]
+            .to_numpy()
+        )
+        skip = np.zeros(tree.parent.size, dtype=bool)
+        skip_pos = tree.pos(skipped)
+        skip[skip_pos[skip_pos >= 0]] = True
+        owner = tree.climb_to_op(found, first["ts_ns"].to_numpy(), skip)
+    located = first.select("_row").with_columns(op_id=tree.ids(found), owner_id=tree.ids(owner))
+    wanted = pl.concat([located["op_id"], located["owner_id"]]).drop_nulls().unique()
     names = (
         events.lazy()
         .select("id", "name")
         .filter(pl.col("id").is_in(wanted.implode()))
-        .select(pl.col("id").alias("op_id"), pl.col("name").cast(pl.String).alias("op_name"))
+        .select("id", pl.col("name").cast(pl.String))
         .collect()
     )
-    return (
-        keyed.join(located.join(names, on="op_id", how="left"), on="_row", how="left")
-        .sort("_row")
-        .drop("_row")
-    )
+    located = located.join(
+        names.rename({"id": "op_id", "name": "op_name"}), on="op_id", how="left"
+    ).join(names.rename({"id": "owner_id", "name": "owner_name"}), on="owner_id", how="left")
+    return keyed.join(located, on="_row", how="left").sort("_row").drop("_row")
 
 
 def _gpu_by_op(tree: HostTree, ops: pl.DataFrame, kernels: pl.DataFrame) -> pl.DataFrame:

@@ -351,8 +351,8 @@ class NvmlSampler:
         deadline = time.perf_counter_ns()
         while True:
             self._tick()
+            deadline += interval_ns
             now = time.perf_counter_ns()
-            deadline = now + interval_ns
             if now > deadline:
                 # Behind schedule (a slow call, a busy host): skip the missed ticks instead of
                 # bursting to catch up, which would bunch samples together.

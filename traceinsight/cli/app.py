@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     _state["verbose"] = "-v" in args or "--verbose" in args
     try:
-        app(args=args, prog_name="traceinsight", standalone_mode=False)
+        returned = app(args=args, prog_name="traceinsight", standalone_mode=False)
     except TraceInsightError as exc:
         if _state["verbose"]:
             raise
@@ -105,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE if isinstance(exc, _USAGE_ERRORS) else int(getattr(exc, "exit_code", 1))
     except KeyboardInterrupt:
         return 130
-    return 0
+    # Without standalone mode, `raise typer.Exit(n)` inside a command comes back as n.
+    return returned if isinstance(returned, int) else 0
 
 
 if __name__ == "__main__":  # pragma: no cover

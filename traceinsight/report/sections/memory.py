@@ -37,7 +37,7 @@ def render_terminal(result: MemoryResult) -> RenderableType:
         top_rows = [
             [
                 row["device"],
-                row["op_name"],
+                row["op_name"] if row["called_from"] is None else f"{row['op_name']} (in {row['called_from']})",
                 size(row["bytes"]),
                 f"{row['allocations']:,}",
                 pct(row["share_of_peak_pct"]),
