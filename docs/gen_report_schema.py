@@ -96,7 +96,8 @@ def describe(result: Any) -> list[str]:
             item_hints = typing.get_type_hints(item)
             detail = ", ".join(f"`{g.name}` ({_ann(item_hints.get(g.name, Any))})" for g in fields(item))
         lines.append(f"| `{f.name}` | {_ann(annotation).replace('|', 'or')} | {detail} |")
-    for key in data.keys() - {f.name for f in fields(result)} - {"schema_version"}:
+    field_names = {f.name for f in fields(result)} | {"schema_version"}
+    for key in [k for k in data if k not in field_names]:
         value = data[key]
         kind = "object" if isinstance(value, dict) else "list" if isinstance(value, list) else _ann(type(value))
         lines.append(f"| `{key}` | {kind} | |")

@@ -28,7 +28,7 @@ def test_parts_sum_exactly_to_the_window_on_every_sample(name: str, sample_trace
     sums = result.by_device.group_by("device").agg(pl.col("dur_ns").sum())
     assert sums["dur_ns"].to_list() == [result.window_ns] * sums.height
     assert (result.by_device["dur_ns"] >= 0).all()
-    assert abs(result.by_device["share"].sum() - sums.height) < 1e-9
+    assert abs(float(result.by_device["share"].sum()) - sums.height) < 1e-9
     per_stream = result.by_stream.group_by("device", "stream").agg(pl.col("dur_ns").sum())
     assert (per_stream["dur_ns"] == result.window_ns).all()
     # Busy of the device (streams merged) never exceeds the sum over its streams.
@@ -43,9 +43,7 @@ def test_gemm_bf16_is_compute_busy(sample_trace) -> None:  # type: ignore[no-unt
     # The recorded window opens on ~0.14 s of warm-up before the first recorded kernel; from
     # the first to the last GPU work the device is essentially always busy.
     assert summary["active_busy_share"] > 0.9
-    compute = result.device_total(0, "compute")
-    assert compute / result.window_ns > 0.8
-    assert compute > 0.9 * summary["busy_ns"]
+    assert result.device_total(0, "compute") > 0.9 * summary["busy_ns"]
 
 
 def test_dataloader_bound_run_is_mostly_idle(sample_trace) -> None:  # type: ignore[no-untyped-def]

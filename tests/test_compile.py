@@ -202,3 +202,15 @@ def test_diff_says_why_a_compiled_run_is_slower(tmp_path: Path) -> None:
     # A compiled run that is faster gets no excuses.
     fast_eager = hand_made_trace(tmp_path / "slow_eager.json", [5000.0] * 6, kernels=("gemm_kernel_a",))
     assert not any("slower" in f for f in diff(fast_eager, compiled).compile.findings)
+
+
+def test_compile_inside_the_recorded_window(sample_trace: Any) -> None:
+    result = compile_analysis.run(sample_trace("train_compiled_with_compile"), CFG)
+    assert result.available
+    assert result.compiles_in_trace >= 1
+    assert result.compile_events["compile_id"].to_list()[0] == "0/0"
+    assert result.compile_events["step"].to_list()[0] == result.compile_events["step"].min()
+    # The first call traces, lowers and loads the graphs: far longer than a steady-state step.
+    assert result.compile_ns > 100_000_000
+    assert result.compile_ns >= max(result.compile_events["dur_ns"].to_list())
+    assert any("compile(s) inside the trace" in f for f in result.findings)

@@ -98,7 +98,7 @@ def test_threshold_filters_and_summary_adds_up(tmp_path: Path) -> None:
     assert (result.gaps["dur_ns"] >= 50_000).all()
     assert result.by_cause["idle_ns"].sum() == result.gap_idle_ns
     assert result.by_cause["idle_ns"].to_list() == sorted(result.by_cause["idle_ns"].to_list(), reverse=True)
-    assert abs(result.by_cause["share"].sum() - 1.0) < 1e-9
+    assert abs(float(result.by_cause["share"].sum()) - 1.0) < 1e-9
     assert result.histogram["gaps"].sum() == result.gap_count
     assert result.histogram["lo_ns"][0] == 50_000
     assert result.top["dur_ns"].to_list() == sorted(result.gaps["dur_ns"].to_list(), reverse=True)[: CFG.top_n]
@@ -132,7 +132,7 @@ def test_regimes_are_told_apart(sample_trace) -> None:  # type: ignore[no-untype
     assert causes["aten::_local_scalar_dense"] == "sync"
     assert causes["aten::mm"] == "launch_overhead"
     sleep = by_culprit.filter(pl.col("culprit") == "host_sleep")["dur_ns"].item()
-    assert sleep > 0.5 * found["dur_ns"].sum()
+    assert sleep > 0.5 * float(found["dur_ns"].sum())
 
 
 @pytest.mark.parametrize("name", sample_names())

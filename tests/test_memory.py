@@ -214,3 +214,42 @@ def test_train_eager_peak_and_top_ops(sample_trace: Any) -> None:
     # A healthy training loop: flat memory at step end, nothing to flag.
     assert r.step_ends.height >= 3
     assert r.leaks == ()
+
+
+def _record_cpu_training(path: Path, *, leak: bool) -> Path:
+    """A real torch.profiler capture on the CPU: a small MLP trained for 5 recorded steps,
+    optionally keeping one new 256 KiB tensor per step (a leak)."""
+    torch = pytest.importorskip("torch")
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    kept = []
+    with profile(
+        activities=[ProfilerActivity.CPU],
+        profile_memory=True,
+        schedule=schedule(wait=1, warmup=1, active=5),
+    ) as prof:
+        for _ in range(7):
+            loss = model(torch.randn(32, 64)).sum()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            if leak:
+                kept.append(torch.ones(256, 256))
+            prof.step()
+    prof.export_chrome_trace(str(path))
+    return path
+
+
+@pytest.mark.parametrize("leak", [True, False])
+def test_recorded_cpu_training_leak_or_not(tmp_path: Path, leak: bool) -> None:
+    trace = load(_record_cpu_training(tmp_path / "cpu.json", leak=leak), cache=False)
+    r = memory.run(trace, AnalysisConfig())
+    assert r.available and r.step_ends.height == 5
+    if leak:
+        assert [x.device for x in r.leaks] == ["cpu"]
+        assert r.leaks[0].growth_per_step_bytes == pytest.approx(256 * 256 * 4, rel=0.05)
+    else:
+        assert r.leaks == ()

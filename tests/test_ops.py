@@ -15,6 +15,8 @@ from typing import Any
 
 import polars as pl
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from rich.console import Console
 
 from tests.conftest import sample_names
@@ -230,3 +232,72 @@ def test_train_eager_matmuls_carry_the_gpu_time(sample_trace: Any) -> None:
     top_self = r.ops.sort("gpu_self_ns", descending=True)["name"].head(3).to_list()
     assert {"aten::mm", "aten::addmm"} & set(top_self)
     assert r.ops.filter(pl.col("top_level")).height > 0
+
+
+# ---- property: attribution on random op trees (generated, not recorded) --------------------
+
+_node: st.SearchStrategy[tuple[Any, ...]] = st.deferred(
+    lambda: st.tuples(
+        st.integers(min_value=0, max_value=40),  # kernel µs launched by the node itself (0: none)
+        st.booleans(),  # wrapped in a record_function annotation
+        st.lists(_node, max_size=3),
+    )
+)
+
+
+def _layout(tree: tuple[Any, ...], t: float, events: list[dict[str, Any]], expect: dict[str, Any], counter: list[int]) -> float:
+    """Lay a node and its children out from time t (µs); record expected figures by name."""
+    kernel_us, wrapped, children = tree
+    counter[0] += 1
+    name = f"op{counter[0]}"
+    start = t
+    if wrapped:
+        t += 1
+    op_start = t
+    t += 1
+    own_children_us = 0.0
+    if kernel_us:
+        corr = counter[0]
+        events.append(launch("cudaLaunchKernel", t, 1, corr))
+        events.append(kernel(f"k{corr}", 10_000 + 100 * corr, kernel_us, corr))
+        own_children_us += 1
+        t += 2
+    total_kernel_us = kernel_us
+    for child in children:
+        t = _layout(child, t, events, expect, counter) + 1
+        total_kernel_us += expect["_last_total"]
+        own_children_us += expect["_last_span"]
+    op_end = t
+    events.append(op(name, op_start, op_end - op_start))
+    if wrapped:
+        events.append(op(f"region{counter[0]}", start, op_end + 1 - start, cat="user_annotation"))
+        t = op_end + 1
+    expect[name] = {
+        "gpu_self_ns": kernel_us * 1000,
+        "gpu_total_ns": total_kernel_us * 1000,
+        "host_self_ns": round((op_end - op_start - own_children_us) * 1000),
+    }
+    expect["_last_total"] = total_kernel_us
+    expect["_last_span"] = t - start
+    return t
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(forest=st.lists(_node, min_size=1, max_size=3))
+def test_property_attribution_on_random_trees(forest: list[tuple[Any, ...]], tmp_path: Path) -> None:
+    events: list[dict[str, Any]] = []
+    expect: dict[str, Any] = {}
+    counter = [0]
+    t = 0.0
+    for tree in forest:
+        t = _layout(tree, t, events, expect, counter) + 5
+    trace = load(write_trace(tmp_path / "random.json", events), cache=False)
+    r = ops.run(trace, AnalysisConfig())
+    got = {row["name"]: row for row in r.ops.iter_rows(named=True)}
+    for name, figures in expect.items():
+        if name.startswith("_"):
+            continue
+        for key, value in figures.items():
+            assert got[name][key] == value, (name, key)
+    top = r.ops.filter(pl.col("top_level"))
+    assert int(top["gpu_total_ns"].sum()) == r.attributed_gpu_ns == int(trace.kernels["dur_ns"].sum())

@@ -72,3 +72,20 @@ def test_doc_pages_exist_and_link_targets_exist(page: str) -> None:
     text = (DOCS / page).read_text(encoding="utf-8")
     for target in re.findall(r"\]\(([\w./-]+\.(?:md|ipynb))(?:#[\w-]+)?\)", text):
         assert (DOCS / target).exists(), f"{page} links to missing {target}"
+
+
+def test_index_links_every_page() -> None:
+    index = (DOCS / "index.md").read_text(encoding="utf-8")
+    linked = set(re.findall(r"\]\(([\w./-]+)(?:#[\w-]+)?\)", index))
+    pages = {p.name for p in DOCS.glob("*.md")} - {"index.md"} | {"notebook.ipynb"}
+    assert pages <= linked, f"not linked from docs/index.md: {sorted(pages - linked)}"
+
+
+def test_pasted_outputs_come_from_commands_that_still_work() -> None:
+    refresh = load_script("refresh_outputs")
+    for page in refresh.PAGES:
+        text = (DOCS / page).read_text(encoding="utf-8")
+        commands = refresh.commands(text)
+        assert commands, f"{page} has no refreshed output blocks"
+        for block in refresh.BLOCK.finditer(text):
+            assert block.group("body").startswith(f"$ {block.group('cmd').partition(' | ')[0]}\n"), "run docs/refresh_outputs.py"

@@ -255,7 +255,7 @@ def _named_regions(trace: Trace) -> pl.DataFrame:
     )
 
 
-def _top_op_regions(trace: Trace, work: pl.DataFrame) -> tuple[pl.DataFrame, int]:
+def _top_op_regions(trace: Trace) -> tuple[pl.DataFrame, int]:
     """Top-level ops that launched GPU work, the ones with the most GPU time first."""
     tops = (
         trace.kernels.filter(pl.col("top_op_id").is_not_null())
@@ -275,13 +275,13 @@ def _top_op_regions(trace: Trace, work: pl.DataFrame) -> tuple[pl.DataFrame, int
     return regions, max(total - MAX_OP_REGIONS, 0)
 
 
-def _regions(trace: Trace, work: pl.DataFrame) -> tuple[pl.DataFrame, int]:
+def _regions(trace: Trace) -> tuple[pl.DataFrame, int]:
     lo, hi = analysis_window(trace)
     whole = pl.DataFrame(
         {"region_id": [-1], "name": ["(whole trace)"], "kind": ["trace"], "start_ns": [lo], "host_end_ns": [hi]},
         schema={"region_id": pl.Int64, "name": pl.String, "kind": pl.String, "start_ns": pl.Int64, "host_end_ns": pl.Int64},
     )
-    ops, left_out = _top_op_regions(trace, work)
+    ops, left_out = _top_op_regions(trace)
     frames = [whole, _named_regions(trace), ops]
     # The same span can be recorded twice (e.g. a compiled region as op and as annotation).
     regions = pl.concat([f.cast(whole.schema) for f in frames]).unique(  # type: ignore[arg-type]
@@ -344,7 +344,7 @@ def _roofline_columns(bw_tbps: float | None) -> list[pl.Expr]:
         pl.when(have & (busy > 0)).then(flops / busy / 1e3).alias("tflops"),
         pl.when(have & (busy > 0)).then(nbytes / busy / 1e3).alias("tbps"),
         pl.when(have & (nbytes > 0)).then(flops / nbytes).alias("intensity"),
-        pl.when(ridge.is_finite()).then(ridge).alias("ridge"),
+        pl.when(have & ridge.is_finite()).then(ridge).alias("ridge"),
         pl.when(have).then(pl.max_horizontal(tc.fill_null(0), tm.fill_null(0)) / costed_ns * 100.0).alias("pct_of_roofline"),
         pl.when(have).then(tc / costed_ns * 100.0).alias("pct_of_peak_flops"),
         pl.when(have).then(tm / costed_ns * 100.0).alias("pct_of_peak_bw"),
@@ -622,7 +622,7 @@ def _label_regions(
 def _region_table(
     trace: Trace, work: pl.DataFrame, peaks: devices.DevicePeaks | None, gaps: pl.DataFrame | None, primary: int
 ) -> tuple[pl.DataFrame, int]:
-    regions, left_out = _regions(trace, work)
+    regions, left_out = _regions(trace)
     pairs = _assign(regions, work)
     # A region's device: the one its kernels spent most time on (else the busiest device).
     main_device = (
@@ -634,19 +634,15 @@ def _region_table(
     )
     pairs = pairs.join(main_device, on=["region_id", "device"], how="semi")
     agg = _aggregate(pairs, ["region_id"])
-    own = intervals.union(pairs.select("region_id", pl.col("ts_ns").alias("start_ns"), "end_ns"), by=["region_id"])
-    own_busy = own.group_by("region_id").agg((pl.col("end_ns") - pl.col("start_ns")).sum().alias("own_busy_ns"))
     table = (
         regions.join(main_device, on="region_id", how="left")
         .with_columns(pl.col("device").fill_null(primary))
         .join(agg, on="region_id", how="left")
-        .join(own_busy, on="region_id", how="left")
         .with_columns(
             pl.max_horizontal("host_end_ns", pl.col("last_end_ns").fill_null(pl.col("host_end_ns"))).alias("end_ns"),
             (pl.col("host_end_ns") - pl.col("start_ns")).alias("host_dur_ns"),
             pl.col("kernels").fill_null(0),
             pl.col("kernel_ns").fill_null(0),
-            pl.col("own_busy_ns").fill_null(0),
         )
         .with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("dur_ns"))
     )
@@ -707,7 +703,14 @@ def _op_table(trace: Trace, work: pl.DataFrame, roofline_ok: bool, bw: float | N
         work.filter(pl.col("kind") == "kernel")
         .with_columns(pl.coalesce("costed_op_id", "op_id").alias("op_key"))
         .join(ops, on="op_key", how="left")
-        .with_columns(pl.col("op_name").fill_null("(no recorded op)"))
+        .with_columns(
+            pl.when(pl.col("op_name").is_not_null())
+            .then(pl.col("op_name"))
+            .when(pl.col("launch_ts_ns").is_null())
+            .then(pl.lit("(launched before the trace)"))
+            .otherwise(pl.lit("(no recorded op)"))
+            .alias("op_name")
+        )
     )
     table = _group_table(keyed, ["op_name", "shapes", "device"], roofline_ok, bw).rename({"op_name": "name"})
     return (

@@ -209,21 +209,21 @@ class BreakdownResult(Result):
 def run(trace: Trace, config: AnalysisConfig) -> BreakdownResult:
     lo, hi = analysis_window(trace)
     window_ns = max(hi - lo, 0)
-    base = {"window_start_ns": lo, "window_end_ns": hi, "window_ns": window_ns}
     work = gpu_work(trace)
-    if work.height == 0:
+    if work.height == 0 or window_ns == 0:
+        reason = "no GPU kernels, memcpys or memsets in this trace" if work.height == 0 else "the trace's window is empty"
         return BreakdownResult(
-            available=False, reason="no GPU kernels, memcpys or memsets in this trace", **base
+            available=False, reason=reason, window_start_ns=lo, window_end_ns=hi, window_ns=window_ns
         )
-    if window_ns == 0:
-        return BreakdownResult(available=False, reason="the trace's window is empty", **base)
     by_device = _with_idle(_by_priority(work, ["device"], lo, hi), ["device"], window_ns)
     by_stream = _with_idle(_by_priority(work, ["device", "stream"], lo, hi), ["device", "stream"], window_ns)
     return BreakdownResult(
         devices=_summary(work, window_ns),
         by_device=by_device.select(list(DEVICE_SCHEMA)).cast(DEVICE_SCHEMA),  # type: ignore[arg-type]
         by_stream=by_stream.select(list(STREAM_SCHEMA)).cast(STREAM_SCHEMA),  # type: ignore[arg-type]
-        **base,
+        window_start_ns=lo,
+        window_end_ns=hi,
+        window_ns=window_ns,
     )
 
 

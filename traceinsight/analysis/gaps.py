@@ -36,7 +36,7 @@ import polars as pl
 
 from traceinsight.analysis import intervals
 from traceinsight.analysis.base import AnalysisConfig, AnalysisSpec, Result
-from traceinsight.analysis.breakdown import busy_intervals, gpu_work
+from traceinsight.analysis.breakdown import busy_intervals
 from traceinsight.analysis.overview import analysis_window
 from traceinsight.trace.model import Trace
 from traceinsight.trace.schema import PROFILER_STEP_PREFIX
@@ -293,7 +293,8 @@ def find_gaps(trace: Trace, threshold_ns: int) -> pl.DataFrame:
     one ``<class>_ns`` column per host class: how much of the gap that thread spent in it.
     """
     gaps = _gap_frame(trace, threshold_ns)
-    extra = {"pid": pl.Int64, "tid": pl.Int64} | {f"{c}_ns": pl.Int64 for c in (*HOST_CLASSES, UNTRACED)}
+    extra: dict[str, pl.DataType | type[pl.DataType]] = {"pid": pl.Int64, "tid": pl.Int64}
+    extra |= {f"{c}_ns": pl.Int64 for c in (*HOST_CLASSES, UNTRACED)}
     if gaps.height == 0:
         return pl.DataFrame(schema=GAP_SCHEMA | extra)
     gaps = gaps.join(_next_work(trace, gaps), on="row", how="left")
@@ -393,19 +394,22 @@ class GapsResult(Result):
         return data
 
 
-def _fields_base(trace: Trace, threshold_ns: int) -> dict[str, int]:
-    lo, hi = analysis_window(trace)
-    return {"threshold_ns": threshold_ns, "window_start_ns": lo, "window_end_ns": hi, "window_ns": max(hi - lo, 0)}
-
-
 def run(trace: Trace, config: AnalysisConfig) -> GapsResult:
     threshold_ns = int(config.gap_threshold_ns)
-    base = _fields_base(trace, threshold_ns)
-    if gpu_work(trace).height == 0:
-        return GapsResult(available=False, reason="no GPU kernels, memcpys or memsets in this trace", **base)
+    lo, hi = analysis_window(trace)
+    window_ns = max(hi - lo, 0)
     busy = busy_intervals(trace)
+    if busy.height == 0:
+        return GapsResult(
+            available=False,
+            reason="no GPU kernels, memcpys or memsets in this trace",
+            threshold_ns=threshold_ns,
+            window_start_ns=lo,
+            window_end_ns=hi,
+            window_ns=window_ns,
+        )
     devices = busy["device"].n_unique()
-    idle_ns = devices * base["window_ns"] - int(busy.select((pl.col("end_ns") - pl.col("start_ns")).sum()).item() or 0)
+    idle_ns = devices * window_ns - int(busy.select((pl.col("end_ns") - pl.col("start_ns")).sum()).item() or 0)
     gaps = find_gaps(trace, threshold_ns)
     total = int(gaps["dur_ns"].sum() or 0)
     share = (pl.col("idle_ns") / total) if total else pl.lit(0.0)
@@ -441,7 +445,10 @@ def run(trace: Trace, config: AnalysisConfig) -> GapsResult:
         histogram=_histogram(gaps, threshold_ns),
         top=top,
         gaps=gaps,
-        **base,
+        threshold_ns=threshold_ns,
+        window_start_ns=lo,
+        window_end_ns=hi,
+        window_ns=window_ns,
     )
 
 

@@ -246,12 +246,27 @@ def _memory(sections: Mapping[str, dict[str, Any]]) -> list[Finding]:
     return found
 
 
+def _kernels(sections: Mapping[str, dict[str, Any]]) -> Finding | None:
+    kernels = sections.get("kernels")
+    if not kernels or not kernels.get("available", True):
+        return None
+    launch_data = kernels.get("launch")
+    launch: dict[str, Any] = launch_data if isinstance(launch_data, dict) else {}
+    short = _num(launch.get("shorter_than_launch_pct"))
+    count = _num(launch.get("kernels")) or 0
+    # Only worth a headline when it is most kernels of a sizeable trace.
+    if short is None or short < 50 or count < 100:
+        return None
+    return Finding("kernels", f"{short:.0f} % of kernels run for less time than the CPU takes to launch them", 9.0)
+
+
 _FINDERS: tuple[Callable[[Mapping[str, dict[str, Any]]], Finding | list[Finding] | None], ...] = (
     _idle,
     _cause,
     _bound,
     _compile,
     _memory,
+    _kernels,
 )
 
 

@@ -249,6 +249,32 @@ def flatten(
     return merged.cast(schema)  # type: ignore[arg-type]
 
 
+def _fold_groups(
+    body: pl.DataFrame, win: pl.DataFrame, keys: list[str]
+) -> tuple[pl.DataFrame, pl.DataFrame] | None:
+    """Lay the groups end to end on one time axis (group g shifted by g * span), so that the
+    keyed problem becomes an unkeyed one: sorts and as-of joins on one Int64 column are far
+    cheaper than on several keys. None when the shifted times would not fit in an Int64."""
+    t0 = min(int(body[START].min()), int(win["_ws"].min()))  # type: ignore[arg-type]
+    t1 = max(int(body[END].max()), int(win["_we"].max()))  # type: ignore[arg-type]
+    span = t1 - t0 + 1
+    groups = pl.concat([body.select(keys), win.select(keys)]).unique().with_row_index("_g")
+    if groups.height * span >= 2**62:
+        return None
+    offset = pl.col("_g").cast(pl.Int64) * span - t0
+    body = (
+        body.join(groups, on=keys, how="left", nulls_equal=True)
+        .with_columns(pl.col(START) + offset, pl.col(END) + offset)
+        .drop([*keys, "_g"])
+    )
+    win = (
+        win.join(groups, on=keys, how="left", nulls_equal=True, maintain_order="left")
+        .with_columns(pl.col("_ws") + offset, pl.col("_we") + offset)
+        .drop([*keys, "_g"])
+    )
+    return body, win
+
+
 def level_totals(
     frame: pl.DataFrame,
     windows: pl.DataFrame,
@@ -274,6 +300,11 @@ def level_totals(
     empty = windows.select(window_id).with_columns([pl.lit(0, pl.Int64).alias(c) for c in cols])
     if body.height == 0 or win.height == 0 or n == 0:
         return empty
+    if keys:
+        folded = _fold_groups(body, win, keys)
+        if folded is not None:
+            body, win = folded
+            keys = []
     by_keys = keys or None
     win_sorted = win.sort("_ws")
     # Only intervals that meet a window matter: the last window starting at or before an

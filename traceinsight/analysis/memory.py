@@ -139,7 +139,9 @@ def _step_at(points: pl.DataFrame, steps: pl.DataFrame, ts_col: str, out: str) -
 
 def _events(trace: Trace) -> pl.DataFrame:
     return (
+        # Row numbers are the time order that allocation matching and the peak rely on.
         trace.memory.filter(pl.col("bytes").is_not_null())
+        .sort("ts_ns", maintain_order=True)
         .with_row_index("row")
         .with_columns(
             pl.col("row").cast(pl.Int64),

@@ -339,8 +339,8 @@ def run(trace: Trace, config: AnalysisConfig) -> OpsResult:
     table = (
         table.select([pl.col(c).cast(t) for c, t in OP_COLUMNS.items()])
         .sort(
-            ["gpu_total_ns", "host_total_ns", "name"],
-            descending=[True, True, False],
+            ["gpu_total_ns", "host_total_ns", "name", "input_dims"],
+            descending=[True, True, False, False],
             nulls_last=True,
         )
     )

@@ -34,7 +34,7 @@ def gaps_command(
     from traceinsight.analysis.base import AnalysisConfig, jsonable
     from traceinsight.trace.loader import load
 
-    config = AnalysisConfig(gap_threshold_ns=int(round(threshold_us * 1000)))
+    config = AnalysisConfig(gap_threshold_ns=round(threshold_us * 1000))
     result = gaps.run(load(trace, cache=not no_cache), config)
     listed = result.gaps
     if limit is not None:
@@ -56,4 +56,4 @@ def gaps_command(
         console.print(Text(f"not available: {result.reason}", style="yellow"))
         return
     title = f"{listed.height:,} of {result.gap_count:,} gaps (start from window start)"
-    console.print(Group(render_terminal(result), gaps_table(listed, title=title, origin_ns=result.window_start_ns)))
+    console.print(Group(render_terminal(result, include_top=False), gaps_table(listed, title=title, origin_ns=result.window_start_ns)))

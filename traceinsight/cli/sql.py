@@ -33,13 +33,20 @@ NO_TRACE_PROCESSOR = (
 
 
 def run_polars(trace_path: Path, query: str, *, cache: bool) -> pl.DataFrame:
+    import polars.selectors as cs
+
     from traceinsight.trace.loader import load
+    from traceinsight.trace.schema import FRAME_SCHEMAS
 
     trace = load(trace_path, cache=cache)
+    # Categorical columns become plain strings so that LIKE, string functions and comparisons
+    # behave as in any SQL database.
+    tables = {name: trace.frame(name).with_columns(cs.categorical().cast(pl.String)) for name in FRAME_SCHEMAS}
     try:
-        return trace.sql(query)
-    except (pl.exceptions.SQLInterfaceError, pl.exceptions.SQLSyntaxError, pl.exceptions.ColumnNotFoundError) as exc:
+        result: pl.DataFrame = pl.SQLContext(tables, eager=True).execute(query)
+    except pl.exceptions.PolarsError as exc:
         raise UsageError(f"SQL error: {str(exc).strip().splitlines()[0]}") from exc
+    return result
 
 
 def run_perfetto(trace_path: Path, query: str, *, binary: str | None) -> pl.DataFrame:
@@ -80,7 +87,7 @@ def format_frame(frame: pl.DataFrame, output: str) -> str:
         numeric = dtype.is_numeric()
         table.add_column(col, overflow="fold", justify="right" if numeric else "left", no_wrap=numeric)
     for row in frame.iter_rows():
-        table.add_row(*("" if v is None else str(v) for v in row))
+        table.add_row(*("" if v is None else f"{v:.6g}" if isinstance(v, float) else str(v) for v in row))
     buf = io.StringIO()
     console = make_console(buf)
     console.print(table)

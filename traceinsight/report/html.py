@@ -236,7 +236,7 @@ def _gap_spans(report: Report, device: int, origin_ns: int) -> list[svg.Span]:
         return []
     if "device" in frame.columns:
         frame = frame.filter(pl.col("device") == device)
-    end_expr = pl.col(end) if end else pl.col(start) + pl.col(dur)  # type: ignore[operator]
+    end_expr = pl.col(end) if end else pl.col(start) + pl.col(str(dur))
     rows = frame.select(pl.col(start).alias("s"), end_expr.alias("e"), pl.col(cause).cast(pl.String).alias("c"))
     return [
         svg.Span((s - origin_ns) / 1e6, (e - origin_ns) / 1e6, CAUSE_COLORS.get(c, "#bab0ac"), f"idle {ns(e - s)}: {c}")
@@ -271,7 +271,7 @@ def timeline_figure(report: Report, trace: Trace) -> Figure | None:
     lo = int(trace.kernels["ts_ns"].min())  # type: ignore[arg-type]
     hi = int(trace.kernels["end_ns"].max())  # type: ignore[arg-type]
     overview = report.sections.get("overview")
-    if overview is not None and getattr(overview, "window_ns", 0):
+    if overview is not None and getattr(overview, "window_ns", None):
         lo, hi = int(overview.window_start_ns), int(overview.window_end_ns)  # type: ignore[attr-defined]
     resolution = max((hi - lo) // 1800, 1)
     lanes: list[tuple[str, Sequence[svg.Span]]] = []
@@ -431,7 +431,7 @@ def _diff_rows(frame: pl.DataFrame) -> list[tuple[str, float, str]]:
     after = _col(frame, "after_ns_per_step", "after_ns")
     if not name or not (delta or (before and after)):
         return []
-    d = pl.col(delta) if delta else pl.col(after) - pl.col(before)  # type: ignore[operator]
+    d = pl.col(delta) if delta else pl.col(str(after)) - pl.col(str(before))
     top = frame.with_columns(_d=d).filter(pl.col("_d").is_not_null()).sort(pl.col("_d").abs(), descending=True).head(20)
     return [(str(r[name]), r["_d"] / 1e6, f"{r[name]}: {'+' if r['_d'] >= 0 else ''}{ns(r['_d'])}") for r in top.iter_rows(named=True)]
 

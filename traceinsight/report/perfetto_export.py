@@ -156,9 +156,17 @@ def _host_tracks(b: _Builder, trace: Trace) -> None:
     procs: dict[int, _Track] = {}
     for (pid, tid), part in host.sort("pid", "tid").group_by("pid", "tid", maintain_order=True):
         if pid not in procs:
-            label = trace.meta.process_names.get(int(pid)) or f"host process {pid}"
+            label = (
+                trace.meta.process_names.get(int(pid))
+                or trace.meta.pid_labels.get(int(pid))
+                or ("profiler" if pid < 0 else f"process {pid}")
+            )
             procs[pid] = b.track(label, pid=int(pid), process_name=label)
-        tname = trace.meta.thread_names.get(f"{pid}:{tid}") or trace.meta.thread_names.get(str(tid)) or f"thread {tid}"
+        tname = (
+            trace.meta.thread_names.get(f"{pid}:{tid}")
+            or (trace.meta.pid_labels.get(int(tid)) if tid < 0 else None)
+            or f"thread {tid}"
+        )
         track = b.track(tname, pid=int(pid), tid=int(tid))
         slices = [
             _Slice(ts, end, str(name), {"kind": str(kind)} | ({"correlation": corr} if corr is not None else {}))
@@ -227,14 +235,20 @@ def _analysis_tracks(b: _Builder, report: Report, gpu_roots: dict[int, _Track]) 
         name = _first_col(frame, "region", "name")
         start, end = _first_col(frame, "start_ns", "ts_ns"), _first_col(frame, "end_ns")
         if label and name and start and end:
-            track = b.track("bound regions", parent=root.uuid)
-            extra = [c for c in ("confidence", "busy_pct", "achieved_tflops", "achieved_tbps", "pct_of_roofline") if c in frame.columns]
-            slices = [
-                _Slice(row[start], row[end], f"{row[label]}: {row[name]}", {c: row[c] for c in extra if row[c] is not None})
-                for row in frame.iter_rows(named=True)
-                if row[start] is not None and row[end] is not None and row[end] >= row[start]
-            ]
-            b.slices(track, slices)
+            wanted = ("confidence", "busy_pct", "tflops", "tbps", "pct_of_roofline")
+            shown = [c for c in wanted if c in frame.columns]
+            kinds = frame["kind"].unique(maintain_order=True).to_list() if "kind" in frame.columns else [None]
+            # Op-level regions are hundreds of host→GPU windows that overlap in a queue-deep
+            # stagger; the ops themselves are on the host thread tracks already.
+            for kind in [k for k in kinds if k != "op"]:
+                part = frame if kind is None else frame.filter(pl.col("kind") == kind)
+                track = b.track("bound regions" + (f" ({kind})" if kind else ""), parent=root.uuid)
+                slices = [
+                    _Slice(row[start], row[end], f"{row[label]}: {row[name]}", {c: row[c] for c in shown if row[c] is not None})
+                    for row in part.iter_rows(named=True)
+                    if row[start] is not None and row[end] is not None and row[end] >= row[start]
+                ]
+                b.slices(track, slices)
 
 
 def _counter_tracks(b: _Builder, trace: Trace, gpu_roots: dict[int, _Track]) -> None:
@@ -251,7 +265,8 @@ def _counter_tracks(b: _Builder, trace: Trace, gpu_roots: dict[int, _Track]) -> 
 def export_perfetto(trace: Trace, report: Report | None = None) -> bytes:
     """The trace plus the report's findings as Perfetto protobuf bytes (write to ``*.pftrace``)."""
     base = trace.meta.base_time_ns or 0
-    hi = max(int(trace.events["end_ns"].max() or 0), int(trace.counters["ts_ns"].max() or 0) if trace.counters.height else 0)
+    ends = [trace.events["end_ns"].max(), trace.counters["ts_ns"].max() if trace.counters.height else None]
+    hi = max((int(v) for v in ends if isinstance(v, int)), default=0)
     offset = base if base + hi <= _INT64_MAX else 0
     b = _Builder(offset)
     _host_tracks(b, trace)

@@ -91,7 +91,7 @@ def strip(
     plot_w = width - left - right
     span = (hi - lo) or 1.0
     body = []
-    x_legend = left
+    x_legend = float(left)
     for name, fill in legend:
         body.append(_rect(x_legend, 3, 10, 10, fill))
         body.append(_text(x_legend + 14, 12, name))
@@ -159,7 +159,7 @@ def stacked_hbars(
     height = top + len(rows) * (bar_h + gap) + 4
     plot_w = width - left - right
     body = []
-    x_legend = left
+    x_legend = float(left)
     for n in names:
         body.append(_rect(x_legend, 5, 10, 10, fills[n]))
         body.append(_text(x_legend + 14, 14, n))
@@ -195,7 +195,7 @@ def columns(
     vmax = max(totals, default=0.0) or 1.0
     fills = list(colors or [color(i) for i in range(len(series))])
     body = []
-    x_legend = left
+    x_legend = float(left)
     for s, fill in zip(series, fills, strict=False):
         body.append(_rect(x_legend, 5, 10, 10, fill))
         body.append(_text(x_legend + 14, 14, s))
@@ -253,7 +253,7 @@ def lines(
         body.append(_text(left - 4, py(t) + 4, f"{t:g}", "end"))
     for t in nice_ticks(x0, x1, 6):
         body.append(_text(px(t), top + plot_h + 14, f"{t - x0:g}", "middle"))
-    x_legend = left
+    x_legend = float(left)
     for i, (name, pts) in enumerate(series):
         fill = color(i)
         body.append(_rect(x_legend, 5, 10, 10, fill))
@@ -341,7 +341,7 @@ def loglog_scatter(
             f"<circle cx='{px(p.x):.1f}' cy='{py(p.y):.1f}' r='4.5' fill='{fills[p.group]}' fill-opacity='0.8' stroke='#333' stroke-width='0.5'>"
             f"<title>{escape(p.name)} ({escape(p.group)}): {p.x:.3g} FLOP/B, {p.y:.3g} TFLOP/s</title></circle>"
         )
-    x_legend = left
+    x_legend = float(left)
     for g in groups:
         body.append(_rect(x_legend, 6, 10, 10, fills[g]))
         body.append(_text(x_legend + 14, 15, g))

@@ -76,13 +76,16 @@ def _shown_regions(regions: pl.DataFrame) -> pl.DataFrame:
 
 def regions_table(result: BoundResult, *, limit: int | None = None) -> Table:
     rows = _shown_regions(result.regions) if limit is None else result.regions.head(limit)
-    table = Table(box=None, pad_edge=False, show_edge=False)
+    table = Table(box=None, pad_edge=False, show_edge=False, expand=True)
     region_cols: tuple[tuple[str, Justify], ...] = (
         ("region", "left"), ("kind", "left"), ("window", "right"), ("busy", "right"), ("label", "left"),
         ("TFLOP/s", "right"), ("TB/s", "right"), ("FLOP/B", "right"), ("ridge", "right"), ("roofline", "right"),
     )
     for col, justify in region_cols:
-        table.add_column(col, justify=justify, no_wrap=col != "region", max_width=48 if col == "region" else None)
+        if col == "region":
+            table.add_column(col, justify=justify, no_wrap=True, overflow="ellipsis", ratio=1, min_width=16)
+        else:
+            table.add_column(col, justify=justify, no_wrap=True)
     for r in rows.iter_rows(named=True):
         table.add_row(
             r["name"], r["kind"], ns(r["dur_ns"]), pct(r["busy_pct"], 0), _label(r["label"], r["confidence"]),
@@ -103,19 +106,47 @@ def evidence_lines(result: BoundResult, *, limit: int = 8) -> list[Text]:
     return lines
 
 
+# Short tags for the terminal; the full reason is in the JSON output.
+_REASON_TAGS = (
+    ("shorter than their launch", "kernel < launch"),
+    ("guessed from kernel families", "family guess"),
+    ("latency/occupancy-limited", "far below roof"),
+    ("close to the ridge", "near ridge"),
+    ("costs known for", "partly costed"),
+)
+
+
+def short_name(name: str, width: int = 48) -> str:
+    """A kernel or op name cut to fit one table cell: no ``void``, no argument list."""
+    text = name.removeprefix("void ")
+    cut = text.find("(")
+    if cut > 0:
+        text = text[:cut]
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _tags(reason: str | None) -> str:
+    return ", ".join(tag for needle, tag in _REASON_TAGS if reason and needle in reason)
+
+
 def group_table(frame: pl.DataFrame, *, what: str, limit: int) -> Table:
-    table = Table(box=None, pad_edge=False, show_edge=False)
+    table = Table(box=None, pad_edge=False, show_edge=False, expand=True)
     group_cols: tuple[tuple[str, Justify], ...] = (
         (what, "left"), ("calls", "right"), ("GPU time", "right"), ("label", "left"), ("TFLOP/s", "right"),
-        ("TB/s", "right"), ("FLOP/B", "right"), ("roofline", "right"), ("dtype", "left"), ("why", "left"),
+        ("TB/s", "right"), ("FLOP/B", "right"), ("roofline", "right"), ("dtype", "left"), ("note", "left"),
     )
     for col, justify in group_cols:
-        table.add_column(col, justify=justify, max_width=60 if col in (what, "why") else None)
+        if col == what:  # the name takes whatever width the figures leave
+            table.add_column(col, justify=justify, no_wrap=True, overflow="ellipsis", ratio=1, min_width=24)
+        elif col == "note":
+            table.add_column(col, justify=justify, no_wrap=True, overflow="ellipsis", max_width=16)
+        else:
+            table.add_column(col, justify=justify, no_wrap=True)
     for r in frame.head(limit).iter_rows(named=True):
-        name = r["name"] if not r.get("shapes") else f"{r['name']} {r['shapes']}"
+        name = short_name(r["name"]) if not r.get("shapes") else f"{r['name']} {short_name(r['shapes'], 40)}"
         table.add_row(
             name, f"{r['calls']:,}", ns(r["kernel_ns"]), _label(r["label"], r["confidence"]), _num(r["tflops"]),
-            _num(r["tbps"], 2), _num(r["intensity"]), pct(r["pct_of_roofline"], 0), r["dtype_class"] or "-", r["reason"] or "",
+            _num(r["tbps"], 2), _num(r["intensity"]), pct(r["pct_of_roofline"], 0), r["dtype_class"] or "-", _tags(r["reason"]),
         )
     return table
 
@@ -131,7 +162,8 @@ def render_by(result: BoundResult, by: str, *, limit: int = 20) -> RenderableTyp
         parts.append(group_table(frame, what=by, limit=limit))
         if frame.height > limit:
             parts.append(Text(f"... {frame.height - limit} more (see --format json)", style="dim"))
-    parts.extend(Text(f"note: {note}", style="dim") for note in result.notes)
+    notes = [n for n in result.notes if by == "region" or "not listed as regions" not in n]
+    parts.extend(Text(f"note: {note}", style="dim") for note in notes)
     return Group(*parts)
 
 

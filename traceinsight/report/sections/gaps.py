@@ -28,7 +28,7 @@ def gaps_table(gaps: pl.DataFrame, *, title: str, origin_ns: int = 0) -> Table:
     return table
 
 
-def render_terminal(result: GapsResult) -> RenderableType:
+def render_terminal(result: GapsResult, *, include_top: bool = True) -> RenderableType:
     head = Text(
         f"{result.gap_count:,} gaps ≥ {ns(result.threshold_ns)}: {ns(result.gap_idle_ns)} "
         f"of {ns(result.idle_ns)} idle in a {ns(result.window_ns)} window"
@@ -50,5 +50,7 @@ def render_terminal(result: GapsResult) -> RenderableType:
         hist.add_column(col, justify="right")
     for row in result.histogram.iter_rows(named=True):
         hist.add_row(f"{ns(row['lo_ns'])} – {ns(row['hi_ns'])}", f"{row['gaps']:,}", ns(row["idle_ns"]))
+    if not include_top:
+        return Group(head, causes, culprits, hist)
     top = gaps_table(result.top, title=f"largest {result.top.height} gaps (start from window start)", origin_ns=result.window_start_ns)
     return Group(head, causes, culprits, hist, top)

@@ -9,7 +9,6 @@ from rich.text import Text
 from traceinsight.analysis.steps import OTHER, PARTS, StepsResult
 from traceinsight.report.format import ns, pct
 
-
 _SHORT = {"communication": "comm", "dataloader": "data", "cpu_exec": "cpu"}
 
 
