@@ -109,7 +109,7 @@ def test_export_cli(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     out, _ = capsys.readouterr()
     assert code == 0 and out.strip() == f"Wrote {target}"
     tracks, _ = decode(target.read_bytes())
-    assert {"traceinsight", "idle gaps GPU 0", "bound regions", "steps (device)"} <= {track_name(d) for d in tracks.values()}
+    assert {"traceinsight", "idle gaps GPU 0", "bound regions (step)", "steps (device)"} <= {track_name(d) for d in tracks.values()}
     assert main(["export", str(sample_path("tiny_kernels")), "-o", str(target)]) == 2
     assert main(["export", str(sample_path("tiny_kernels")), "-o", str(target), "--force", "--no-analysis"]) == 0
     tracks, _ = decode(target.read_bytes())
