@@ -178,3 +178,21 @@ def test_cpu_only_trace_is_not_available(tmp_path: Path) -> None:
     result = gaps.run(load(t.write(tmp_path / "cpu.json"), cache=False), CFG)
     assert not result.available
     assert gaps.find_gaps(load(tmp_path / "cpu.json", cache=False), 10_000).height == 0
+
+
+def test_python_frames_and_data_loading_frames(tmp_path: Path) -> None:
+    # Hand-made with_stack-like trace: Python frames alone, then a DataLoader frame.
+    t = HandMadeTrace()
+    t.step(1, 0, 400)
+    t.host("aten::add", 0, 10)
+    t.gpu("k1", 8, 2, launch_ts=4)
+    t.host("train.py(12): loss_fn", 15, 80, cat="python_function")
+    t.host("aten::add", 100, 10)
+    t.gpu("k2", 108, 2, launch_ts=104)
+    t.host("torch/utils/data/dataloader.py(733): __next__", 115, 200, cat="python_function")
+    t.host("aten::add", 320, 10)
+    t.gpu("k3", 328, 2, launch_ts=324)
+    found = gaps.find_gaps(load(t.write(tmp_path / "stack.json"), cache=False), 10_000)
+    causes = dict(zip(found["start_ns"].to_list(), found["cause"].to_list(), strict=True))
+    assert causes[10_000] == "python"
+    assert causes[110_000] == "data_loading"

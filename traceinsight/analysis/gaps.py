@@ -2,9 +2,10 @@
 
 A gap is a maximal interval of a device's analysed window (``overview.analysis_window``) in
 which no kernel, memcpy or memset runs, at least ``gap_threshold_ns`` long. Each gap is read
-against what the *main launching thread* of that device (the host thread that launched most
-of its GPU work) was doing meanwhile. Every instant of that thread is put in one class, the
-first that applies:
+against what one host thread was doing meanwhile: the thread that launched the work ending
+the gap (for a gap at the end of the window, the device's *main launching thread*, the one
+that launched most of its work). Every instant of that thread is put in one class, the first
+that applies:
 
 1. ``sync``: inside a synchronising call (stream/device/event synchronize, blocking memcpy,
    ``aten::item`` / ``aten::_local_scalar_dense``);
@@ -29,13 +30,19 @@ The gap's cause is decided in this order:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import polars as pl
 
 from traceinsight.analysis import intervals
-from traceinsight.analysis.base import AnalysisConfig, AnalysisSpec, Result
+from traceinsight.analysis.base import (
+    RESULT_SCHEMA_VERSION,
+    AnalysisConfig,
+    AnalysisSpec,
+    Result,
+    jsonable,
+)
 from traceinsight.analysis.breakdown import busy_intervals
 from traceinsight.analysis.overview import analysis_window
 from traceinsight.trace.model import Trace
@@ -388,9 +395,10 @@ class GapsResult(Result):
 
     def to_dict(self, *, full: bool = False) -> dict[str, Any]:
         """JSON-safe data; the full gaps list only with ``full`` (``top`` always has the largest)."""
-        data = super().to_dict()
-        if not full:
-            data.pop("gaps", None)
+        data: dict[str, Any] = {"schema_version": RESULT_SCHEMA_VERSION}
+        for f in fields(self):
+            if f.name != "gaps" or full:
+                data[f.name] = jsonable(getattr(self, f.name))
         return data
 
 

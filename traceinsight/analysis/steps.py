@@ -84,7 +84,7 @@ def _device_spans(trace: Trace, spans: pl.DataFrame) -> pl.DataFrame:
         .group_by("step")
         .agg(pl.col("end_ns").max().alias("work_end_ns"))
     )
-    steps = spans.join(work_end, on="step", how="left")
+    steps = spans.join(work_end, on="step", how="left").sort("host_start_ns")
     # GPU work of earlier steps still running when this one starts pushes its device start;
     # a step without GPU work ends at its host end, which later steps cannot start before.
     earlier_end = pl.coalesce("work_end_ns", "host_end_ns").cum_max().shift(1)
@@ -216,7 +216,7 @@ def run(trace: Trace, config: AnalysisConfig) -> StepsResult:
             reason="no ProfilerStep#N spans: record with a profiler schedule and call prof.step() each step",
         )
     steps = _device_spans(trace, spans)
-    steps = steps.join(_breakdown(trace, steps), on="step", how="left")
+    steps = steps.join(_breakdown(trace, steps), on="step", how="left").sort("host_start_ns")
     steps = _flags(steps).select([pl.col(c).cast(t) for c, t in STEP_SCHEMA.items()])
     warmup = steps.filter(pl.col("is_warmup"))["step"].to_list()
     return StepsResult(

@@ -290,7 +290,7 @@ def timeline_figure(report: Report, trace: Trace) -> Figure | None:
     legend = [("busy", CAUSE_COLORS["busy"])] + [(f"idle: {c}", CAUSE_COLORS.get(c, "#bab0ac")) for c in sorted(used_causes)]
     if not used_causes:
         legend.append(("idle", "#eeeeee"))
-    chart = svg.strip(lanes, lo=0.0, hi=(hi - lo) / 1e6, unit="ms", legend=legend, label="GPU timeline")
+    chart = svg.strip(lanes, lo=0.0, hi=(hi - lo) / 1e6, unit="ms", legend_items=legend, label="GPU timeline")
     return Figure("GPU timeline", chart, "Green: the GPU runs kernels or copies. Coloured gaps: idle time and its cause (hover for details).")
 
 
@@ -320,12 +320,28 @@ def counter_figures(trace: Trace) -> list[Figure]:
     frame = counters.with_columns(pl.col("name").cast(pl.String), pl.col("series").cast(pl.String))
     figures = []
     pct_rows = frame.filter(pl.col("series").str.ends_with("_pct"))
-    if pct_rows.height:
+    groups = (
+        ("NVML utilisation", pl.col("name").str.starts_with("nvml"), "NVML: share of time any kernel ran (utilization.gpu) and the memory controller was busy."),
+        ("GPM activity (Hopper and newer)", pl.col("name").str.starts_with("gpm"), "GPM: SM, tensor-core, DRAM and occupancy activity, each averaged since the previous sample."),
+        ("Other utilisation counters", ~pl.col("name").str.starts_with("nvml") & ~pl.col("name").str.starts_with("gpm"), ""),
+    )
+    for title, selector, note in groups:
+        rows = pct_rows.filter(selector)
         series = []
-        for (name, ser, device), part in pct_rows.sort("ts_ns").group_by("name", "series", "device", maintain_order=True):
+        silent = []
+        for (name, ser, device), part in rows.sort("ts_ns").group_by("name", "series", "device", maintain_order=True):
             pts = [((t - lo) / 1e6, v) for t, v in part.select("ts_ns", "value").iter_rows() if v is not None]
-            series.append((f"{name}.{ser}" + (f" (GPU {device})" if len(trace.gpu_devices) > 1 else ""), pts))
-        figures.append(Figure("NVML / GPM utilisation counters", svg.lines(series, x_label="ms since first sample", y_label="%", y_max=100.0, label="utilisation counters"), "Each point averages the interval since the previous sample."))
+            label = f"{name}.{ser}" + (f" (GPU {device})" if len(trace.gpu_devices) > 1 else "")
+            # All-zero series (e.g. FP64 activity in a bf16 run) only clutter the chart.
+            if any(v for _, v in pts):
+                series.append((label, pts))
+            else:
+                silent.append(label)
+        if not series:
+            continue
+        extra = f" Always 0, not drawn: {', '.join(silent)}." if silent else ""
+        chart = svg.lines(series, x_label="ms since first sample", y_label="%", y_max=100.0, label=title.lower())
+        figures.append(Figure(title, chart, (note + extra).strip()))
     for unit_suffix, title, unit in (("_w", "Power", "W"), ("_mhz", "Clocks", "MHz"), ("_c", "Temperature", "°C")):
         rows = frame.filter(pl.col("series").str.ends_with(unit_suffix))
         if rows.height == 0:

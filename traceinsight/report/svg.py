@@ -48,6 +48,24 @@ def _short(s: str, n: int) -> str:
     return s if len(s) <= n else s[: n - 1] + "…"
 
 
+LEGEND_ROW = 16
+
+
+def legend(items: Sequence[tuple[str, str]], left: float, right_edge: float) -> tuple[list[str], int]:
+    """Swatches with names, wrapped onto as many rows as the width needs; returns the height."""
+    body: list[str] = []
+    x, row = left, 0
+    for name, fill in items:
+        w = 30 + 6.8 * len(name)
+        if x > left and x + w > right_edge:
+            x, row = left, row + 1
+        y = 3 + row * LEGEND_ROW
+        body.append(_rect(x, y, 10, 10, fill))
+        body.append(_text(x + 14, y + 9, name))
+        x += w
+    return body, (row + 1) * LEGEND_ROW + 4 if items else 0
+
+
 def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
     """About ``n`` round tick values covering [lo, hi]."""
     if hi <= lo:
@@ -80,22 +98,17 @@ def strip(
     lo: float,
     hi: float,
     unit: str = "ms",
-    legend: Sequence[tuple[str, str]] = (),
+    legend_items: Sequence[tuple[str, str]] = (),
     width: int = 900,
     label: str = "timeline",
 ) -> str:
     """Horizontal lanes of coloured intervals over a shared time axis (a timeline)."""
     left, right, lane_h, gap = 110, 10, 18, 6
-    top = 18 if legend else 4
+    body, legend_h = legend(legend_items, left, width - right)
+    top = max(legend_h, 4)
     height = top + len(lanes) * (lane_h + gap) + 26
     plot_w = width - left - right
     span = (hi - lo) or 1.0
-    body = []
-    x_legend = float(left)
-    for name, fill in legend:
-        body.append(_rect(x_legend, 3, 10, 10, fill))
-        body.append(_text(x_legend + 14, 12, name))
-        x_legend += 24 + 6.5 * len(name)
     for i, (name, spans) in enumerate(lanes):
         y = top + i * (lane_h + gap)
         body.append(_text(left - 6, y + lane_h * 0.7, _short(name, 18), "end"))
@@ -155,15 +168,9 @@ def stacked_hbars(
     palette = colors or {}
     fills = {n: palette.get(n, color(i)) for i, n in enumerate(names)}
     left, right, bar_h, gap = 110, 10, 20, 8
-    top = 22
+    body, top = legend([(n, fills[n]) for n in names], left, width - right)
     height = top + len(rows) * (bar_h + gap) + 4
     plot_w = width - left - right
-    body = []
-    x_legend = float(left)
-    for n in names:
-        body.append(_rect(x_legend, 5, 10, 10, fills[n]))
-        body.append(_text(x_legend + 14, 14, n))
-        x_legend += 24 + 6.5 * len(n)
     for i, (row_name, parts) in enumerate(rows):
         y = top + i * (bar_h + gap)
         total = sum(max(v, 0.0) for _, v in parts) or 1.0
@@ -189,17 +196,14 @@ def columns(
     label: str = "column chart",
 ) -> str:
     """Vertical stacked columns: one per item (e.g. a step), split into ``series`` parts."""
-    left, right, top, bottom = 56, 10, 22, 28
+    left, right, bottom = 56, 10, 28
+    fills = list(colors or [color(i) for i in range(len(series))])
+    body, legend_h = legend(list(zip(series, fills, strict=False)), left, width - right)
+    top = legend_h + 8
+    height += legend_h - LEGEND_ROW
     plot_w, plot_h = width - left - right, height - top - bottom
     totals = [sum(max(v, 0.0) for v in vals) for _, vals in items]
     vmax = max(totals, default=0.0) or 1.0
-    fills = list(colors or [color(i) for i in range(len(series))])
-    body = []
-    x_legend = float(left)
-    for s, fill in zip(series, fills, strict=False):
-        body.append(_rect(x_legend, 5, 10, 10, fill))
-        body.append(_text(x_legend + 14, 14, s))
-        x_legend += 24 + 6.5 * len(s)
     for t in nice_ticks(0, vmax, 4):
         y = top + plot_h - t / vmax * plot_h
         body.append(f"<line x1='{left}' x2='{width - right}' y1='{y:.1f}' y2='{y:.1f}' stroke='#ddd'/>")
@@ -232,7 +236,10 @@ def lines(
     label: str = "line chart",
 ) -> str:
     """Line chart of (x, y) series over shared axes (dots mark the samples)."""
-    left, right, top, bottom = 56, 10, 22, 30
+    left, right, bottom = 56, 10, 30
+    body, legend_h = legend([(name, color(i)) for i, (name, _) in enumerate(series)], left, width - right)
+    top = legend_h + 8
+    height += legend_h - LEGEND_ROW
     plot_w, plot_h = width - left - right, height - top - bottom
     xs = [x for _, pts in series for x, _ in pts]
     ys = [y for _, pts in series for _, y in pts]
@@ -247,18 +254,14 @@ def lines(
     def py(y: float) -> float:
         return top + plot_h - min(max(y, 0.0), y1) / y1 * plot_h
 
-    body = []
     for t in nice_ticks(0, y1, 4):
         body.append(f"<line x1='{left}' x2='{width - right}' y1='{py(t):.1f}' y2='{py(t):.1f}' stroke='#ddd'/>")
         body.append(_text(left - 4, py(t) + 4, f"{t:g}", "end"))
-    for t in nice_ticks(x0, x1, 6):
-        body.append(_text(px(t), top + plot_h + 14, f"{t - x0:g}", "middle"))
-    x_legend = float(left)
+    # Ticks at round offsets from the first sample, labelled as such.
+    for t in nice_ticks(0, x1 - x0, 6):
+        body.append(_text(px(x0 + t), top + plot_h + 14, f"{t:g}", "middle"))
     for i, (name, pts) in enumerate(series):
         fill = color(i)
-        body.append(_rect(x_legend, 5, 10, 10, fill))
-        body.append(_text(x_legend + 14, 14, name))
-        x_legend += 24 + 6.5 * len(name)
         if not pts:
             continue
         path = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in pts)
@@ -268,7 +271,7 @@ def lines(
     if x_label:
         body.append(_text(width - right, height - 2, x_label, "end", "muted"))
     if y_label:
-        body.append(_text(4, top - 8 if not series else height - 2, y_label, cls="muted"))
+        body.append(_text(4, height - 2, y_label, cls="muted"))
     return _svg(width, height, body, label)
 
 
@@ -341,11 +344,7 @@ def loglog_scatter(
             f"<circle cx='{px(p.x):.1f}' cy='{py(p.y):.1f}' r='4.5' fill='{fills[p.group]}' fill-opacity='0.8' stroke='#333' stroke-width='0.5'>"
             f"<title>{escape(p.name)} ({escape(p.group)}): {p.x:.3g} FLOP/B, {p.y:.3g} TFLOP/s</title></circle>"
         )
-    x_legend = float(left)
-    for g in groups:
-        body.append(_rect(x_legend, 6, 10, 10, fills[g]))
-        body.append(_text(x_legend + 14, 15, g))
-        x_legend += 24 + 6.5 * len(g)
+    body += legend([(g, fills[g]) for g in groups], left, width - right)[0]
     body.append(_text(left + plot_w / 2, height - 4, x_label, "middle", "muted"))
     body.append(f"<text transform='translate(12,{top + plot_h / 2:.0f}) rotate(-90)' text-anchor='middle' class='muted'>{escape(y_label)}</text>")
     return _svg(width, height, body, label)
