@@ -45,7 +45,7 @@ def _to_ns(col: str, origin_us: float) -> pl.Expr:
 
 
 def _kind_expr() -> pl.Expr:
-    cat = pl.col("cat").str.to_lowercase()
+    cat = pl.col("cat").cast(pl.String).str.to_lowercase()
     mapped = cat.replace_strict(KIND_BY_CAT, default=None, return_dtype=pl.String)
     return (
         pl.when(mapped.is_not_null())

@@ -113,8 +113,8 @@ _LIST3_FIELDS = frozenset({"grid", "block"})
 _MEMORY_ARG_FIELDS = _MemoryArgs.__struct_fields__
 
 _RAW_DTYPES: dict[str, Any] = {
-    "name": pl.String,
-    "cat": pl.String,
+    "name": pl.Categorical,
+    "cat": pl.Categorical,
     "pid": pl.Int64,
     "tid": pl.Int64,
     "ts": pl.Float64,
