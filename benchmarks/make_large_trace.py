@@ -3,7 +3,8 @@
 Each copy of the source's events is shifted past the end of the previous copy, and the ids
 that link events (correlation, External id, Python ids, flow ids) are offset per copy so the
 copies stay distinct, as in one long profiling run. The output keeps Kineto's layout (one
-indented object per event) so the bytes per event match what users' files look like.
+event per line, Kineto's separators) so the bytes per event match what users' files look like
+(~250–300 bytes per event).
 
     python benchmarks/make_large_trace.py sample_traces/train_eager.json.gz -o .bench/large.json --target-mb 450
 """
@@ -64,7 +65,7 @@ def build(source: Path, output: Path, target_mb: float) -> tuple[int, int]:
     ends = [e["ts"] + e.get("dur", 0) for e in body if isinstance(e.get("ts"), (int, float))]
     dt_us = (max(ends) - min(starts)) + 10.0
     id_stride = 10 ** len(str(max(_max_id(body), 1)))
-    encoded_one = sum(len(json.dumps(e, indent=2)) + 4 for e in body)
+    encoded_one = sum(len(json.dumps(e)) + 4 for e in body)
     copies = max(1, int(target_mb * 1e6 / encoded_one))
     output.parent.mkdir(parents=True, exist_ok=True)
     tmp = output.with_suffix(output.suffix + ".tmp")
@@ -76,14 +77,11 @@ def build(source: Path, output: Path, target_mb: float) -> tuple[int, int]:
         out.write('  "traceEvents": [\n')
         first = True
         for event in meta:
-            out.write(("" if first else ",\n") + json.dumps(event, indent=2))
+            out.write(("  " if first else ",\n  ") + json.dumps(event))
             first = False
         for copy in range(copies):
             for event in body:
-                out.write(
-                    ("" if first else ",\n")
-                    + json.dumps(_shift(event, copy, dt_us, id_stride), indent=2)
-                )
+                out.write(("  " if first else ",\n  ") + json.dumps(_shift(event, copy, dt_us, id_stride)))
                 first = False
                 n_events += 1
         out.write("\n  ]\n}\n")
