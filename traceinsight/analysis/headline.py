@@ -22,7 +22,7 @@ CAUSE_WORDS = {
     "host_compute": "waiting on CPU work inside operators",
     "python": "waiting on Python code",
     "untraced": "with nothing traced on the host",
-    "device_wait": "although the next work was already queued",
+    "device_wait": "on device-side waits (the next work was already queued)",
 }
 # Bound labels that say nothing on their own, and the words for the others.
 SKIP_LABELS = frozenset({"", "unknown", "unclassified", "idle"})
@@ -300,4 +300,7 @@ def headline(sections: Mapping[str, Result]) -> Headline:
             findings.append(found)
         elif found:
             findings.extend(found)
-    return Headline(verdict=compose(findings), findings=tuple(findings))
+    # Same order as the verdict reads: idle share, its cause, then the rest by importance.
+    rank = {"steps": 0, "overview": 0, "gaps": 1}
+    ordered = sorted(findings, key=lambda f: (rank.get(f.section, 2), -f.weight))
+    return Headline(verdict=compose(ordered), findings=tuple(ordered))

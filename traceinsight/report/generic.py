@@ -33,9 +33,21 @@ class GenericView:
 
 def facts(data: dict[str, Any]) -> list[tuple[str, str]]:
     """The scalar top-level fields of a result's ``to_dict()``, formatted by unit."""
-    out = []
+    out: list[tuple[str, str]] = []
     for key, value in data.items():
-        if key in _SKIP_KEYS or is_timestamp(key) or isinstance(value, (dict, list)):
+        if key in _SKIP_KEYS or is_timestamp(key):
+            continue
+        if isinstance(value, dict):
+            # One level of nested figures (e.g. launch statistics), scalars only.
+            out.extend(
+                (f"{label(key)}: {label(sub)}", by_unit(sub, v))
+                for sub, v in value.items()
+                if not isinstance(v, (dict, list)) and not is_timestamp(sub) and sub not in _SKIP_KEYS
+            )
+            continue
+        if isinstance(value, list):
+            if value and len(value) <= 8 and all(isinstance(v, (str, int, float)) for v in value):
+                out.append((label(key), by_unit(key, value)))
             continue
         out.append((label(key), by_unit(key, value)))
     return out

@@ -82,6 +82,16 @@ def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
     return ticks
 
 
+def nice_max(value: float, n: int = 4) -> float:
+    """The smallest round tick at or above ``value``: the top of an axis that starts at 0."""
+    if value <= 0:
+        return 1.0
+    ticks = nice_ticks(0.0, value, n)
+    step = ticks[1] - ticks[0] if len(ticks) > 1 else value
+    top = ticks[-1]
+    return top if top >= value else top + step
+
+
 @dataclass(frozen=True)
 class Span:
     """One interval on a strip: [start, end) in the strip's units, a colour and hover text."""
@@ -203,7 +213,7 @@ def columns(
     height += legend_h - LEGEND_ROW
     plot_w, plot_h = width - left - right, height - top - bottom
     totals = [sum(max(v, 0.0) for v in vals) for _, vals in items]
-    vmax = max(totals, default=0.0) or 1.0
+    vmax = nice_max(max(totals, default=0.0))
     for t in nice_ticks(0, vmax, 4):
         y = top + plot_h - t / vmax * plot_h
         body.append(f"<line x1='{left}' x2='{width - right}' y1='{y:.1f}' y2='{y:.1f}' stroke='#ddd'/>")
@@ -244,7 +254,7 @@ def lines(
     xs = [x for _, pts in series for x, _ in pts]
     ys = [y for _, pts in series for _, y in pts]
     x0, x1 = (min(xs), max(xs)) if xs else (0.0, 1.0)
-    y1 = y_max if y_max is not None else (max(ys) if ys else 1.0)
+    y1 = y_max if y_max is not None else nice_max(max(ys) if ys else 1.0)
     x1 = x1 if x1 > x0 else x0 + 1.0
     y1 = y1 if y1 > 0 else 1.0
 

@@ -64,7 +64,17 @@ def generic_renderable(result: Result) -> RenderableType:
     return Group(*parts) if parts else Text("(nothing to show)", style="dim")
 
 
-def section_renderable(name: str, result: Result) -> RenderableType:
+# Below this width panels drop their side borders and padding: four columns matter there.
+NARROW = 80
+
+
+def _panel(body: RenderableType, title: str, *, narrow: bool, **kw: Any) -> Panel:
+    if narrow:
+        return Panel(body, title=title, title_align="left", expand=True, box=box.HORIZONTALS, padding=(0, 0), **kw)
+    return Panel(body, title=title, title_align="left", expand=True, **kw)
+
+
+def section_renderable(name: str, result: Result, *, narrow: bool = False) -> RenderableType:
     try:
         module = importlib.import_module(f"traceinsight.report.sections.{name}")
     except ModuleNotFoundError as exc:
@@ -77,15 +87,16 @@ def section_renderable(name: str, result: Result) -> RenderableType:
         body = generic_renderable(result)
     else:
         body = module.render_terminal(result)
-    return Panel(body, title=f"[bold]{section_title(name)}[/bold]", title_align="left", expand=True)
+    return _panel(body, f"[bold]{section_title(name)}[/bold]", narrow=narrow)
 
 
-def headline_renderable(head: Headline) -> RenderableType:
+def headline_renderable(head: Headline, *, narrow: bool = False) -> RenderableType:
     body = Text(head.verdict, style="bold")
-    return Panel(body, title="[bold]Verdict[/bold]", title_align="left", border_style="cyan", expand=True)
+    return _panel(body, "[bold]Verdict[/bold]", narrow=narrow, border_style="cyan")
 
 
 def render(report: Report, console: Console) -> None:
-    parts = [headline_renderable(report.headline)]
-    parts.extend(section_renderable(name, result) for name, result in report.sections.items())
+    narrow = console.width < NARROW
+    parts = [headline_renderable(report.headline, narrow=narrow)]
+    parts.extend(section_renderable(name, result, narrow=narrow) for name, result in report.sections.items())
     console.print(Group(*parts))
