@@ -228,7 +228,7 @@ def _dataloader(ctx: Ctx, workers: int) -> list[Path]:
     name = f"dataloader_w{workers}"
     # The wait steps drain the batches the workers prefetched while starting, so the active
     # steps show the steady state (workers * prefetch_factor = 8 batches for w4).
-    return [run_schedule(ctx, name, step, Schedule(wait=10, warmup=1, active=5))]
+    return [run_schedule(ctx, name, step, Schedule(wait=10, warmup=1, active=10))]
 
 
 def dataloader_w0(ctx: Ctx) -> list[Path]:

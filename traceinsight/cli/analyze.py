@@ -54,6 +54,14 @@ def analyze_command(
     skip: Annotated[list[str] | None, typer.Option("--skip", help="Sections to leave out (comma-separated)")] = None,
     gap_threshold_us: Annotated[float, typer.Option("--gap-threshold-us", help="Smallest idle gap reported, in µs")] = 10.0,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Parse the file even if a cached copy exists")] = False,
+    by_shapes: Annotated[bool, typer.Option("--by-shapes", help="Group the operator table by op name and input shapes")] = False,
+    peak_tflops: Annotated[
+        float | None, typer.Option("--peak-tflops", help="Peak TFLOP/s of the device, for devices not in the table")
+    ] = None,
+    peak_bw: Annotated[float | None, typer.Option("--peak-bw", help="Peak memory bandwidth in TB/s")] = None,
+    devices: Annotated[
+        Path | None, typer.Option("--devices", help="TOML file with a [device] table of peaks (see docs/bound.md)")
+    ] = None,
 ) -> None:
     """Analyse a trace: a verdict in plain words, then where the GPU time goes, idle gaps and
     their causes, steps, ops, kernels, memory, bound regions and compilation."""
@@ -71,7 +79,15 @@ def analyze_command(
         check_writable(output, force=force)
     if gap_threshold_us < 0:
         raise UsageError("--gap-threshold-us must be >= 0")
-    config = AnalysisConfig(gap_threshold_ns=round(gap_threshold_us * 1000))
+    if devices is not None and (peak_tflops is not None or peak_bw is not None):
+        raise UsageError("give either --devices FILE.toml or --peak-tflops/--peak-bw, not both")
+    config = AnalysisConfig(
+        gap_threshold_ns=round(gap_threshold_us * 1000),
+        by_shapes=by_shapes,
+        peak_tflops=peak_tflops,
+        peak_bw_tbps=peak_bw,
+        devices_toml=str(devices) if devices is not None else None,
+    )
     with phases(wants_progress(trace)) as phase:
         file_size = trace.stat().st_size if trace.exists() else 0
         phase(f"reading {trace.name} ({size(file_size)})")

@@ -12,7 +12,7 @@ import typer
 from traceinsight.cli.app import app
 from traceinsight.errors import EXIT_REGRESSION, TraceInsightError, UsageError
 
-FORMATS = ("terminal", "json", "md")
+FORMATS = ("terminal", "json", "md", "html")
 
 
 class RegressionFound(TraceInsightError):
@@ -25,7 +25,7 @@ class RegressionFound(TraceInsightError):
 def diff_command(
     before: Annotated[Path, typer.Argument(help="Trace of the baseline run (.json / .json.gz)")],
     after: Annotated[Path, typer.Argument(help="Trace of the changed run")],
-    format: Annotated[str, typer.Option("--format", "-f", help="terminal, json or md")] = "terminal",
+    format: Annotated[str, typer.Option("--format", "-f", help="terminal, json, md (pull-request comment) or html (page with charts)")] = "terminal",
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write to this file instead of stdout")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite the output file if it exists")] = False,
     fail_on_regression: Annotated[
@@ -74,6 +74,10 @@ def diff_command(
         from traceinsight.report.diff_markdown import render_markdown
 
         content = render_markdown(result, top=top)
+    elif format == "html":
+        from traceinsight.report.html import render_diff_html
+
+        content = render_diff_html(result)
     else:
         from traceinsight.report.diff_terminal import render_terminal
         from traceinsight.report.terminal import make_console

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import polars as pl
 import typer
 
 from traceinsight.cli.app import app
+
+if TYPE_CHECKING:  # polars is imported when a query runs, so `traceinsight capture` works without it
+    import polars as pl
 from traceinsight.errors import TraceInsightError, UsageError
 
 ENGINES = ("polars", "perfetto")
@@ -33,20 +35,15 @@ NO_TRACE_PROCESSOR = (
 
 
 def run_polars(trace_path: Path, query: str, *, cache: bool) -> pl.DataFrame:
-    import polars.selectors as cs
+    import polars as pl
 
     from traceinsight.trace.loader import load
-    from traceinsight.trace.schema import FRAME_SCHEMAS
 
     trace = load(trace_path, cache=cache)
-    # Categorical columns become plain strings so that LIKE, string functions and comparisons
-    # behave as in any SQL database.
-    tables = {name: trace.frame(name).with_columns(cs.categorical().cast(pl.String)) for name in FRAME_SCHEMAS}
     try:
-        result: pl.DataFrame = pl.SQLContext(tables, eager=True).execute(query)
+        return trace.sql(query)
     except pl.exceptions.PolarsError as exc:
         raise UsageError(f"SQL error: {str(exc).strip().splitlines()[0]}") from exc
-    return result
 
 
 def run_perfetto(trace_path: Path, query: str, *, binary: str | None) -> pl.DataFrame:
@@ -68,6 +65,8 @@ def run_perfetto(trace_path: Path, query: str, *, binary: str | None) -> pl.Data
         raise TraceInsightError(f"trace_processor: {exc}") from exc
     finally:
         tp.close()
+    import polars as pl
+
     return pl.from_pandas(frame)
 
 

@@ -109,9 +109,18 @@ class Trace:
         return self.frame(name).to_pandas()
 
     def sql(self, query: str) -> pl.DataFrame:
-        """Run polars SQL over the frames, which are the tables ``events``, ``kernels``, ..."""
-        ctx = pl.SQLContext({name: self.frame(name) for name in FRAME_SCHEMAS}, eager=True)
-        result: pl.DataFrame = ctx.execute(query)
+        """Run polars SQL over the frames, which are the tables ``events``, ``kernels``, ...
+
+        Categorical columns are handed to SQL as plain strings, so that LIKE, string
+        functions and comparisons behave as in any SQL database.
+        """
+        import polars.selectors as cs
+
+        tables = {
+            name: self.frame(name).lazy().with_columns(cs.categorical().cast(pl.String))
+            for name in FRAME_SCHEMAS
+        }
+        result: pl.DataFrame = pl.SQLContext(tables, eager=True).execute(query)
         return result
 
     @property
