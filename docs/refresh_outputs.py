@@ -22,7 +22,7 @@ from pathlib import Path
 
 DOCS = Path(__file__).resolve().parent
 ROOT = DOCS.parent
-PAGES = ("quickstart.md", "lessons.md", "report.md")
+PAGES = tuple(sorted(p.name for p in DOCS.glob("*.md") if "<!-- run:" in p.read_text(encoding="utf-8")))
 BLOCK = re.compile(r"(<!-- run: (?P<cmd>.+?) -->\n```[a-z]*\n)(?P<body>.*?)(^```)", re.S | re.M)
 
 
