@@ -38,8 +38,8 @@ def _load_uncached(path: Path) -> Trace:
         raw = read_trace(path, data)
         del data
         base = _base_time_ns(raw.header)
-        durations, raw.durations = raw.durations, raw.durations.clear()
-        linked = link(durations, raw.counters, raw.memory, base)
+        # link() gets the only reference to the big frame, so it can free it as it goes.
+        linked = link(raw.take_durations(), raw.counters, raw.memory, base)
     except TraceFormatError:
         raise
     except Exception as exc:  # the contract: bad input yields TraceFormatError, never a crash

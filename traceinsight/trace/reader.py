@@ -175,6 +175,11 @@ class RawTrace:
     phase_counts: dict[str, int] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
 
+    def take_durations(self) -> pl.DataFrame:
+        """The durations frame, leaving an empty one behind (the caller becomes its owner)."""
+        taken, self.durations = self.durations, self.durations.clear()
+        return taken
+
 
 Buffer = bytearray | mmap.mmap
 
