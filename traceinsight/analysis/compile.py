@@ -28,7 +28,6 @@ from traceinsight.analysis import intervals
 from traceinsight.analysis.base import AnalysisConfig, AnalysisSpec, Result
 from traceinsight.analysis.kernel_families import with_families
 from traceinsight.trace.model import Trace
-from traceinsight.trace.schema import PROFILER_STEP_PREFIX
 
 REGION_PREFIX = "Torch-Compiled Region: "
 CACHE_LOOKUP = "TorchDynamo Cache Lookup"
@@ -101,20 +100,14 @@ def has_compile_markers(trace: Trace) -> bool:
 
 
 def _step_count(trace: Trace) -> int:
-    name = _name()
-    spans = trace.events.filter(
-        (pl.col("kind") == "user_annotation") & name.str.starts_with(PROFILER_STEP_PREFIX)
-    )
-    return int(spans["step"].drop_nulls().n_unique()) if spans.height else 0
+    return trace.step_spans().height
 
 
 def _host_step_ns(trace: Trace) -> float | None:
-    spans = trace.events.filter(
-        (pl.col("kind") == "user_annotation") & _name().str.starts_with(PROFILER_STEP_PREFIX)
-    )
+    spans = trace.step_spans()
     if spans.height == 0:
         return None
-    value = spans["dur_ns"].median()
+    value = (spans["host_end_ns"] - spans["host_start_ns"]).median()
     return float(value) if value is not None else None  # type: ignore[arg-type]
 
 

@@ -33,7 +33,6 @@ from traceinsight.analysis.stats import (
     compare_samples,
 )
 from traceinsight.trace.model import Trace
-from traceinsight.trace.schema import PROFILER_STEP_PREFIX
 
 DIFF_SCHEMA_VERSION = 1
 Verdict = Literal["faster", "slower", "no_significant_change"]
@@ -184,9 +183,7 @@ def _section(trace: Trace, name: str, config: AnalysisConfig) -> tuple[Result | 
 
 
 def _profiled_steps(trace: Trace) -> list[int]:
-    name = pl.col("name").cast(pl.String)
-    spans = trace.events.filter((pl.col("kind") == "user_annotation") & name.str.starts_with(PROFILER_STEP_PREFIX))
-    return sorted(int(s) for s in spans["step"].drop_nulls().unique().to_list())
+    return sorted(int(s) for s in trace.step_spans()["step"].to_list())
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,6 @@ import polars as pl
 from traceinsight.analysis.base import AnalysisConfig, AnalysisSpec, Result
 from traceinsight.analysis.ops import innermost_op
 from traceinsight.trace.model import Trace
-from traceinsight.trace.schema import PROFILER_STEP_PREFIX
 
 # A possible leak: allocated memory at step end grows by more than the tolerance at every
 # step over at least this many consecutive step ends, up to the last step recorded.
@@ -108,21 +107,7 @@ def _device_label() -> pl.Expr:
 
 
 def _steps(trace: Trace) -> pl.DataFrame:
-    name = pl.col("name").cast(pl.String)
-    return (
-        trace.events.lazy()
-        .select("kind", "name", "ts_ns", "end_ns")
-        .filter(pl.col("kind") == "user_annotation")
-        .filter(name.str.starts_with(PROFILER_STEP_PREFIX))
-        .select(
-            step=name.str.slice(len(PROFILER_STEP_PREFIX)).cast(pl.Int64, strict=False),
-            step_ts_ns=pl.col("ts_ns"),
-            step_end_ns=pl.col("end_ns"),
-        )
-        .drop_nulls("step")
-        .sort("step_ts_ns")
-        .collect()
-    )
+    return trace.step_spans().rename({"host_start_ns": "step_ts_ns", "host_end_ns": "step_end_ns"})
 
 
 def _step_at(points: pl.DataFrame, steps: pl.DataFrame, ts_col: str, out: str) -> pl.DataFrame:

@@ -25,7 +25,6 @@ from traceinsight.analysis.base import AnalysisConfig, AnalysisSpec, Result
 from traceinsight.analysis.breakdown import gpu_work
 from traceinsight.analysis.gaps import with_name_flags
 from traceinsight.trace.model import Trace
-from traceinsight.trace.schema import PROFILER_STEP_PREFIX
 
 PARTS = ("kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec")
 OTHER = "other"
@@ -63,19 +62,7 @@ MIN_STEPS_FOR_OUTLIERS = 3
 
 def step_spans(trace: Trace) -> pl.DataFrame:
     """Host spans of ProfilerStep#N: step, host_start_ns, host_end_ns (sorted by start)."""
-    name = pl.col("name").cast(pl.String)
-    return (
-        trace.events.filter((pl.col("kind") == "user_annotation") & name.str.starts_with(PROFILER_STEP_PREFIX))
-        .select(
-            name.str.slice(len(PROFILER_STEP_PREFIX)).cast(pl.Int64, strict=False).alias("step"),
-            pl.col("ts_ns").alias("host_start_ns"),
-            pl.col("end_ns").alias("host_end_ns"),
-        )
-        .drop_nulls("step")
-        .group_by("step")
-        .agg(pl.col("host_start_ns").min(), pl.col("host_end_ns").max())
-        .sort("host_start_ns")
-    )
+    return trace.step_spans()
 
 
 def _device_spans(trace: Trace, spans: pl.DataFrame) -> pl.DataFrame:

@@ -139,8 +139,7 @@ def link(
     depth = _aligned(n, nesting["id"], nesting["depth"], pl.Int32)
     events = events.with_columns(parent=parent, depth=depth)
 
-    steps = _steps(events)
-    host_steps = _host_steps(events, steps)
+    host_steps = _host_steps(events, step_spans(events))
     kernels = _kernels(events, host_steps)
     unlaunched = kernels["launch_id"].null_count() if kernels.height else 0
     if unlaunched:
@@ -251,20 +250,20 @@ def _nest(host: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     )
 
 
-def _steps(events: pl.DataFrame) -> pl.DataFrame:
-    """ProfilerStep#N host spans: step number, start and end."""
+def step_spans(events: pl.DataFrame) -> pl.DataFrame:
+    """ProfilerStep#N host spans, one row per step: step, host_start_ns, host_end_ns, by start."""
     name = pl.col("name").cast(pl.String)
     return (
-        events.filter(
-            (pl.col("kind") == "user_annotation") & name.str.starts_with(PROFILER_STEP_PREFIX)
-        )
+        events.filter((pl.col("kind") == "user_annotation") & name.str.starts_with(PROFILER_STEP_PREFIX))
         .select(
             step=name.str.slice(len(PROFILER_STEP_PREFIX)).cast(pl.Int64, strict=False),
-            step_ts_ns=pl.col("ts_ns"),
-            step_end_ns=pl.col("end_ns"),
+            host_start_ns=pl.col("ts_ns"),
+            host_end_ns=pl.col("end_ns"),
         )
         .drop_nulls("step")
-        .sort("step_ts_ns")
+        .group_by("step")
+        .agg(pl.col("host_start_ns").min(), pl.col("host_end_ns").max())
+        .sort("host_start_ns")
     )
 
 
@@ -296,8 +295,8 @@ def _host_steps(events: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
     return (
         events.filter(~pl.col("is_gpu"))
         .select("id", "ts_ns")
-        .join_asof(steps, left_on="ts_ns", right_on="step_ts_ns", strategy="backward", check_sortedness=False)
-        .filter(pl.col("ts_ns") < pl.col("step_end_ns"))
+        .join_asof(steps, left_on="ts_ns", right_on="host_start_ns", strategy="backward", check_sortedness=False)
+        .filter(pl.col("ts_ns") < pl.col("host_end_ns"))
         .select("id", "step")
     )
 

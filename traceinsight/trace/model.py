@@ -123,6 +123,12 @@ class Trace:
         result: pl.DataFrame = pl.SQLContext(tables, eager=True).execute(query)
         return result
 
+    def step_spans(self) -> pl.DataFrame:
+        """ProfilerStep#N host spans: step, host_start_ns, host_end_ns, sorted by start."""
+        from traceinsight.trace.link import step_spans
+
+        return step_spans(self.events)
+
     @property
     def gpu_devices(self) -> list[int]:
         return sorted(d for d in self.kernels["device"].unique().to_list() if d is not None)
