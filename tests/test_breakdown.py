@@ -105,3 +105,13 @@ def test_cpu_only_trace_is_not_available(tmp_path: Path) -> None:
     assert not result.available
     assert "no GPU" in (result.reason or "")
     assert result.to_dict()["by_device"] == []
+
+
+def test_ddp_all_reduces_count_as_communication(sample_trace) -> None:
+    from traceinsight.analysis import breakdown
+    from traceinsight.analysis.base import AnalysisConfig
+
+    result = breakdown.run(sample_trace("ddp_train.rank0"), AnalysisConfig())
+    shares = {row["category"]: row["dur_ns"] for row in result.by_device.iter_rows(named=True)}
+    assert shares.get("communication", 0) > 0.2 * sum(shares.values())
+    assert sum(shares.values()) == result.window_ns

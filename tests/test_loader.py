@@ -279,3 +279,17 @@ def test_lenient_args_keep_good_fields(tmp_path: Path) -> None:
     k = trace.kernels.row(0, named=True)
     assert k["registers_per_thread"] == 32 and k["grid"] is None and k["launch_name"] == "cudaLaunchKernel"
     assert trace.events.filter(pl.col("name").cast(pl.String) == "x")["ts_ns"].to_list() == [7_500]
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_two_gpu_ddp_trace_keeps_rank_and_collectives(rank: int, sample_trace) -> None:
+    trace = sample_trace(f"ddp_train.rank{rank}")
+    assert trace.meta.rank == rank
+    assert trace.meta.distributed["world_size"] == 2 and trace.meta.distributed["backend"] == "nccl"
+    nccl = trace.kernels.filter(pl.col("name").cast(pl.String).str.starts_with("ncclDevKernel"))
+    assert nccl.height > 0
+    assert (nccl["collective_name"].cast(pl.String) == "allreduce").all()
+    assert (nccl["group_size"] == 2).all() and (nccl["in_msg_nelems"] > 0).all()
+    # the all-reduces run on their own stream, beside the compute stream
+    assert nccl["stream"].n_unique() == 1
+    assert nccl["stream"][0] not in trace.kernels.filter(~pl.col("name").cast(pl.String).str.starts_with("nccl"))["stream"].unique().to_list()
