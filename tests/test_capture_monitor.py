@@ -29,7 +29,14 @@ def util(t_s: float, pct: float, mem_bytes: int = 2_000_000_000) -> list[Sample]
 
 def test_summary_statistics() -> None:
     samples = [x for i, p in enumerate([0, 50, 100, 100, 100]) for x in util(i * 0.1, p)]
-    samples += [Sample(0, C.GPM, int(0.15 * S), {C.TENSOR_UTIL_PCT: 80.0, C.SM_UTIL_PCT: 90.0})]
+    samples += [
+        Sample(
+            0,
+            C.GPM,
+            int(0.15 * S),
+            {C.TENSOR_UTIL_PCT: 80.0, C.SM_UTIL_PCT: 90.0, C.FP16_UTIL_PCT: 45.0, C.FP32_UTIL_PCT: 20.0, C.FP64_UTIL_PCT: 0.5},
+        )
+    ]
     s = summarize(samples, 0, int(0.4 * S))
     assert s.n_samples == 5 and s.duration_s == pytest.approx(0.4)
     assert s.util_gpu_mean == pytest.approx(70)
@@ -41,9 +48,10 @@ def test_summary_statistics() -> None:
     assert s.energy_j == pytest.approx(0.4 * 200)  # energy counter difference, mJ → J
     assert s.sm_clock_mean_mhz == pytest.approx(1070)
     assert s.tensor_util_mean_pct == 80.0 and s.sm_util_mean_pct == 90.0
+    assert (s.fp16_util_mean_pct, s.fp32_util_mean_pct, s.fp64_util_mean_pct) == (45.0, 20.0, 0.5)
     assert s.dram_bw_util_mean_pct is None
     text = s.format()
-    assert "mean 70.0 %" in text and "tensor util (GPM)" in text
+    assert "mean 70.0 %" in text and "tensor util (GPM)" in text and "FP32 util (GPM)" in text
     d = json.loads(s.to_json())
     assert d["schema_version"] == 1 and d["util_gpu_mean"] == pytest.approx(70)
 

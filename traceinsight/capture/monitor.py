@@ -53,6 +53,9 @@ class GpuSummary:
     sm_occupancy_mean_pct: float | None = None
     tensor_util_mean_pct: float | None = None
     dram_bw_util_mean_pct: float | None = None
+    fp16_util_mean_pct: float | None = None
+    fp32_util_mean_pct: float | None = None
+    fp64_util_mean_pct: float | None = None
     n_gpm_samples: int = 0
     note: str | None = None
 
@@ -107,6 +110,9 @@ class GpuSummary:
         row("SM occupancy (GPM)", pct(self.sm_occupancy_mean_pct))
         row("tensor util (GPM)", pct(self.tensor_util_mean_pct))
         row("DRAM BW util (GPM)", pct(self.dram_bw_util_mean_pct))
+        row("FP16 util (GPM)", pct(self.fp16_util_mean_pct))
+        row("FP32 util (GPM)", pct(self.fp32_util_mean_pct))
+        row("FP64 util (GPM)", pct(self.fp64_util_mean_pct))
         if self.note:
             lines.append(f"  note: {self.note}")
         return "\n".join(lines)
@@ -171,6 +177,9 @@ def summarize(
         sm_occupancy_mean_pct=_mean(_series(gpm, C.GPM, C.SM_OCCUPANCY_PCT)),
         tensor_util_mean_pct=_mean(_series(gpm, C.GPM, C.TENSOR_UTIL_PCT)),
         dram_bw_util_mean_pct=_mean(_series(gpm, C.GPM, C.DRAM_BW_UTIL_PCT)),
+        fp16_util_mean_pct=_mean(_series(gpm, C.GPM, C.FP16_UTIL_PCT)),
+        fp32_util_mean_pct=_mean(_series(gpm, C.GPM, C.FP32_UTIL_PCT)),
+        fp64_util_mean_pct=_mean(_series(gpm, C.GPM, C.FP64_UTIL_PCT)),
         n_gpm_samples=len(gpm),
         note=note,
     )
@@ -240,8 +249,10 @@ class GpuMonitor:
         self.device = device
         self.summary = None
         self._sampler = NvmlSampler([device], interval_s=self.interval_s, gpm=self.gpm)
-        self._start_ns = time.time_ns()
+        # Starting the sampler can take a while (NVML init, torch import for the device uuid);
+        # the region begins when the user's code does, after it.
         self._sampler.start()
+        self._start_ns = time.time_ns()
         return self
 
     def __exit__(
