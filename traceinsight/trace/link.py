@@ -90,7 +90,7 @@ def link(
     missing_dur = durations["dur"].null_count()
     if missing_dur:
         warnings.append(f"{missing_dur} duration events had no usable 'dur'; treated as instantaneous")
-    negative_dur = durations.filter(pl.col("dur") < 0).height
+    negative_dur = int((durations["dur"] < 0).sum())
     if negative_dur:
         warnings.append(f"{negative_dur} events had a negative 'dur'; set to 0")
 
@@ -122,7 +122,8 @@ def link(
 
     # python_function frames get a tree of their own: record_function and ProfilerStep spans
     # open inside one Python frame and close inside another, so the two never nest together.
-    host = events.filter(~pl.col("is_gpu")).select("id", "pid", "tid", "ts_ns", "end_ns", "kind", "name")
+    # Narrow first, then filter: an eager filter copies every column it carries.
+    host = events.select("id", "pid", "tid", "ts_ns", "end_ns", "kind", "name", "is_gpu").filter(~pl.col("is_gpu"))
     is_python = pl.col("kind") == "python"
     nesting_ops, improper_ops = _nest(host.filter(~is_python))
     nesting_py, improper_py = _nest(host.filter(is_python))
@@ -193,61 +194,48 @@ def _nest(host: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     events of its thread that started before it and had not yet ended; its parent is the
     latest earlier event one level up. Properly nested spans (the norm on a host thread)
     get exact answers; crossing spans get the nearest plausible parent and are counted.
+    Sorted integer keys and binary searches over a few numpy arrays do the work, so the
+    memory it needs is a few columns of the host events, not copies of frames.
     """
+    empty = pl.DataFrame(schema={"id": pl.Int64, "parent": pl.Int64, "depth": pl.Int32})
     if host.height == 0:
-        return pl.DataFrame(schema={"id": pl.Int64, "parent": pl.Int64, "depth": pl.Int32}), 0
-    ordered = (
-        host.with_columns(g=_group_ids())
-        .sort(["g", "ts_ns", "end_ns"], descending=[False, False, True], maintain_order=True)
-        .with_columns(k=pl.int_range(pl.len()).over("g").cast(pl.Int64))
+        return empty, 0
+    group = host.select(_group_ids())[:, 0].to_numpy()
+    ts = host["ts_ns"].to_numpy()
+    end = host["end_ns"].to_numpy()
+    order = np.lexsort((-end, ts, group))
+    group, ts, end = group[order], ts[order], end[order]
+    ids = host["id"].to_numpy()[order]
+    n = len(ids)
+    position = np.arange(n, dtype=np.int64)
+    # k: how many events of the same thread started before this one.
+    k = position - np.searchsorted(group, group, side="left")
+    # ended: how many events of the same thread ended at or before this one started, from one
+    # sorted array of (thread, end) keys; a zero-length event counted its own end: give it back.
+    t0 = int(ts.min())
+    span = int(end.max()) - t0 + 2
+    if int(group.max() + 1) * span >= 2**62:  # pragma: no cover - centuries of ns × many threads
+        raise OverflowError("trace spans too long a time for nesting keys")
+    end_keys = np.sort(group * span + (end - t0))
+    ended = np.searchsorted(end_keys, group * span + (ts - t0), side="right") - np.searchsorted(
+        end_keys, group * span, side="left"
     )
-    # Count, per event, how many events of its thread ended at or before it started:
-    # one sorted array of (group, end) keys and a searchsorted of (group, start).
-    t0 = int(ordered["ts_ns"].min())  # type: ignore[arg-type]
-    span = int(ordered["end_ns"].max()) - t0 + 2  # type: ignore[arg-type]
-    ngroups = int(ordered["g"].max()) + 1  # type: ignore[arg-type]
-    if ngroups * span < 2**62:
-        end_keys = (pl.col("g") * span + (pl.col("end_ns") - t0)).sort()
-        keyed = ordered.with_columns(
-            q=pl.col("g") * span + (pl.col("ts_ns") - t0),
-            lo=pl.col("g") * span,
-        )
-        ends_sorted = keyed.select(end_keys.alias("e"))["e"]
-        ended = ends_sorted.search_sorted(keyed["q"], side="right") - ends_sorted.search_sorted(
-            keyed["lo"], side="left"
-        )
-        ordered = keyed.with_columns(ended=ended.cast(pl.Int64)).drop("q", "lo")
-    else:  # pragma: no cover - traces spanning ~centuries of ns across many threads
-        parts = []
-        for _, part in ordered.group_by("g", maintain_order=True):
-            ends = part["end_ns"].sort()
-            parts.append(part.with_columns(ended=ends.search_sorted(part["ts_ns"], side="right").cast(pl.Int64)))
-        ordered = pl.concat(parts)
-    # A zero-length event counted its own end; give it back.
-    ordered = ordered.with_columns(
-        depth=(
-            pl.col("k") - pl.col("ended") + (pl.col("end_ns") == pl.col("ts_ns")).cast(pl.Int64)
-        ).clip(lower_bound=0)
-    )
-    parents = ordered.select(
-        "g",
-        pl.col("k").alias("pk"),
-        pl.col("depth").alias("pdepth"),
-        pl.col("id").alias("parent"),
-        pl.col("end_ns").alias("parent_end_ns"),
-    ).sort("pk")
-    linked = (
-        ordered.with_columns(pdepth=pl.col("depth") - 1, pk=pl.col("k") - 1)
-        .sort("pk")
-        .join_asof(parents, on="pk", by=["g", "pdepth"], strategy="backward", check_sortedness=False)
-    )
-    improper = linked.filter(
-        pl.col("parent").is_not_null() & (pl.col("parent_end_ns") < pl.col("end_ns"))
-    ).height
-    return (
-        linked.select("id", "parent", pl.col("depth").cast(pl.Int32)),
-        improper,
-    )
+    depth = np.maximum(k - ended + (end == ts), 0)
+    # parent: the latest earlier event of the same thread one level up, found in one sorted
+    # array of (thread, depth, position) keys.
+    levels = int(depth.max()) + 2
+    level_key = (group * levels + depth) * n + position
+    sorted_keys = np.sort(level_key)
+    wanted_level = group * levels + depth - 1
+    hit = np.searchsorted(sorted_keys, wanted_level * n + position, side="left") - 1
+    found = (depth > 0) & (hit >= 0)
+    hit_key = sorted_keys[np.where(found, hit, 0)]
+    found &= hit_key // n == wanted_level
+    parent_pos = np.where(found, hit_key % n, 0)
+    parent = np.where(found, ids[parent_pos], -1)
+    improper = int(np.count_nonzero(found & (end[parent_pos] < end)))
+    result = pl.DataFrame({"id": ids, "parent": parent, "depth": depth.astype(np.int32)})
+    return result.with_columns(pl.col("parent").replace(-1, None)), improper
 
 
 def step_spans(events: pl.DataFrame) -> pl.DataFrame:
@@ -293,8 +281,8 @@ def _host_steps(events: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
     if steps.height == 0:
         return pl.DataFrame(schema={"id": pl.Int64, "step": pl.Int64})
     return (
-        events.filter(~pl.col("is_gpu"))
-        .select("id", "ts_ns")
+        events.select("id", "ts_ns", "is_gpu")
+        .filter(~pl.col("is_gpu"))
         .join_asof(steps, left_on="ts_ns", right_on="host_start_ns", strategy="backward", check_sortedness=False)
         .filter(pl.col("ts_ns") < pl.col("host_end_ns"))
         .select("id", "step")
@@ -361,7 +349,8 @@ def _kernels(events: pl.DataFrame, host_steps: pl.DataFrame) -> pl.DataFrame:
     # cudaGraphLaunch starts many kernels under one correlation; when a runtime and a driver
     # call share a correlation, the later-starting (inner) one is the launch.
     launches = (
-        events.filter(kind_s.is_in(list(LAUNCH_KINDS)) & pl.col("correlation").is_not_null())
+        events.lazy()
+        .filter(kind_s.is_in(list(LAUNCH_KINDS)) & pl.col("correlation").is_not_null())
         .select(
             "correlation",
             pl.col("id").alias("launch_id"),
@@ -371,6 +360,7 @@ def _kernels(events: pl.DataFrame, host_steps: pl.DataFrame) -> pl.DataFrame:
             pl.col("tid").alias("launch_tid"),
         )
         .unique("correlation", keep="last", maintain_order=True)
+        .collect()
         .join(host_steps.rename({"id": "launch_id"}), on="launch_id", how="left")
     )
     kernels = gpu.drop("step", strict=False).join(launches, on="correlation", how="left")
