@@ -149,6 +149,7 @@ _RAW_DTYPES: dict[str, Any] = {
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _EVENT_FIELDS = attrgetter("name", "cat", "pid", "tid", "ts", "dur", "args")
 _MEMORY_EVENT_FIELDS = attrgetter("ts", "pid", "tid", "args")
+_PHASE = attrgetter("ph")
 _MEMORY_SCHEMA = {"ts": pl.Float64, "pid": pl.Int64, "tid": pl.Int64} | {
     name: pl.Int64 for name in _MemoryArgs.__struct_fields__
 }
@@ -402,7 +403,11 @@ def _decode_events(path: Path, buf: Any) -> list[Any]:
         items = msgspec.json.decode(buf, type=list[Any])
     except msgspec.DecodeError as exc:
         raise _BadCut from exc
-    return [_coerce_event(item) for item in items]
+    return _Coerced(_coerce_event(item) for item in items)
+
+
+class _Coerced(list):  # type: ignore[type-arg]
+    """Events decoded field by field; an entry that was not a JSON object is None."""
 
 
 def _coerce_event(item: Any) -> Any:
@@ -479,22 +484,21 @@ class _ChunkState:
         return known
 
     def consume(self, events: list[Any]) -> pl.DataFrame | None:
-        if None in events:
+        if isinstance(events, _Coerced):
             self.bad_events += events.count(None)
             events = [e for e in events if e is not None]
         durations = [e for e in events if e.ph == "X"]
         if len(durations) != len(events):
             others = [e for e in events if e.ph != "X"]
-            memory = [e for e in others if e.name == "[memory]" and e.ph in ("i", "I", "n")]
-            for event in others:
-                self.phase_counts[event.ph] += 1
-                if event.ph in ("B", "E"):
-                    self.begin_end.append(event)
-                elif event.ph == "C":
-                    self._counter(event)
-                elif event.ph == "M":
-                    self._metadata(event)
-            self._memory(memory)
+            counts = Counter(map(_PHASE, others))
+            self.phase_counts.update(counts)
+            if counts["B"] or counts["E"]:
+                self.begin_end.extend(e for e in others if e.ph in ("B", "E"))
+            for event in [e for e in others if e.ph == "C"] if counts["C"] else ():
+                self._counter(event)
+            for event in [e for e in others if e.ph == "M"] if counts["M"] else ():
+                self._metadata(event)
+            self._memory([e for e in others if e.name == "[memory]" and e.ph in ("i", "I", "n")])
         self.phase_counts["X"] += len(durations)
         if not durations:
             return None
