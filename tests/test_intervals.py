@@ -162,7 +162,7 @@ def test_level_totals_match_the_model_per_window(
     pieces = [p for s, e in merged.rows() for p in ((s, (s + e) // 2), ((s + e) // 2, e)) if p[1] > p[0]]
     wins = [(g, i, s, e) for g in (0, 1) for i, (s, e) in enumerate(pieces)]
     windows = pl.DataFrame(
-        {"g": [w[0] for w in wins], "id": [10 * w[0] + w[1] for w in wins], "start_ns": [w[2] for w in wins], "end_ns": [w[3] for w in wins]},
+        {"g": [w[0] for w in wins], "id": [1000 * w[0] + w[1] for w in wins], "start_ns": [w[2] for w in wins], "end_ns": [w[3] for w in wins]},
         schema={"g": pl.Int64, "id": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64},
     )
     rows = [(g, s, min(s + d, SPAN), lvl) for g, s, d, lvl in items]
@@ -179,6 +179,6 @@ def test_level_totals_match_the_model_per_window(
                 continue
             for t in range(s, e):
                 top[t] = lvl if top[t] is None else min(top[t], lvl)  # type: ignore[type-var]
-        row = got.filter(pl.col("id") == 10 * g + i).row(0, named=True)
+        row = got.filter(pl.col("id") == 1000 * g + i).row(0, named=True)
         for k in range(4):
             assert row[f"level_{k}_ns"] == sum(1 for t in range(ws, we) if top[t] == k)
