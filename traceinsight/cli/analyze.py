@@ -63,8 +63,11 @@ def analyze_command(
         Path | None, typer.Option("--devices", help="TOML file with a [device] table of peaks (see docs/bound.md)")
     ] = None,
 ) -> None:
-    """Analyse a trace: a verdict in plain words, then where the GPU time goes, idle gaps and
-    their causes, steps, ops, kernels, memory, bound regions and compilation."""
+    """Analyse a trace: a verdict, then where the GPU time goes, idle gaps, steps and more.
+
+    Sections: overview, device time breakdown, idle gaps and their causes, steps, operators,
+    kernels, memory, bound regions and torch.compile.
+    """
     if format not in FORMATS:
         raise UsageError(f"unknown format {format!r}; choose from {', '.join(FORMATS)}")
     from traceinsight.analysis.base import AnalysisConfig

@@ -22,9 +22,11 @@ def export_command(
     gap_threshold_us: Annotated[float, typer.Option("--gap-threshold-us", help="Smallest idle gap shown, in µs")] = 10.0,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Parse the file even if a cached copy exists")] = False,
 ) -> None:
-    """Write a Perfetto trace: the original timeline, idle gaps with their causes, device-side
-    steps, bound labels per region and NVML/GPM counters as extra tracks. Open it in
-    ui.perfetto.dev (the file stays on your machine)."""
+    """Write a Perfetto trace: the timeline plus idle gaps, steps, bound labels and counters.
+
+    Idle gaps with their causes, device-side steps, bound labels per region and NVML/GPM
+    counters become extra tracks. Open it in ui.perfetto.dev (the file stays on your machine).
+    """
     try:
         import perfetto  # noqa: F401
     except ImportError as exc:
