@@ -80,37 +80,42 @@ def link(
             "trace has no baseTimeNanoseconds: times are relative to its first event"
         )
 
-    durations = durations.with_columns(
+    # Computed as a small frame of their own: adding columns to the reader's frame, which
+    # arrives as one chunk per decoded piece, would make polars copy all of it into one chunk.
+    # (Even a select on that frame rechunks all of it, so its columns are taken one by one.)
+    times = pl.DataFrame([durations.get_column(c) for c in ("ts", "dur", "cat")]).select(
         ts=pl.when(((pl.col("ts") - origin_us) * 1000.0).abs() < _MAX_NS).then(pl.col("ts")),
         dur=pl.when(pl.col("dur") * 1000.0 < _MAX_NS).then(pl.col("dur")),
+        cat=pl.col("cat"),
     )
-    missing_ts = durations["ts"].null_count()
+    missing_ts = times["ts"].null_count()
     if missing_ts:
         warnings.append(f"{missing_ts} events without a usable timestamp were ignored")
-    missing_dur = durations["dur"].null_count()
+    missing_dur = times["dur"].null_count()
     if missing_dur:
         warnings.append(f"{missing_dur} duration events had no usable 'dur'; treated as instantaneous")
-    negative_dur = int((durations["dur"] < 0).sum())
+    negative_dur = int((times["dur"] < 0).sum())
     if negative_dur:
         warnings.append(f"{negative_dur} events had a negative 'dur'; set to 0")
 
     if missing_ts:
-        durations = durations.filter(pl.col("ts").is_not_null())
-    # Derived columns first, then one gather into time order: a single copy of the wide
-    # frame, after which the unsorted original is dropped.
-    durations = durations.with_columns(
+        keep = times["ts"].is_not_null()
+        durations = durations.filter(keep)
+        times = times.filter(keep)
+    derived = times.select(
         ts_ns=_to_ns("ts", origin_us),
         dur_ns=(pl.col("dur").fill_null(0.0) * 1000.0).round(0).cast(pl.Int64).clip(lower_bound=0),
         kind=_kind_expr(),
-    ).drop("ts", "dur")
+    )
     is_gpu = pl.col("kind").cast(pl.String).is_in(list(GPU_KINDS))
-    order = durations.select(
+    order = derived.select(
         pl.arg_sort_by(["ts_ns", "dur_ns"], descending=[False, True], maintain_order=True)
     ).to_series()
-    # Hand the only reference over, so each source column is freed as soon as it is gathered.
-    owned = [durations]
-    del durations
-    events = _gather_freeing(owned.pop(), order)
+    # Hand the only references over, so each source column is freed once it is gathered.
+    owned = [durations.get_column(c) for c in durations.columns if c not in ("ts", "dur")]
+    owned += derived.get_columns()
+    del durations, derived, times
+    events = _gather_freeing(owned, order)
     del order
     events = events.with_columns(
         id=pl.int_range(events.height, dtype=pl.Int64),
@@ -255,17 +260,18 @@ def step_spans(events: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _gather_freeing(frame: pl.DataFrame, order: pl.Series) -> pl.DataFrame:
-    """``frame[order]``, one column at a time, dropping each source column once gathered.
+def _gather_freeing(columns: list[pl.Series], order: pl.Series) -> pl.DataFrame:
+    """A frame of ``columns`` with rows taken in ``order``, one column at a time.
 
-    The whole-frame gather holds two copies of every column at its peak; this holds two
-    copies of one column, which on large traces is hundreds of MB less.
+    ``columns`` is emptied as it goes, so with no other reference held each source column is
+    freed once gathered: a whole-frame gather would hold two copies of every column at its
+    peak, this holds two copies of one column.
     """
-    columns = []
-    for name in frame.columns:
-        columns.append(frame.get_column(name).gather(order))
-        frame = frame.drop(name)
-    return pl.DataFrame(columns)
+    columns.reverse()
+    gathered = []
+    while columns:
+        gathered.append(columns.pop().gather(order))
+    return pl.DataFrame(gathered)
 
 
 def _aligned(n: int, ids: pl.Series, values: pl.Series, dtype: Any) -> pl.Series:

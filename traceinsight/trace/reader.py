@@ -696,10 +696,21 @@ def _finish_durations(parts: list[pl.DataFrame], state: _ChunkState) -> pl.DataF
         state.warnings.append(f"{state.bad_args} events had malformed args that were ignored")
     if not parts:
         return pl.DataFrame(schema=_RAW_DTYPES)
-    merged = pl.concat(parts, how="diagonal", rechunk=False)
+    # Give every part the full schema, then stack them as chunks: a diagonal concat would
+    # copy all of them into one new buffer per column, doubling the frame for a moment.
+    full = [_with_schema(part) for part in parts]
     parts.clear()
-    missing = [pl.lit(None, dtype=dtype).alias(name) for name, dtype in _RAW_DTYPES.items() if name not in merged.columns]
-    return merged.with_columns(missing).select(list(_RAW_DTYPES))
+    return pl.concat(full, how="vertical", rechunk=False)
+
+
+def _with_schema(part: pl.DataFrame) -> pl.DataFrame:
+    n = part.height
+    return pl.DataFrame(
+        [
+            part.get_column(name) if name in part.columns else pl.Series(name, dtype=dtype).extend_constant(None, n)
+            for name, dtype in _RAW_DTYPES.items()
+        ]
+    )
 
 
 def _counters_frame(rows: list[tuple[float, int, str, str, float]]) -> pl.DataFrame:
