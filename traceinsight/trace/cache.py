@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import polars as pl
@@ -59,13 +60,7 @@ def read(path: Path) -> Trace | None:
         # A corrupt or foreign entry is never trusted: drop it and let the caller rebuild.
         shutil.rmtree(entry, ignore_errors=True)
         return None
-    return Trace(meta=_with_from_cache(meta), **frames)
-
-
-def _with_from_cache(meta: TraceMeta) -> TraceMeta:
-    from dataclasses import replace
-
-    return replace(meta, from_cache=True)
+    return Trace(meta=replace(meta, from_cache=True), **frames)
 
 
 def write(path: Path, trace: Trace) -> Path | None:

@@ -276,7 +276,7 @@ def _gather_freeing(columns: list[pl.Series], order: pl.Series) -> pl.DataFrame:
 
 def _aligned(n: int, ids: pl.Series, values: pl.Series, dtype: Any) -> pl.Series:
     """A length-n column holding ``values`` at row ``ids`` and nulls elsewhere."""
-    column = pl.Series(values.name, [None] * 0, dtype=dtype).extend_constant(None, n)
+    column = pl.Series(values.name, dtype=dtype).extend_constant(None, n)
     if ids.len() == 0:
         return column
     return column.scatter(ids, values.cast(dtype))
@@ -369,7 +369,7 @@ def _kernels(events: pl.DataFrame, host_steps: pl.DataFrame) -> pl.DataFrame:
         .collect()
         .join(host_steps.rename({"id": "launch_id"}), on="launch_id", how="left")
     )
-    kernels = gpu.drop("step", strict=False).join(launches, on="correlation", how="left")
+    kernels = gpu.join(launches, on="correlation", how="left")
     context = _host_context(events, launches["launch_id"])
     kernels = kernels.join(context, on="launch_id", how="left")
     return kernels.select(

@@ -25,15 +25,15 @@ import msgspec
 import polars as pl
 
 from traceinsight.errors import TraceFormatError
+from traceinsight.trace.schema import GPU_KINDS, KIND_BY_CAT
 
 # Target size of one decoded chunk of the events array; bounds the live Python objects.
 CHUNK_BYTES = 8 * 1024 * 1024
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 _FIRST_TOKEN = re.compile(rb"\s*(\S)")
 
-_HOST_CATS_GPU = frozenset(
-    {"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation", "cuda_sync", "memcpy", "memset"}
-)
+# Kineto categories of events on a device timeline; their args are decoded as GPU args.
+_GPU_CATS = frozenset(cat for cat, kind in KIND_BY_CAT.items() if kind in GPU_KINDS)
 
 
 class _Event(msgspec.Struct, gc=False):
@@ -154,7 +154,7 @@ _MEMORY_SCHEMA = {"ts": pl.Float64, "pid": pl.Int64, "tid": pl.Int64} | {
     name: pl.Int64 for name in _MemoryArgs.__struct_fields__
 }
 # Which args struct decodes an event's args, by its cat: 0 cpu op, 1 other host, 2 GPU.
-_GROUP_BY_CAT = {"cpu_op": 0, "operator": 0} | {cat: 2 for cat in _HOST_CATS_GPU}
+_GROUP_BY_CAT = {"cpu_op": 0, "operator": 0} | {cat: 2 for cat in _GPU_CATS}
 _GROUP_STRUCTS = (
     (_OpArgs, _OP_ARG_FIELDS),
     (_HostArgs, _HOST_ARG_FIELDS),
