@@ -159,7 +159,8 @@ def test_cpu_only_trace_recorded_here(tmp_path: Path) -> None:
     assert trace.kernels.height == 0 and not trace.has_gpu
     assert trace.has_shapes
     linear = trace.events.filter(pl.col("name").cast(pl.String) == "aten::linear")
-    assert linear.height >= 2 and linear["input_dims"].str.contains(r"^\[\[8, (16|32)\]").all()
+    # torch writes "[[8, 16], ..."; the frame holds compact JSON, like a re-serialized trace's
+    assert linear.height >= 2 and linear["input_dims"].str.contains(r"^\[\[8,(16|32)\],").all()
 
 
 def test_trace_without_profiler_steps(tmp_path: Path) -> None:
@@ -250,12 +251,40 @@ def test_counters_land_in_the_counters_frame(tmp_path: Path) -> None:
     ]
 
 
-def test_chunked_decode_matches_single_piece(monkeypatch: pytest.MonkeyPatch, sample_trace) -> None:
+@pytest.mark.parametrize("layout", ["compact", "indented", "events_first"])
+@pytest.mark.parametrize("chunk_bytes", [700, 4096, 65536])
+def test_chunked_decode_matches_single_piece(
+    layout: str, chunk_bytes: int, monkeypatch: pytest.MonkeyPatch, sample_trace, tmp_path: Path
+) -> None:
+    # The same real trace, written three ways: compact "},{" (each piece is copied), indented
+    # (pieces are cut in place), and with the header keys after the events array (found when
+    # the last piece is decoded).
     whole = sample_trace("train_compiled")
-    monkeypatch.setattr(reader, "CHUNK_BYTES", 4096)
-    chunked = ti.load(sample_path("train_compiled"), cache=False)
+    doc = json.loads(gzip.decompress(sample_path("train_compiled").read_bytes()))
+    if layout == "events_first":
+        doc = {"traceEvents": doc.pop("traceEvents")} | doc
+    text = json.dumps(doc, indent=1 if layout == "indented" else None, separators=None if layout == "indented" else (",", ":"))
+    path = tmp_path / "trace.json"
+    path.write_text(text)
+    monkeypatch.setattr(reader, "CHUNK_BYTES", chunk_bytes)
+    chunked = ti.load(path, cache=False)
     assert chunked.events.equals(whole.events)
     assert chunked.kernels.equals(whole.kernels)
+    assert chunked.counters.equals(whole.counters)
+    assert chunked.meta.base_time_ns == whole.meta.base_time_ns
+    assert chunked.meta.devices == whole.meta.devices
+    assert chunked.meta.capture == whole.meta.capture
+    assert chunked.meta.warnings == whole.meta.warnings
+
+
+def test_traceevents_key_inside_an_earlier_value_is_not_taken_for_the_real_one(tmp_path: Path) -> None:
+    # hand-made: a header value holds its own "traceEvents" list before the real key
+    events = [op(f"op{i}", i * 10, 5) for i in range(50)]
+    path = tmp_path / "decoy.json"
+    decoy = {"schemaVersion": 1, "notes": {"traceEvents": [op("decoy", 0, 1)]}, "traceEvents": events, "traceName": "t"}
+    path.write_text(json.dumps(decoy))
+    trace = ti.load(path, cache=False)
+    assert trace.events["name"].cast(pl.String).to_list() == [f"op{i}" for i in range(50)]
 
 
 def test_chunk_cut_inside_nested_objects_falls_back(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

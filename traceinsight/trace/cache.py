@@ -34,7 +34,9 @@ def cache_root() -> Path:
 
 def cache_key(path: Path) -> str:
     stat = path.stat()
-    ident = f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|v{READER_VERSION}|pl{pl.__version__}"
+    ident = (
+        f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|v{READER_VERSION}|pl{pl.__version__}"
+    )
     return hashlib.sha256(ident.encode()).hexdigest()[:32]
 
 
@@ -73,7 +75,9 @@ def write(path: Path, trace: Trace) -> Path | None:
         return None
     try:
         for name in FRAME_SCHEMAS:
-            trace.frame(name).write_parquet(tmp / f"{name}.parquet", compression="lz4", statistics=False)
+            trace.frame(name).write_parquet(
+                tmp / f"{name}.parquet", compression="lz4", statistics=False
+            )
         (tmp / "meta.json").write_text(json.dumps(trace.meta.to_dict(), default=str))
         if entry.exists():
             shutil.rmtree(entry, ignore_errors=True)

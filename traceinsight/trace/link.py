@@ -7,7 +7,6 @@ over nesting levels (a few dozen at most), never over events.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import polars as pl
@@ -19,6 +18,7 @@ from traceinsight.trace.schema import (
     KERNEL_COLUMNS,
     KIND_BY_CAT,
     KIND_DTYPE,
+    KINDS,
     LAUNCH_KINDS,
     PROFILER_STEP_PREFIX,
 )
@@ -76,9 +76,7 @@ def link(
             if frame.height and frame["ts"].null_count() < frame.height
         ]
         origin_us = float(min(float(s) for s in starts if s is not None)) if starts else 0.0  # type: ignore[arg-type]
-        warnings.append(
-            "trace has no baseTimeNanoseconds: times are relative to its first event"
-        )
+        warnings.append("trace has no baseTimeNanoseconds: times are relative to its first event")
 
     # Computed as a small frame of their own: adding columns to the reader's frame, which
     # arrives as one chunk per decoded piece, would make polars copy all of it into one chunk.
@@ -93,7 +91,9 @@ def link(
         warnings.append(f"{missing_ts} events without a usable timestamp were ignored")
     missing_dur = times["dur"].null_count()
     if missing_dur:
-        warnings.append(f"{missing_dur} duration events had no usable 'dur'; treated as instantaneous")
+        warnings.append(
+            f"{missing_dur} duration events had no usable 'dur'; treated as instantaneous"
+        )
     negative_dur = int((times["dur"] < 0).sum())
     if negative_dur:
         warnings.append(f"{negative_dur} events had a negative 'dur'; set to 0")
@@ -120,42 +120,50 @@ def link(
     events = events.with_columns(
         id=pl.int_range(events.height, dtype=pl.Int64),
         end_ns=pl.col("ts_ns") + pl.col("dur_ns"),
-        is_gpu=is_gpu,
-        device=pl.when(is_gpu).then(pl.coalesce(pl.col("device"), pl.when(pl.col("pid") >= 0).then(pl.col("pid")))),
+        device=pl.when(is_gpu).then(
+            pl.coalesce(pl.col("device"), pl.when(pl.col("pid") >= 0).then(pl.col("pid")))
+        ),
         stream=pl.when(is_gpu).then(pl.coalesce(pl.col("stream"), pl.col("tid"))),
     )
+    # From here on, per-event work runs on numpy arrays indexed by row number (= id), and
+    # results are written into aligned columns: filters and joins of the wide frame would
+    # copy every column they carry.
+    n = events.height
+    kind = events["kind"].to_physical().to_numpy()
+    is_host = ~np.isin(kind, _codes(GPU_KINDS))
+    is_python = kind == _codes({"python"})[0]
 
     # python_function frames get a tree of their own: record_function and ProfilerStep spans
     # open inside one Python frame and close inside another, so the two never nest together.
-    # Narrow first, then filter: an eager filter copies every column it carries.
-    host = events.select("id", "pid", "tid", "ts_ns", "end_ns", "kind", "name", "is_gpu").filter(~pl.col("is_gpu"))
-    is_python = pl.col("kind") == "python"
-    nesting_ops, improper_ops = _nest(host.filter(~is_python))
-    nesting_py, improper_py = _nest(host.filter(is_python))
-    improper = improper_ops + improper_py
+    parent = np.full(n, -1, dtype=np.int64)
+    depth = np.full(n, -1, dtype=np.int32)
+    improper = 0
+    for rows in (np.flatnonzero(is_host & ~is_python), np.flatnonzero(is_python)):
+        improper += _nest(events, rows, parent, depth)
     if improper:
         warnings.append(
             f"{improper} host events overlap a sibling without nesting; their parent is approximate"
         )
-    # ids are row numbers, so per-event results are scattered into aligned columns
-    # instead of joined: no copy of the wide frame per step.
-    n = events.height
-    nesting = pl.concat([nesting_ops, nesting_py])
-    parent = _aligned(n, nesting["id"], nesting["parent"], pl.Int64)
-    depth = _aligned(n, nesting["id"], nesting["depth"], pl.Int32)
-    events = events.with_columns(parent=parent, depth=depth)
+    del is_python
+    events = events.with_columns(
+        parent=_nullable("parent", parent, parent >= 0), depth=_nullable("depth", depth, depth >= 0)
+    )
 
-    host_steps = _host_steps(events, step_spans(events))
-    kernels = _kernels(events, host_steps)
+    step, has_step = _host_steps(events, is_host)
+    kernels = _kernels(events, kind, parent, step, has_step)
     unlaunched = kernels["launch_id"].null_count() if kernels.height else 0
     if unlaunched:
         warnings.append(
             f"{unlaunched} GPU events were launched before the trace window opened "
             "(no launch call in the trace); they have no host context"
         )
-    step = _aligned(n, host_steps["id"], host_steps["step"], pl.Int64)
-    step = step.scatter(kernels["id"], kernels["step"]) if kernels.height else step
-    events = events.with_columns(step=step)
+    if kernels.height:
+        # GPU work belongs to the step of the host call that launched it.
+        kernel_rows = kernels["id"].to_numpy()
+        step[kernel_rows] = kernels["step"].fill_null(-1).to_numpy()
+        has_step[kernel_rows] = kernels["step"].is_not_null().to_numpy()
+    events = events.with_columns(step=_nullable("step", step, has_step))
+    del kind, is_host, parent, depth, step, has_step
 
     events = events.with_columns(
         pl.col("name").fill_null("").cast(pl.Categorical),
@@ -188,66 +196,95 @@ def link(
     return LinkResult(events, kernels, counters_out, memory_out, origin_us, warnings)
 
 
-def _group_ids() -> pl.Expr:
-    return pl.struct("pid", "tid").rank("dense").cast(pl.Int64) - 1
+def _codes(kinds: frozenset[str] | set[str]) -> list[int]:
+    """Physical codes of ``kinds`` in the kind Enum."""
+    return [KINDS.index(k) for k in kinds]
 
 
-def _nest(host: pl.DataFrame) -> tuple[pl.DataFrame, int]:
-    """Parent and depth of each host event among the events of its own (pid, tid).
+def _nullable(name: str, values: np.ndarray, valid: np.ndarray) -> pl.Series:
+    """``values`` as a polars column, null where ``valid`` is False."""
+    return (
+        pl.select(pl.when(pl.Series(valid)).then(pl.Series(name, values))).to_series().alias(name)
+    )
+
+
+def _nest(events: pl.DataFrame, rows: np.ndarray, parent: np.ndarray, depth: np.ndarray) -> int:
+    """Write the parent and depth of each event in ``rows`` among the events of its (pid, tid).
 
     Events are ordered by start, longer first on ties. An event's depth is the number of
     events of its thread that started before it and had not yet ended; its parent is the
     latest earlier event one level up. Properly nested spans (the norm on a host thread)
-    get exact answers; crossing spans get the nearest plausible parent and are counted.
-    Sorted integer keys and binary searches over a few numpy arrays do the work, so the
-    memory it needs is a few columns of the host events, not copies of frames.
+    get exact answers; crossing spans get the nearest plausible parent and are counted
+    (the return value). Sorted integer keys and binary searches over numpy arrays do the
+    work, and temporaries are dropped as soon as they are used: this runs while the whole
+    events frame is alive, at the loader's memory peak.
     """
-    empty = pl.DataFrame(schema={"id": pl.Int64, "parent": pl.Int64, "depth": pl.Int32})
-    if host.height == 0:
-        return empty, 0
-    group = host.select(_group_ids())[:, 0].to_numpy()
-    ts = host["ts_ns"].to_numpy()
-    end = host["end_ns"].to_numpy()
-    order = np.lexsort((-end, ts, group))
-    group, ts, end = group[order], ts[order], end[order]
-    ids = host["id"].to_numpy()[order]
-    n = len(ids)
-    position = np.arange(n, dtype=np.int64)
+    m = len(rows)
+    if m == 0:
+        return 0
+    ts = events["ts_ns"].to_numpy()[rows]
+    end = events["end_ns"].to_numpy()[rows]
+    pid = events["pid"].to_numpy()[rows]
+    tid = events["tid"].to_numpy()[rows]
+    order = np.lexsort((-end, ts, tid, pid))
+    ids, ts, end, pid, tid = rows[order], ts[order], end[order], pid[order], tid[order]
+    del order
+    starts_thread = np.ones(m, dtype=bool)
+    starts_thread[1:] = (pid[1:] != pid[:-1]) | (tid[1:] != tid[:-1])
+    del pid, tid
+    group = np.cumsum(starts_thread) - 1
+    first_of_group = np.flatnonzero(starts_thread)
+    del starts_thread
+    position = np.arange(m, dtype=np.int64)
     # k: how many events of the same thread started before this one.
-    k = position - np.searchsorted(group, group, side="left")
+    k = position - first_of_group[group]
+    del first_of_group
     # ended: how many events of the same thread ended at or before this one started, from one
     # sorted array of (thread, end) keys; a zero-length event counted its own end: give it back.
     t0 = int(ts.min())
     span = int(end.max()) - t0 + 2
     if int(group.max() + 1) * span >= 2**62:  # pragma: no cover - centuries of ns × many threads
         raise OverflowError("trace spans too long a time for nesting keys")
-    end_keys = np.sort(group * span + (end - t0))
-    ended = np.searchsorted(end_keys, group * span + (ts - t0), side="right") - np.searchsorted(
-        end_keys, group * span, side="left"
-    )
-    depth = np.maximum(k - ended + (end == ts), 0)
+    base = group * span
+    end_keys = base + (end - t0)
+    end_keys.sort()
+    ended = np.searchsorted(end_keys, base + (ts - t0), side="right")
+    ended -= np.searchsorted(end_keys, base, side="left")
+    del end_keys, base
+    level = k - ended + (end == ts)
+    del k, ended
+    np.maximum(level, 0, out=level)
     # parent: the latest earlier event of the same thread one level up, found in one sorted
     # array of (thread, depth, position) keys.
-    levels = int(depth.max()) + 2
-    level_key = (group * levels + depth) * n + position
-    sorted_keys = np.sort(level_key)
-    wanted_level = group * levels + depth - 1
-    hit = np.searchsorted(sorted_keys, wanted_level * n + position, side="left") - 1
-    found = (depth > 0) & (hit >= 0)
+    levels = int(level.max()) + 2
+    wanted_level = group * levels + level - 1
+    del group
+    sorted_keys = (wanted_level + 1) * m + position
+    sorted_keys.sort()
+    hit = np.searchsorted(sorted_keys, wanted_level * m + position, side="left") - 1
+    del position
+    found = (level > 0) & (hit >= 0)
     hit_key = sorted_keys[np.where(found, hit, 0)]
-    found &= hit_key // n == wanted_level
-    parent_pos = np.where(found, hit_key % n, 0)
-    parent = np.where(found, ids[parent_pos], -1)
+    del sorted_keys, hit
+    found &= hit_key // m == wanted_level
+    del wanted_level
+    parent_pos = np.where(found, hit_key % m, 0)
+    del hit_key
     improper = int(np.count_nonzero(found & (end[parent_pos] < end)))
-    result = pl.DataFrame({"id": ids, "parent": parent, "depth": depth.astype(np.int32)})
-    return result.with_columns(pl.col("parent").replace(-1, None)), improper
+    parent[ids] = np.where(found, ids[parent_pos], -1)
+    depth[ids] = level
+    return improper
 
 
 def step_spans(events: pl.DataFrame) -> pl.DataFrame:
     """ProfilerStep#N host spans, one row per step: step, host_start_ns, host_end_ns, by start."""
     name = pl.col("name").cast(pl.String)
+    # Filter on the kind first: the name test casts to strings, which only a few rows need.
+    annotations = events.select("kind", "name", "ts_ns", "end_ns").filter(
+        pl.col("kind") == "user_annotation"
+    )
     return (
-        events.filter((pl.col("kind") == "user_annotation") & name.str.starts_with(PROFILER_STEP_PREFIX))
+        annotations.filter(name.str.starts_with(PROFILER_STEP_PREFIX))
         .select(
             step=name.str.slice(len(PROFILER_STEP_PREFIX)).cast(pl.Int64, strict=False),
             host_start_ns=pl.col("ts_ns"),
@@ -260,64 +297,77 @@ def step_spans(events: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+# Columns gathered per polars call: polars runs the columns of one call in parallel, and the
+# sources of a batch are freed before the next starts, so the transient copy stays small.
+_GATHER_BATCH = 4
+
+
 def _gather_freeing(columns: list[pl.Series], order: pl.Series) -> pl.DataFrame:
-    """A frame of ``columns`` with rows taken in ``order``, one column at a time.
+    """A frame of ``columns`` with rows taken in ``order``, a few columns at a time.
 
     ``columns`` is emptied as it goes, so with no other reference held each source column is
     freed once gathered: a whole-frame gather would hold two copies of every column at its
-    peak, this holds two copies of one column.
+    peak, this holds two copies of a few. All-null columns (NCCL fields in a one-GPU trace,
+    say) are made anew instead of gathered.
     """
+    n = order.len()
+    names = [c.name for c in columns]
+    done: dict[str, pl.Series] = {}
     columns.reverse()
-    gathered = []
     while columns:
-        gathered.append(columns.pop().gather(order))
-    return pl.DataFrame(gathered)
+        batch: list[pl.Series] = []
+        while columns and len(batch) < _GATHER_BATCH:
+            column = columns.pop()
+            if column.null_count() == column.len():
+                done[column.name] = pl.Series(column.name, dtype=column.dtype).extend_constant(None, n)
+            else:
+                batch.append(column)
+            del column
+        if batch:
+            gathered = pl.DataFrame(batch).select(pl.all().gather(order))
+            del batch
+            done.update((c.name, c) for c in gathered.get_columns())
+            del gathered
+    return pl.DataFrame([done.pop(name) for name in names])
 
 
-def _aligned(n: int, ids: pl.Series, values: pl.Series, dtype: Any) -> pl.Series:
-    """A length-n column holding ``values`` at row ``ids`` and nulls elsewhere."""
-    column = pl.Series(values.name, dtype=dtype).extend_constant(None, n)
-    if ids.len() == 0:
-        return column
-    return column.scatter(ids, values.cast(dtype))
+def _host_steps(events: pl.DataFrame, is_host: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Step number of each host event inside a ProfilerStep span, and which events have one.
+
+    A host event belongs to the latest step that started at or before it, while that step
+    is still open.
+    """
+    n = events.height
+    spans = step_spans(events)
+    step = np.full(n, -1, dtype=np.int64)
+    has_step = np.zeros(n, dtype=bool)
+    if spans.height == 0:
+        return step, has_step
+    starts = spans["host_start_ns"].to_numpy()
+    ends = spans["host_end_ns"].to_numpy()
+    ts = events["ts_ns"].to_numpy()
+    span = np.searchsorted(starts, ts, side="right") - 1
+    has_step[:] = is_host & (span >= 0)
+    np.maximum(span, 0, out=span)
+    has_step &= ts < ends[span]
+    step[has_step] = spans["step"].to_numpy()[span[has_step]]
+    return step, has_step
 
 
-def _host_steps(events: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
-    """(id, step) of host events that fall inside a ProfilerStep span."""
-    if steps.height == 0:
-        return pl.DataFrame(schema={"id": pl.Int64, "step": pl.Int64})
-    return (
-        events.select("id", "ts_ns", "is_gpu")
-        .filter(~pl.col("is_gpu"))
-        .join_asof(steps, left_on="ts_ns", right_on="host_start_ns", strategy="backward", check_sortedness=False)
-        .filter(pl.col("ts_ns") < pl.col("host_end_ns"))
-        .select("id", "step")
-    )
+def _host_context(
+    parents: np.ndarray, is_op: np.ndarray, is_annotation: np.ndarray, launches: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For each launch call (row number, -1 for none): its innermost cpu_op, outermost cpu_op
+    and innermost annotation, as row numbers (-1 for none).
 
-
-def _host_context(events: pl.DataFrame, launch_ids: pl.Series) -> pl.DataFrame:
-    """For each launch call: its innermost cpu_op, outermost cpu_op and innermost annotation.
-
-    Climbs the host nesting (``parent``) from every launch at once, one level per pass, with
+    Climbs the host nesting (``parents``) from every launch at once, one level per pass, with
     array gathers; the passes number the nesting depth (tens), never the events.
     """
-    name_s = pl.col("name").cast(pl.String)
-    table = events.select(
-        parent=pl.col("parent").fill_null(-1),
-        is_op=pl.col("kind") == "cpu_op",
-        is_annotation=(
-            (pl.col("kind") == "user_annotation") & ~name_s.str.starts_with(PROFILER_STEP_PREFIX)
-        ).fill_null(False),
-    )
-    parents = table["parent"].to_numpy()
-    is_op = table["is_op"].to_numpy()
-    is_annotation = table["is_annotation"].to_numpy()
-    launches = launch_ids.to_numpy().astype(np.int64)
     op = np.full(len(launches), -1, dtype=np.int64)
     top = np.full(len(launches), -1, dtype=np.int64)
     annotation = np.full(len(launches), -1, dtype=np.int64)
-    rows = np.arange(len(launches))
-    current = parents[launches]
+    rows = np.flatnonzero(launches >= 0)
+    current = parents[launches[rows]]
     while rows.size:
         alive = current >= 0
         rows, current = rows[alive], current[alive]
@@ -330,51 +380,83 @@ def _host_context(events: pl.DataFrame, launch_ids: pl.Series) -> pl.DataFrame:
         ann_here = is_annotation[current] & (annotation[rows] < 0)
         annotation[rows[ann_here]] = current[ann_here]
         current = parents[current]
-    names = events["name"].cast(pl.String)
-
-    def column(ids: np.ndarray, label: str) -> list[pl.Series]:
-        series = pl.Series(f"{label}_id", ids).replace(-1, None)
-        return [series, names.gather(series).alias(f"{label}_name" if label != "annotation" else label)]
-
-    return pl.DataFrame(
-        [
-            pl.Series("launch_id", launches),
-            *column(op, "op"),
-            *column(top, "top_op"),
-            *column(annotation, "annotation"),
-        ]
-    )
+    return op, top, annotation
 
 
-def _kernels(events: pl.DataFrame, host_steps: pl.DataFrame) -> pl.DataFrame:
-    """GPU work joined to its launch call (by correlation) and that call's host context."""
-    kind_s = pl.col("kind").cast(pl.String)
-    gpu = events.filter(kind_s.is_in(list(GPU_WORK_KINDS)))
-    if gpu.height == 0:
+def _kernels(
+    events: pl.DataFrame,
+    kind: np.ndarray,
+    parent: np.ndarray,
+    step: np.ndarray,
+    has_step: np.ndarray,
+) -> pl.DataFrame:
+    """GPU work joined to its launch call (by correlation) and that call's host context.
+
+    Built column by column from row numbers, so the wide events frame is never filtered or
+    joined as a whole.
+    """
+    gpu_rows = np.flatnonzero(np.isin(kind, _codes(GPU_WORK_KINDS)))
+    if gpu_rows.size == 0:
         return pl.DataFrame(schema=KERNEL_COLUMNS)
     # cudaGraphLaunch starts many kernels under one correlation; when a runtime and a driver
     # call share a correlation, the later-starting (inner) one is the launch.
+    is_launch = pl.Series(np.isin(kind, _codes(LAUNCH_KINDS)))
     launches = (
-        events.lazy()
-        .filter(kind_s.is_in(list(LAUNCH_KINDS)) & pl.col("correlation").is_not_null())
-        .select(
-            "correlation",
-            pl.col("id").alias("launch_id"),
-            pl.col("name").cast(pl.String).alias("launch_name"),
-            pl.col("ts_ns").alias("launch_ts_ns"),
-            pl.col("end_ns").alias("launch_end_ns"),
-            pl.col("tid").alias("launch_tid"),
-        )
+        events.select("id", "correlation")
+        .filter(is_launch & pl.col("correlation").is_not_null())
         .unique("correlation", keep="last", maintain_order=True)
-        .collect()
-        .join(host_steps.rename({"id": "launch_id"}), on="launch_id", how="left")
+        .rename({"id": "launch_id"})
     )
-    kernels = gpu.join(launches, on="correlation", how="left")
-    context = _host_context(events, launches["launch_id"])
-    kernels = kernels.join(context, on="launch_id", how="left")
+    gpu = pl.DataFrame({"row": gpu_rows, "correlation": events["correlation"].gather(gpu_rows)})
+    launch = gpu.join(launches, on="correlation", how="left", maintain_order="left")["launch_id"]
+    launch_rows = launch.fill_null(-1).to_numpy()
+    has_launch = launch_rows >= 0
+
+    cpu_op, user_annotation = _codes({"cpu_op"})[0], _codes({"user_annotation"})[0]
+    is_annotation = kind == user_annotation
+    annotation_rows = np.flatnonzero(is_annotation)
+    is_step_span = (
+        events["name"]
+        .gather(annotation_rows)
+        .cast(pl.String)
+        .str.starts_with(PROFILER_STEP_PREFIX)
+        .fill_null(False)
+    )
+    is_annotation[annotation_rows[is_step_span.to_numpy()]] = False
+    op, top, annotation = _host_context(parent, kind == cpu_op, is_annotation, launch_rows)
+
+    def at(column: str, rows: np.ndarray, alias: str) -> pl.Series:
+        valid = rows >= 0
+        taken = events[column].gather(np.where(valid, rows, 0))
+        if valid.all():
+            return taken.alias(alias)
+        return pl.select(pl.when(pl.Series(valid)).then(taken)).to_series().alias(alias)
+
+    own = [events[c].gather(gpu_rows) for c in KERNEL_COLUMNS if c in events.columns]
+    launch_step = np.where(has_launch, step[np.where(has_launch, launch_rows, 0)], -1)
+    launch_has_step = has_launch & has_step[np.where(has_launch, launch_rows, 0)]
+    derived = [
+        launch.alias("launch_id"),
+        at("name", launch_rows, "launch_name"),
+        at("ts_ns", launch_rows, "launch_ts_ns"),
+        at("end_ns", launch_rows, "launch_end_ns"),
+        at("tid", launch_rows, "launch_tid"),
+        _nullable("op_id", op, op >= 0),
+        at("name", op, "op_name"),
+        _nullable("top_op_id", top, top >= 0),
+        at("name", top, "top_op_name"),
+        _nullable("annotation_id", annotation, annotation >= 0),
+        at("name", annotation, "annotation"),
+        _nullable("step", launch_step, launch_has_step),
+    ]
+    kernels = pl.DataFrame(own + derived)
     return kernels.select(
         [
-            (pl.col(c).cast(pl.String).cast(t) if t == pl.Categorical else pl.col(c).cast(t))
+            (
+                pl.col(c).cast(pl.String).cast(t)
+                if t == pl.Categorical and kernels.schema[c] != pl.Categorical
+                else pl.col(c).cast(t)
+            )
             for c, t in KERNEL_COLUMNS.items()
         ]
-    ).sort("ts_ns", maintain_order=True)
+    )

@@ -43,7 +43,9 @@ def _load_uncached(path: Path) -> Trace:
     except TraceFormatError:
         raise
     except Exception as exc:  # the contract: bad input yields TraceFormatError, never a crash
-        raise TraceFormatError(path, f"unreadable trace content ({type(exc).__name__}: {exc})") from exc
+        raise TraceFormatError(
+            path, f"unreadable trace content ({type(exc).__name__}: {exc})"
+        ) from exc
     meta = _meta(path, file_bytes, raw, base, linked.warnings)
     return Trace(
         events=linked.events,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import polars as pl
 
 # Bump whenever the frames' content or meaning changes: it invalidates every cache entry.
-READER_VERSION = 3
+READER_VERSION = 4
 
 KINDS = (
     "cpu_op",
