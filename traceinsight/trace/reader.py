@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from operator import attrgetter
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Union
 
 import msgspec
 import polars as pl
@@ -36,47 +36,26 @@ _FIRST_TOKEN = re.compile(rb"\s*(\S)")
 _GPU_CATS = frozenset(cat for cat, kind in KIND_BY_CAT.items() if kind in GPU_KINDS)
 
 
-class _Event(msgspec.Struct, gc=False):
-    ph: str = ""
-    name: str | None = None
-    cat: str | None = None
-    pid: int | str | None = None
-    tid: int | str | None = None
-    ts: float | None = None
-    dur: float | None = None
-    args: msgspec.Raw = msgspec.Raw()
+class _Args(msgspec.Struct, gc=False):
+    """The args fields the analyses use, of every kind of event, decoded with the event.
 
+    One struct for all kinds, so the events array is decoded in a single pass; which of
+    these fields become columns depends on the event's cat (see _GROUP_FIELDS). Shapes and
+    types stay raw JSON text.
+    """
 
-class _OpArgs(msgspec.Struct, gc=False):
-    """Args of cpu_op events: shapes and types (kept as raw JSON text) and comms metadata."""
-
+    # every host event that links to others
     correlation: int | None = None
     external_id: int | None = msgspec.field(default=None, name="External id")
+    # cpu ops
     input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input Dims")
     input_types: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input type")
     concrete_inputs: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Concrete Inputs")
     seq_num: int | None = msgspec.field(default=None, name="Sequence number")
-    # NCCL host-side record_param_comms ops carry the collective too.
-    collective_name: str | None = msgspec.field(default=None, name="Collective name")
-    in_msg_nelems: int | None = msgspec.field(default=None, name="In msg nelems")
-    out_msg_nelems: int | None = msgspec.field(default=None, name="Out msg nelems")
-    group_size: int | None = msgspec.field(default=None, name="Group size")
-    comm_dtype: str | None = msgspec.field(default=None, name="dtype")
-    process_group: str | None = msgspec.field(default=None, name="Process Group Name")
-
-
-class _HostArgs(msgspec.Struct, gc=False):
-    """Args of the other host events: annotations, runtime/driver calls, Python frames."""
-
-    correlation: int | None = None
-    external_id: int | None = msgspec.field(default=None, name="External id")
+    # Python frames
     python_id: int | None = msgspec.field(default=None, name="Python id")
     python_parent_id: int | None = msgspec.field(default=None, name="Python parent id")
-
-
-class _GpuArgs(msgspec.Struct, gc=False):
-    correlation: int | None = None
-    external_id: int | None = msgspec.field(default=None, name="External id")
+    # GPU work
     device: int | None = None
     stream: int | None = None
     grid: list[int] | None = None
@@ -88,29 +67,155 @@ class _GpuArgs(msgspec.Struct, gc=False):
     occupancy_pct: float | None = msgspec.field(default=None, name="est. achieved occupancy %")
     bytes: int | None = None
     bandwidth_gbps: float | None = msgspec.field(default=None, name="memory bandwidth (GB/s)")
+    # NCCL collectives, on the host op (record_param_comms) and on the GPU kernel
     collective_name: str | None = msgspec.field(default=None, name="Collective name")
     in_msg_nelems: int | None = msgspec.field(default=None, name="In msg nelems")
     out_msg_nelems: int | None = msgspec.field(default=None, name="Out msg nelems")
     group_size: int | None = msgspec.field(default=None, name="Group size")
     comm_dtype: str | None = msgspec.field(default=None, name="dtype")
     process_group: str | None = msgspec.field(default=None, name="Process Group Name")
-
-
-class _MemoryArgs(msgspec.Struct, gc=False):
-    device_type: int | None = msgspec.field(default=None, name="Device Type")
-    device: int | None = msgspec.field(default=None, name="Device Id")
-    addr: int | None = msgspec.field(default=None, name="Addr")
-    bytes: int | None = msgspec.field(default=None, name="Bytes")
+    # profile_memory "[memory]" instant events
+    memory_device_type: int | None = msgspec.field(default=None, name="Device Type")
+    memory_device: int | None = msgspec.field(default=None, name="Device Id")
+    memory_addr: int | None = msgspec.field(default=None, name="Addr")
+    memory_bytes: int | None = msgspec.field(default=None, name="Bytes")
     total_allocated_bytes: int | None = msgspec.field(default=None, name="Total Allocated")
     total_reserved_bytes: int | None = msgspec.field(default=None, name="Total Reserved")
 
 
-_OP_ARG_FIELDS = _OpArgs.__struct_fields__
-_HOST_ARG_FIELDS = _HostArgs.__struct_fields__
-_GPU_ARG_FIELDS = _GpuArgs.__struct_fields__
+_NO_ARGS = _Args()
+
+
+# Events are decoded as a union tagged by "ph", so each phase gets only the fields it needs
+# and flow events (a third of a typical trace) cost almost nothing.
+class _Duration(msgspec.Struct, tag_field="ph", tag="X", gc=False):
+    PH: ClassVar[str] = "X"
+    name: str | None = None
+    cat: str | None = None
+    pid: int | str | None = None
+    tid: int | str | None = None
+    ts: float | None = None
+    dur: float | None = None
+    args: _Args = msgspec.field(default_factory=_Args)
+
+
+class _Begin(_Duration, tag="B", gc=False):
+    PH: ClassVar[str] = "B"
+
+
+class _End(_Duration, tag="E", gc=False):
+    PH: ClassVar[str] = "E"
+
+
+class _Instant(msgspec.Struct, tag_field="ph", tag="i", gc=False):
+    PH: ClassVar[str] = "i"
+    name: str | None = None
+    pid: int | str | None = None
+    tid: int | str | None = None
+    ts: float | None = None
+    args: _Args | None = None
+
+
+class _InstantGlobal(_Instant, tag="I", gc=False):
+    PH: ClassVar[str] = "I"
+
+
+class _InstantAsync(_Instant, tag="n", gc=False):
+    PH: ClassVar[str] = "n"
+
+
+class _Counter(msgspec.Struct, tag_field="ph", tag="C", gc=False):
+    PH: ClassVar[str] = "C"
+    name: str | None = None
+    pid: int | str | None = None
+    ts: float | None = None
+    args: Any = None
+
+
+class _Metadata(msgspec.Struct, tag_field="ph", tag="M", gc=False):
+    PH: ClassVar[str] = "M"
+    name: str | None = None
+    pid: int | str | None = None
+    tid: int | str | None = None
+    args: Any = None
+
+
+class _Unknown(msgspec.Struct, gc=False):
+    """An entry the lenient path could not place; PH holds its phase as written."""
+
+    PH: str = ""
+
+
+def _skipped(phase: str) -> type[msgspec.Struct]:
+    """A struct for a phase we only count (flows, async, objects, samples, marks...)."""
+    return msgspec.defstruct(
+        f"_Skipped_{ord(phase)}", [], tag_field="ph", tag=phase, gc=False, namespace={"PH": phase}
+    )
+
+
+_EVENT_TYPES: tuple[type[msgspec.Struct], ...] = (
+    _Duration,
+    _Begin,
+    _End,
+    _Instant,
+    _InstantGlobal,
+    _InstantAsync,
+    _Counter,
+    _Metadata,
+    *(_skipped(phase) for phase in "stfbeSTpFPONDRc()"),
+)
+_STRUCT_BY_PHASE: dict[str, type[Any]] = {t.PH: t for t in _EVENT_TYPES}  # type: ignore[attr-defined]
+_EVENTS_TYPE = list[Union[_EVENT_TYPES]]  # type: ignore[valid-type]  # noqa: UP007
+
+# The args fields that become columns, by group: 0 cpu ops, 1 other host events, 2 GPU events.
+_OP_ARG_FIELDS = (
+    "correlation",
+    "external_id",
+    "input_dims",
+    "input_types",
+    "concrete_inputs",
+    "seq_num",
+    "collective_name",
+    "in_msg_nelems",
+    "out_msg_nelems",
+    "group_size",
+    "comm_dtype",
+    "process_group",
+)
+_HOST_ARG_FIELDS = ("correlation", "external_id", "python_id", "python_parent_id")
+_GPU_ARG_FIELDS = (
+    "correlation",
+    "external_id",
+    "device",
+    "stream",
+    "grid",
+    "block",
+    "registers_per_thread",
+    "shared_memory_bytes",
+    "blocks_per_sm",
+    "warps_per_sm",
+    "occupancy_pct",
+    "bytes",
+    "bandwidth_gbps",
+    "collective_name",
+    "in_msg_nelems",
+    "out_msg_nelems",
+    "group_size",
+    "comm_dtype",
+    "process_group",
+)
+_GROUP_FIELDS = (_OP_ARG_FIELDS, _HOST_ARG_FIELDS, _GPU_ARG_FIELDS)
 _RAW_JSON_FIELDS = frozenset({"input_dims", "input_types", "concrete_inputs"})
 _LIST3_FIELDS = frozenset({"grid", "block"})
-_MEMORY_ARG_FIELDS = _MemoryArgs.__struct_fields__
+# memory frame column <- _Args field
+_MEMORY_ARG_FIELDS = {
+    "device_type": "memory_device_type",
+    "device": "memory_device",
+    "addr": "memory_addr",
+    "bytes": "memory_bytes",
+    "total_allocated_bytes": "total_allocated_bytes",
+    "total_reserved_bytes": "total_reserved_bytes",
+}
 
 _RAW_DTYPES: dict[str, Any] = {
     "name": pl.Categorical,
@@ -148,17 +253,13 @@ _RAW_DTYPES: dict[str, Any] = {
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _EVENT_FIELD_NAMES = ("name", "cat", "pid", "tid", "ts", "dur", "args")
-_PHASE = attrgetter("ph")
+_PHASE = attrgetter("PH")
 _MEMORY_SCHEMA = {"ts": pl.Float64, "pid": pl.Int64, "tid": pl.Int64} | {
-    name: pl.Int64 for name in _MemoryArgs.__struct_fields__
+    name: pl.Int64 for name in _MEMORY_ARG_FIELDS
 }
-# Which args struct decodes an event's args, by its cat: 0 cpu op, 1 other host, 2 GPU.
-_GROUP_BY_CAT = {"cpu_op": 0, "operator": 0} | {cat: 2 for cat in _GPU_CATS}
-_GROUP_STRUCTS = (
-    (_OpArgs, _OP_ARG_FIELDS),
-    (_HostArgs, _HOST_ARG_FIELDS),
-    (_GpuArgs, _GPU_ARG_FIELDS),
-)
+# Which fields become columns, by the event's cat: 0 cpu op, 1 other host, 2 GPU.
+_GROUP_BY_CAT: dict[str | None, int] = {"cpu_op": 0, "operator": 0}
+_GROUP_BY_CAT.update((cat, 2) for cat in _GPU_CATS)
 
 
 @dataclass
@@ -487,7 +588,7 @@ class _BadCut(Exception):
 
 def _decode_events(path: Path, buf: Any) -> list[Any]:
     try:
-        return msgspec.json.decode(buf, type=list[_Event])
+        return msgspec.json.decode(buf, type=_EVENTS_TYPE)  # type: ignore[no-any-return]
     except msgspec.ValidationError:
         pass
     except msgspec.DecodeError as exc:
@@ -499,28 +600,69 @@ def _decode_events(path: Path, buf: Any) -> list[Any]:
         items = msgspec.json.decode(buf, type=list[Any])
     except msgspec.DecodeError as exc:
         raise _BadCut from exc
-    return _Coerced(_coerce_event(item) for item in items)
+    coerced = _Coerced()
+    coerced.extend(_coerce_event(item, coerced) for item in items)
+    return coerced
 
 
 class _Coerced(list):  # type: ignore[type-arg]
     """Events decoded field by field; an entry that was not a JSON object is None."""
 
+    bad_args = 0
 
-def _coerce_event(item: Any) -> Any:
+
+def _coerce_event(item: Any, coerced: _Coerced) -> Any:
     if not isinstance(item, dict):
         return None  # not an object: counted and skipped
-    pid, tid = item.get("pid"), item.get("tid")
-    args = item.get("args")
-    return _Event(
-        ph=item["ph"] if isinstance(item.get("ph"), str) else "",
-        name=_as_str(item.get("name")),
-        cat=_as_str(item.get("cat")),
-        pid=pid if isinstance(pid, (int, str)) and not isinstance(pid, bool) else None,
-        tid=tid if isinstance(tid, (int, str)) and not isinstance(tid, bool) else None,
-        ts=_as_float(item.get("ts")),
-        dur=_as_float(item.get("dur")),
-        args=msgspec.Raw(msgspec.json.encode(args)) if args is not None else msgspec.Raw(),
-    )
+    ph = item.get("ph")
+    phase = ph if isinstance(ph, str) else ""
+    struct = _STRUCT_BY_PHASE.get(phase)
+    if struct is None:
+        return _Unknown(PH=phase)
+    fields = struct.__struct_fields__
+    values: dict[str, Any] = {}
+    for key in ("name", "cat"):
+        if key in fields:
+            values[key] = _as_str(item.get(key))
+    for key in ("pid", "tid"):
+        if key in fields:
+            value = item.get(key)
+            values[key] = (
+                value if isinstance(value, (int, str)) and not isinstance(value, bool) else None
+            )
+    for key in ("ts", "dur"):
+        if key in fields:
+            values[key] = _as_float(item.get(key))
+    if "args" in fields:
+        args = item.get("args")
+        if struct in (_Counter, _Metadata):
+            values["args"] = args
+        elif args is not None:
+            values["args"] = _coerce_args(args, coerced)
+    return struct(**values)
+
+
+def _coerce_args(args: Any, coerced: _Coerced) -> _Args:
+    """Args decoded leniently: the fields whose values have the right type are kept, the rest
+    dropped and counted."""
+    if not isinstance(args, dict):
+        coerced.bad_args += 1
+        return _Args()
+    try:
+        return msgspec.json.decode(msgspec.json.encode(args), type=_Args)
+    except (msgspec.ValidationError, msgspec.EncodeError):
+        pass
+    kept: dict[str, Any] = {}
+    for key in _Args.__struct_encode_fields__:
+        if key not in args:
+            continue
+        try:
+            msgspec.json.decode(msgspec.json.encode({key: args[key]}), type=_Args)
+        except (msgspec.ValidationError, msgspec.EncodeError):
+            coerced.bad_args += 1
+            continue
+        kept[key] = args[key]
+    return msgspec.json.decode(msgspec.json.encode(kept), type=_Args)
 
 
 def _as_str(value: Any) -> str | None:
@@ -582,15 +724,16 @@ class _ChunkState:
     def consume(self, events: list[Any]) -> pl.DataFrame | None:
         if isinstance(events, _Coerced):
             self.bad_events += events.count(None)
+            self.bad_args += events.bad_args
             events = [e for e in events if e is not None]
-        # One pass: duration events by the args struct their cat calls for, the rest aside.
+        # One pass: duration events by the fields their cat calls for, the rest aside.
         groups: tuple[list[Any], ...] = ([], [], [])
         others: list[Any] = []
         appenders = [g.append for g in groups]
         other = others.append
         group_of = _GROUP_BY_CAT.get
         for event in events:
-            if event.ph == "X":
+            if type(event) is _Duration:
                 appenders[group_of(event.cat, 1)](event)
             else:
                 other(event)
@@ -598,29 +741,23 @@ class _ChunkState:
             counts = Counter(map(_PHASE, others))
             self.phase_counts.update(counts)
             if counts["B"] or counts["E"]:
-                self.begin_end.extend(e for e in others if e.ph in ("B", "E"))
-            for event in [e for e in others if e.ph == "C"] if counts["C"] else ():
+                self.begin_end.extend(e for e in others if type(e) in (_Begin, _End))
+            for event in [e for e in others if type(e) is _Counter] if counts["C"] else ():
                 self._counter(event)
-            for event in [e for e in others if e.ph == "M"] if counts["M"] else ():
+            for event in [e for e in others if type(e) is _Metadata] if counts["M"] else ():
                 self._metadata(event)
-            self._memory([e for e in others if e.name == "[memory]" and e.ph in ("i", "I", "n")])
+            if counts["i"] or counts["I"] or counts["n"]:
+                self._memory(
+                    [e for e in others if isinstance(e, _Instant) and e.name == "[memory]"]
+                )
         n_durations = len(events) - len(others)
         self.phase_counts["X"] += n_durations
         if not n_durations:
             return None
         return self._durations_frame(groups)
 
-    def _decode_args(self, raw: msgspec.Raw) -> Any:
-        if not len(raw):
-            return None
-        try:
-            return msgspec.json.decode(raw)
-        except (msgspec.DecodeError, UnicodeDecodeError):
-            self.bad_args += 1
-            return None
-
     def _counter(self, event: Any) -> None:
-        args = self._decode_args(event.args)
+        args = event.args
         ts = event.ts
         if not isinstance(args, dict) or ts is None or event.name is None:
             return
@@ -632,19 +769,24 @@ class _ChunkState:
                     self.counter_rows.append((ts, pid, event.name, str(series), value_f))
 
     def _memory(self, events: list[Any]) -> None:
-        events = [e for e in events if e.ts is not None and len(e.args)]
+        events = [e for e in events if e.ts is not None and e.args is not None]
         if not events:
             return
-        ts, pids, tids, raws = _attributes(events, ("ts", "pid", "tid", "args"))
-        args = self._batch_args(raws, _MemoryArgs)
+        ts, pids, tids, args = _attributes(events, ("ts", "pid", "tid", "args"))
         columns: dict[str, Any] = {"ts": ts, "pid": self._ids(pids), "tid": self._ids(tids)}
-        columns.update(zip(_MEMORY_ARG_FIELDS, _attributes(args, _MEMORY_ARG_FIELDS), strict=True))
+        columns.update(
+            zip(
+                _MEMORY_ARG_FIELDS,
+                _attributes(args, tuple(_MEMORY_ARG_FIELDS.values())),
+                strict=True,
+            )
+        )
         self.memory_parts.append(pl.DataFrame(columns, schema=_MEMORY_SCHEMA, strict=False))
 
     def _metadata(self, event: Any) -> None:
         if event.name not in ("process_name", "thread_name"):
             return
-        args = self._decode_args(event.args)
+        args = event.args
         if not isinstance(args, dict) or not isinstance(args.get("name"), str):
             return
         pid = self.pid_of(event.pid)
@@ -660,19 +802,17 @@ class _ChunkState:
         return list(map(mapping.__getitem__, values))
 
     def _durations_frame(self, groups: tuple[list[Any], ...]) -> pl.DataFrame:
-        # cpu ops, other host events and GPU events carry different args: decode each group
-        # with its own small struct into its own frame; concat fills the missing columns.
+        # cpu ops, other host events and GPU events carry different args: each group makes a
+        # frame of its own fields; concat fills the missing columns.
         frames = [
-            self._group_frame(group, struct, fields)
-            for group, (struct, fields) in zip(groups, _GROUP_STRUCTS, strict=True)
+            self._group_frame(group, fields)
+            for group, fields in zip(groups, _GROUP_FIELDS, strict=True)
             if group
         ]
         return frames[0] if len(frames) == 1 else pl.concat(frames, how="diagonal")
 
-    def _group_frame(
-        self, events: list[Any], struct: type[Any], fields: tuple[str, ...]
-    ) -> pl.DataFrame:
-        names, cats, pids, tids, ts, durs, raws = _attributes(events, _EVENT_FIELD_NAMES)
+    def _group_frame(self, events: list[Any], fields: tuple[str, ...]) -> pl.DataFrame:
+        names, cats, pids, tids, ts, durs, args = _attributes(events, _EVENT_FIELD_NAMES)
         columns: dict[str, Any] = {
             "name": names,
             "cat": cats,
@@ -681,8 +821,6 @@ class _ChunkState:
             "ts": ts,
             "dur": durs,
         }
-        args = self._batch_args(raws, struct)
-        del raws
         for name, values in zip(fields, _attributes(args, fields), strict=True):
             if name in _RAW_JSON_FIELDS:
                 columns[name] = _raw_json_column(values)
@@ -692,43 +830,6 @@ class _ChunkState:
                 columns[name] = values
         schema = {name: _RAW_DTYPES[name] for name in columns}
         return pl.DataFrame(columns, schema=schema, strict=False)
-
-    def _batch_args(self, raws: list[msgspec.Raw], struct: type[Any]) -> list[Any]:
-        """Decode many events' args in one call; on a type mismatch, one by one, leniently."""
-        empty = struct()
-        if not raws:
-            return []
-        joined = b"[" + b",".join([r or b"null" for r in raws]) + b"]"
-        try:
-            decoded = msgspec.json.decode(joined, type=list[struct | None])  # type: ignore[valid-type]
-            return [empty if a is None else a for a in decoded]
-        except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError):
-            pass
-        return [self._one_args(r, struct, empty) for r in raws]
-
-    def _one_args(self, raw: msgspec.Raw, struct: type[Any], empty: Any) -> Any:
-        if not len(raw):
-            return empty
-        try:
-            return msgspec.json.decode(raw, type=struct)
-        except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError):
-            pass
-        loose = self._decode_args(raw)
-        if not isinstance(loose, dict):
-            self.bad_args += 1
-            return empty
-        # Keep the fields whose values have the right type; drop the rest with a count.
-        kept: dict[str, Any] = {}
-        for key in struct.__struct_encode_fields__:
-            if key not in loose:
-                continue
-            try:
-                msgspec.convert({key: loose[key]}, type=struct)
-            except msgspec.ValidationError:
-                self.bad_args += 1
-                continue
-            kept[key] = loose[key]
-        return msgspec.convert(kept, type=struct)
 
 
 # A JSON string (kept as it is, as group 1) or a run of whitespace outside strings (dropped).
@@ -787,11 +888,11 @@ def _begin_end_frame(state: _ChunkState) -> pl.DataFrame | None:
     rows: list[Any] = []
     unmatched = 0
     ordered = sorted(
-        (e for e in state.begin_end if e.ts is not None), key=lambda e: (e.ts, e.ph != "E")
+        (e for e in state.begin_end if e.ts is not None), key=lambda e: (e.ts, type(e) is not _End)
     )
     for event in ordered:
         key = (state.pid_of(event.pid), state.pid_of(event.tid))
-        if event.ph == "B":
+        if type(event) is _Begin:
             stacks.setdefault(key, []).append(event)
             continue
         stack = stacks.get(key)
@@ -800,8 +901,7 @@ def _begin_end_frame(state: _ChunkState) -> pl.DataFrame | None:
             continue
         begin = stack.pop()
         rows.append(
-            _Event(
-                ph="X",
+            _Duration(
                 name=begin.name if begin.name is not None else event.name,
                 cat=begin.cat if begin.cat is not None else event.cat,
                 pid=begin.pid,
@@ -840,7 +940,9 @@ def _finish_durations(parts: list[pl.DataFrame], state: _ChunkState) -> pl.DataF
     parts.clear()
     stacked = pl.concat(full, how="vertical", rechunk=False)
     del full
-    return stacked.with_columns(_compact_json(stacked.get_column(name)) for name in _RAW_JSON_FIELDS)
+    return stacked.with_columns(
+        _compact_json(stacked.get_column(name)) for name in _RAW_JSON_FIELDS
+    )
 
 
 def _with_schema(part: pl.DataFrame) -> pl.DataFrame:
