@@ -98,16 +98,21 @@ def main() -> int:
         else None
     )
     print(
-        f"{'measurement':<12} {'median s':>9} {'vs json.load':>13} {'peak RSS MB':>12} {'RSS/file':>9} {'rows':>10}"
+        f"{'measurement':<12} {'median s':>9} {'range s':>13} {'vs json.load':>13} "
+        f"{'peak RSS MB':>12} {'RSS/file':>9} {'rows':>10}"
     )
     for mode, runs in results.items():
         if not runs:
             continue
-        seconds = statistics.median(r["seconds"] for r in runs)
+        times = [r["seconds"] for r in runs]
+        seconds = statistics.median(times)
+        spread = f"{min(times):.2f}–{max(times):.2f}"
+        # peak RSS: the worst run, since the allocator's timing makes it vary a little
         rss = max(r["peak_rss_bytes"] for r in runs)
         ratio = f"{seconds / base:.3f}x" if base else "-"
         print(
-            f"{mode:<12} {seconds:>9.2f} {ratio:>13} {rss / 1e6:>12.0f} {rss / size:>9.2f} {int(runs[0]['rows']):>10,}"
+            f"{mode:<12} {seconds:>9.2f} {spread:>13} {ratio:>13} {rss / 1e6:>12.0f} "
+            f"{rss / size:>9.2f} {int(runs[0]['rows']):>10,}"
         )
     return 0
 

@@ -310,6 +310,21 @@ def test_lenient_args_keep_good_fields(tmp_path: Path) -> None:
     assert trace.events.filter(pl.col("name").cast(pl.String) == "x")["ts_ns"].to_list() == [7_500]
 
 
+def test_lenient_args_keep_raw_shapes_and_unknown_phases_are_counted(tmp_path: Path) -> None:
+    # hand-made: a bad sequence number beside good shapes, and a phase no reader knows
+    events = [
+        op("aten::mm", 1, 2, args={"Input Dims": [[2, 3], [3, 4]], "Input type": ["float", "float"], "Sequence number": "x"}),
+        {"ph": "Z", "name": "mystery", "pid": HOST_PID, "tid": MAIN_TID, "ts": 2},
+        op("aten::add", 4, 1),
+    ]
+    trace = ti.load(write_trace(tmp_path / "odd.json", events, baseTimeNanoseconds=0), cache=False)
+    mm = trace.events.filter(pl.col("name").cast(pl.String) == "aten::mm").row(0, named=True)
+    assert mm["input_dims"] == "[[2,3],[3,4]]" and mm["input_types"] == '["float","float"]'
+    assert mm["seq_num"] is None
+    assert trace.meta.phase_counts["Z"] == 1 and trace.events.height == 2
+    assert any("malformed args" in w for w in trace.meta.warnings)
+
+
 @pytest.mark.parametrize("rank", [0, 1])
 def test_two_gpu_ddp_trace_keeps_rank_and_collectives(rank: int, sample_trace) -> None:
     trace = sample_trace(f"ddp_train.rank{rank}")

@@ -1,7 +1,9 @@
 """Columns → linked frames: integer ns times, kinds, nesting, steps, and kernel-to-launch links.
 
-Everything here is polars expressions and joins over whole columns; the only Python loops run
-over nesting levels (a few dozen at most), never over events.
+Everything here works on whole columns: polars expressions, and numpy arrays indexed by row
+number whose results are written back as aligned columns, so the wide events frame is never
+filtered or joined as a whole (each would copy every column it carries). The only Python loops
+run over nesting levels (a few dozen at most) and column batches, never over events.
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 
 The decode is typed (msgspec) and done in chunks of the ``traceEvents`` array so that the
 Python objects of only one chunk are alive at a time; each chunk becomes a polars frame
-straight away. Arguments are kept as raw JSON until we know the event's kind, then decoded in
-one batch per kind into small typed structs that name only the fields the analyses use.
+straight away. Events are a union tagged by ``ph``, so each phase gets only the fields it
+needs, and their args are decoded in the same pass into one struct that names only the
+fields the analyses use; the event's cat then picks which of them become columns.
 """
 
 from __future__ import annotations
