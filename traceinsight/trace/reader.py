@@ -163,7 +163,7 @@ _EVENT_TYPES: tuple[type[msgspec.Struct], ...] = (
     _InstantAsync,
     _Counter,
     _Metadata,
-    *(_skipped(phase) for phase in "stfbeSTpFPONDRc()"),
+    *(_skipped(phase) for phase in "stfbeSTpFPONDRcVv()"),
 )
 _STRUCT_BY_PHASE: dict[str, type[Any]] = {t.PH: t for t in _EVENT_TYPES}  # type: ignore[attr-defined]
 _EVENTS_TYPE = list[Union[_EVENT_TYPES]]  # type: ignore[valid-type]  # noqa: UP007
