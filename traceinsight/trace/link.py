@@ -203,7 +203,7 @@ def _codes(kinds: frozenset[str] | set[str]) -> list[int]:
     return [KINDS.index(k) for k in kinds]
 
 
-def _nullable(name: str, values: np.ndarray, valid: np.ndarray) -> pl.Series:
+def _nullable(name: str, values: np.ndarray | pl.Series, valid: np.ndarray) -> pl.Series:
     """``values`` as a polars column, null where ``valid`` is False."""
     return (
         pl.select(pl.when(pl.Series(valid)).then(pl.Series(name, values))).to_series().alias(name)
@@ -429,14 +429,12 @@ def _kernels(
 
     def at(column: str, rows: np.ndarray, alias: str) -> pl.Series:
         valid = rows >= 0
-        taken = events[column].gather(np.where(valid, rows, 0))
-        if valid.all():
-            return taken.alias(alias)
-        return pl.select(pl.when(pl.Series(valid)).then(taken)).to_series().alias(alias)
+        return _nullable(alias, events[column].gather(np.where(valid, rows, 0)), valid)
 
     own = [events[c].gather(gpu_rows) for c in KERNEL_COLUMNS if c in events.columns]
-    launch_step = np.where(has_launch, step[np.where(has_launch, launch_rows, 0)], -1)
-    launch_has_step = has_launch & has_step[np.where(has_launch, launch_rows, 0)]
+    launch_or_first = np.where(has_launch, launch_rows, 0)
+    launch_step = step[launch_or_first]
+    launch_has_step = has_launch & has_step[launch_or_first]
     derived = [
         launch.alias("launch_id"),
         at("name", launch_rows, "launch_name"),

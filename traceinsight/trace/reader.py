@@ -704,7 +704,6 @@ class _ChunkState:
         self.begin_end: list[Any] = []
         self.bad_args = 0
         self.bad_events = 0
-        self.bad_times = 0
 
     def pid_of(self, value: int | str | None) -> int:
         """Kineto mixes int pids with names such as "Spans"; map names to stable negative ids."""
