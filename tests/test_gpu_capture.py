@@ -123,3 +123,48 @@ def test_gpu_profile_decorator_reports_idle_sleep() -> None:
     s = idle.last_summary
     assert s is not None and s.n_samples >= 10
     assert s.util_gpu_p50 is not None and s.util_gpu_p50 <= 10
+
+
+def _windows_line(mon: GpuMonitor) -> str:
+    w = mon.util_windows
+    spans = [(x.end_ns - x.start_ns) / 1e6 for x in w]
+    newest = (time.time_ns() - w[-1].end_ns) / 1e6 if w else float("nan")
+    return (
+        f"{len(w)} NVML utilization samples, spans {min(spans, default=0):.0f}-"
+        f"{max(spans, default=0):.0f} ms, newest {newest:.0f} ms old, values "
+        f"{sorted({x.gpu_pct for x in w})[:12]}"
+    )
+
+
+def test_gpu_monitor_idle_right_after_busy_reads_idle() -> None:
+    # NVML's polled utilization still reads the GEMMs for up to a second after they end; the
+    # monitor's figures must describe the sleep alone.
+    gemm_loop(1.5)
+    with GpuMonitor(interval_s=0.1, sync_fn=torch.cuda.synchronize) as mon:
+        time.sleep(1.0)
+    s = mon.summary
+    assert s is not None
+    print(s.format())
+    print(_windows_line(mon))
+    polled = [x.values[C.GPU_PCT] for x in mon.samples if x.family == C.NVML_UTILIZATION]
+    print(f"polled gpu_pct during the sleep: {polled}")
+    assert s.note is None, s.note  # NVML's timestamped samples were used
+    assert all(0 <= x.gpu_pct <= 100 for x in mon.util_windows)
+    assert s.n_samples >= 2
+    assert s.util_gpu_mean is not None and s.util_gpu_mean < 10
+
+
+def test_gpu_monitor_busy_right_after_idle_reads_busy() -> None:
+    a = torch.randn(N, N, device="cuda", dtype=torch.bfloat16)
+    torch.cuda.synchronize()
+    time.sleep(1.5)
+    with GpuMonitor(interval_s=0.1, sync_fn=torch.cuda.synchronize) as mon:
+        gemm_loop(1.0)
+    del a
+    s = mon.summary
+    assert s is not None
+    print(s.format())
+    print(_windows_line(mon))
+    assert s.note is None, s.note
+    assert s.n_samples >= 2
+    assert s.util_gpu_mean is not None and s.util_gpu_mean > 80

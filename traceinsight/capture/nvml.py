@@ -60,6 +60,34 @@ class Sample:
     values: dict[str, float | int]
 
 
+@dataclass(frozen=True)
+class UtilWindow:
+    """One of NVML's own utilization samples: % of (start_ns, end_ns] in which a kernel ran."""
+
+    device: int
+    start_ns: int
+    end_ns: int
+    gpu_pct: float
+
+
+# The field of the nvmlValue_t union that holds a value, indexed by nvmlValueType_t.
+_VALUE_FIELDS = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")
+
+
+def sample_value(value: Any, value_type: int) -> float | None:
+    """The number in an ``nvmlSample_t.sampleValue`` of the given ``nvmlValueType_t``."""
+    field_name = _VALUE_FIELDS[value_type] if 0 <= value_type < len(_VALUE_FIELDS) else "uiVal"
+    num = _number(getattr(value, field_name, None))
+    return None if num is None else float(num)
+
+
+def sample_clock_ok(newest_us: int) -> bool:
+    """Whether NVML's sample stamps (CPU time, µs) are on time.time_ns()'s clock: the newest
+    one must lie within the last hour and not in the future (NVML keeps a short history)."""
+    now_ns = time.time_ns()
+    return now_ns - 3600 * 10**9 <= newest_us * 1000 <= now_ns + 5 * 10**9
+
+
 def default_devices() -> list[int]:
     """CUDA devices this process uses: its own device under torch.distributed, else all visible."""
     try:
