@@ -26,8 +26,9 @@ from typing import Any
 import polars as pl
 
 from traceinsight.analysis import costmodel, devices, intervals
-from traceinsight.analysis.base import AnalysisConfig, AnalysisSpec, Result
-from traceinsight.analysis.overview import analysis_window
+from traceinsight.analysis.base import AnalysisConfig, AnalysisSpec, Inputs, Result
+from traceinsight.analysis.gaps import GapsResult
+from traceinsight.analysis.timeline import analysis_window, busy_intervals
 from traceinsight.trace.model import Trace
 from traceinsight.trace.schema import PROFILER_STEP_PREFIX
 
@@ -646,8 +647,7 @@ def _region_table(
         )
         .with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("dur_ns"))
     )
-    busy = intervals.union(work.select("device", pl.col("ts_ns").alias("start_ns"), "end_ns"), by=["device"])
-    table = intervals.covered_ns(table, busy, by=["device"], out="busy_ns")
+    table = intervals.covered_ns(table, busy_intervals(trace), by=["device"], out="busy_ns")
     table = table.with_columns(
         (pl.col("dur_ns") - pl.col("busy_ns")).clip(lower_bound=0).alias("idle_ns"),
         pl.when(pl.col("dur_ns") > 0).then(pl.col("busy_ns") / pl.col("dur_ns") * 100.0).otherwise(0.0).alias("busy_pct"),
@@ -731,15 +731,7 @@ def _kernel_table(work: pl.DataFrame, roofline_ok: bool, bw: float | None) -> pl
 # ---- entry point -----------------------------------------------------------------------
 
 
-def _gaps(trace: Trace, threshold_ns: int) -> tuple[pl.DataFrame | None, str | None]:
-    try:
-        from traceinsight.analysis.gaps import find_gaps
-    except ImportError:
-        return None, "the gap analysis is not available in this build"
-    return find_gaps(trace, threshold_ns), None
-
-
-def run(trace: Trace, config: AnalysisConfig) -> BoundResult:
+def run(trace: Trace, config: AnalysisConfig, inputs: Inputs | None = None) -> BoundResult:
     gpu = trace.kernels.filter(pl.col("device").is_not_null())
     if gpu.height == 0:
         return BoundResult(available=False, reason="no GPU kernels, memcpys or memsets in this trace")
@@ -768,7 +760,11 @@ def run(trace: Trace, config: AnalysisConfig) -> BoundResult:
             "labels are guessed from kernel families with low confidence"
         )
     work = _kernel_frame(trace, peaks if roofline_ok else None)
-    gaps, gap_reason = _gaps(trace, int(config.gap_threshold_ns))
+    inputs = inputs if inputs is not None else Inputs.compute(trace, config, SPEC.requires)
+    gaps_result = inputs.maybe("gaps", GapsResult)
+    # An unavailable gaps result still carries an (empty) gaps table with the right columns.
+    gaps = gaps_result.gaps if gaps_result is not None else None
+    gap_reason = None if gaps_result is not None else "the gap analysis did not run"
     regions, left_out = _region_table(trace, work, peaks if roofline_ok else None, gaps, primary)
     if left_out:
         notes.append(f"{left_out} smaller top-level ops are not listed as regions (see --by op)")
@@ -812,6 +808,7 @@ SPEC = AnalysisSpec(
     name="bound",
     title="Bound: overhead, memory or compute",
     run=run,
+    requires=("gaps",),
     description=(
         "Per region, op and kernel: GPU busy share, idle causes, achieved TFLOP/s and TB/s against "
         "the device roofline, and a label (overhead/host/sync/data/memory/compute) with evidence."

@@ -25,8 +25,9 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from traceinsight.analysis import intervals
-from traceinsight.analysis.base import AnalysisConfig, AnalysisSpec, Result
+from traceinsight.analysis.base import AnalysisConfig, AnalysisSpec, Inputs, Result
 from traceinsight.analysis.kernel_families import with_families
+from traceinsight.analysis.timeline import step_spans
 from traceinsight.trace.model import Trace
 
 REGION_PREFIX = "Torch-Compiled Region: "
@@ -100,11 +101,11 @@ def has_compile_markers(trace: Trace) -> bool:
 
 
 def _step_count(trace: Trace) -> int:
-    return trace.step_spans().height
+    return step_spans(trace).height
 
 
 def _host_step_ns(trace: Trace) -> float | None:
-    spans = trace.step_spans()
+    spans = step_spans(trace)
     if spans.height == 0:
         return None
     value = (spans["host_end_ns"] - spans["host_start_ns"]).median()
@@ -283,7 +284,7 @@ def _findings(r: dict[str, object]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def run(trace: Trace, config: AnalysisConfig) -> CompileResult:
+def run(trace: Trace, config: AnalysisConfig, inputs: Inputs | None = None) -> CompileResult:
     if not has_compile_markers(trace):
         return CompileResult(
             available=False,

@@ -32,6 +32,7 @@ from traceinsight.analysis.stats import (
     MIN_SAMPLES,
     compare_samples,
 )
+from traceinsight.analysis.timeline import step_numbers
 from traceinsight.trace.model import Trace
 
 DIFF_SCHEMA_VERSION = 1
@@ -182,10 +183,6 @@ def _section(trace: Trace, name: str, config: AnalysisConfig) -> tuple[Result | 
     return result, None
 
 
-def _profiled_steps(trace: Trace) -> list[int]:
-    return sorted(int(s) for s in trace.step_spans()["step"].to_list())
-
-
 @dataclass(frozen=True)
 class _Side:
     trace: Trace
@@ -206,7 +203,7 @@ class _Side:
 
 
 def _side(trace: Trace, label: str, config: AnalysisConfig) -> _Side:
-    all_steps = _profiled_steps(trace)
+    all_steps = step_numbers(trace)
     result, reason = _section(trace, "steps", config)
     frame = getattr(result, "steps", None) if result is not None else None
     if isinstance(frame, pl.DataFrame) and frame.height:
@@ -598,7 +595,7 @@ def _compile_summary(trace: Trace, config: AnalysisConfig) -> dict[str, Any]:
     if not result.available:
         # An eager run has no compile result: count its kernels and launches directly.
         kernels = trace.kernels.filter(pl.col("kind") == "kernel")
-        per = max(len(_profiled_steps(trace)), 1)
+        per = max(len(step_numbers(trace)), 1)
         launches = trace.kernels.filter(pl.col("launch_id").is_not_null()).unique("launch_id")
         summary.update(
             kernels_per_step=kernels.height / per,

@@ -1,6 +1,6 @@
 """Idle gaps: every maximal idle interval of a device, with the host activity that explains it.
 
-A gap is a maximal interval of a device's analysed window (``overview.analysis_window``) in
+A gap is a maximal interval of a device's analysed window (``timeline.analysis_window``) in
 which no kernel, memcpy or memset runs, at least ``gap_threshold_ns`` long. Each gap is read
 against what one host thread was doing meanwhile: the thread that launched the work ending
 the gap (for a gap at the end of the window, the device's *main launching thread*, the one
@@ -40,11 +40,11 @@ from traceinsight.analysis.base import (
     RESULT_SCHEMA_VERSION,
     AnalysisConfig,
     AnalysisSpec,
+    Inputs,
     Result,
     jsonable,
 )
-from traceinsight.analysis.breakdown import busy_intervals
-from traceinsight.analysis.overview import analysis_window
+from traceinsight.analysis.timeline import analysis_window, busy_intervals
 from traceinsight.trace.model import Trace
 from traceinsight.trace.schema import PROFILER_STEP_PREFIX
 
@@ -402,7 +402,7 @@ class GapsResult(Result):
         return data
 
 
-def run(trace: Trace, config: AnalysisConfig) -> GapsResult:
+def run(trace: Trace, config: AnalysisConfig, inputs: Inputs | None = None) -> GapsResult:
     threshold_ns = int(config.gap_threshold_ns)
     lo, hi = analysis_window(trace)
     window_ns = max(hi - lo, 0)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from traceinsight.analysis.base import AnalysisConfig, AnalysisSpec, Result
+from traceinsight.analysis.base import AnalysisConfig, AnalysisSpec, Inputs, Result
 from traceinsight.analysis.kernel_families import with_families
 from traceinsight.trace.model import Trace
 
@@ -189,7 +189,7 @@ def _launch_stats(k: pl.DataFrame) -> LaunchStats:
     )
 
 
-def run(trace: Trace, config: AnalysisConfig) -> KernelsResult:
+def run(trace: Trace, config: AnalysisConfig, inputs: Inputs | None = None) -> KernelsResult:
     if trace.kernels.height == 0:
         return KernelsResult(available=False, reason="no GPU kernels, memcpys or memsets in this trace")
     k = _with_launch(
