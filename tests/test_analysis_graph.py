@@ -10,7 +10,13 @@ import pytest
 
 from traceinsight.analysis import bound, gaps
 from traceinsight.analysis.base import AnalysisConfig, AnalysisSpec, Inputs, Result
-from traceinsight.analysis.registry import ANALYSES, RUN_ORDER, RegistryError, closure, topological_order
+from traceinsight.analysis.registry import (
+    ANALYSES,
+    RUN_ORDER,
+    RegistryError,
+    closure,
+    topological_order,
+)
 from traceinsight.analysis.report import analyze
 
 
