@@ -77,6 +77,15 @@ def step_numbers(trace: Trace) -> list[int]:
     return sorted(int(s) for s in step_spans(trace)["step"].to_list())
 
 
+def median_host_step_ns(trace: Trace) -> float | None:
+    """Median host span of the profiled steps (None without steps)."""
+    spans = step_spans(trace)
+    if spans.height == 0:
+        return None
+    value = (spans["host_end_ns"] - spans["host_start_ns"]).median()
+    return float(value) if value is not None else None  # type: ignore[arg-type]
+
+
 def device_step_spans(trace: Trace, spans: pl.DataFrame | None = None) -> pl.DataFrame:
     """Each step's device window: from its host start (or the end of earlier steps' GPU work,
     if later) to the end of the last GPU work launched inside it (or its host end).
