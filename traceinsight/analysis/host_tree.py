@@ -108,7 +108,8 @@ class HostTree:
                 ok = ok & (self.end_ns[safe] >= ts_ns)
             if skip is not None:
                 ok = ok & ~skip[safe]
-            return (cur >= 0) & ~ok
+            climb: np.ndarray = (cur >= 0) & ~ok
+            return climb
 
         climbing = needs_climb()
         while climbing.any():  # one vectorised step per nesting level
