@@ -3,12 +3,14 @@ bad graph (unknown requirement, cycle) is refused when the registry is built."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from traceinsight.analysis import bound, gaps
+from traceinsight.analysis import bound, display, gaps
 from traceinsight.analysis.base import AnalysisConfig, AnalysisSpec, Inputs, Result
 from traceinsight.analysis.registry import (
     ANALYSES,
@@ -91,3 +93,27 @@ def test_report_lists_sections_for_completion(sample_trace: Callable[[str], Any]
     assert report.section("bound", bound.BoundResult) is None
     with pytest.raises(TypeError):
         report.section("gaps", bound.BoundResult)
+
+
+def test_write_json_is_the_report_dict(sample_trace: Callable[[str], Any], tmp_path: Path) -> None:
+    report = analyze(sample_trace("mm_sweep_64"), AnalysisConfig(), only=["overview"])
+    out = tmp_path / "report.json"
+    report.write_json(out)
+    assert json.loads(out.read_text()) == json.loads(json.dumps(report.to_dict()))
+    assert [p.name for p in tmp_path.iterdir()] == ["report.json"]  # no temporary file left behind
+
+
+def test_views_come_from_registered_renderers(sample_trace: Callable[[str], Any]) -> None:
+    report = analyze(sample_trace("mm_sweep_64"), AnalysisConfig(), only=["overview"])
+    saved = dict(display._RENDERERS)
+    try:
+        display._RENDERERS.clear()
+        with pytest.raises(display.NoRendererError, match="report_markdown"):
+            report.to_markdown()
+        display.register("report_markdown", lambda r: f"# {r.trace_path}")
+        assert report.to_markdown() == f"# {report.trace_path}"
+        with pytest.raises(ValueError, match="unknown display kind"):
+            display.register("pdf", str)
+    finally:
+        display._RENDERERS.clear()
+        display._RENDERERS.update(saved)

@@ -22,7 +22,7 @@ import polars as pl
 
 from traceinsight.analysis import intervals
 from traceinsight.analysis.base import AnalysisConfig, AnalysisSpec, Inputs, Result
-from traceinsight.analysis.gaps import with_name_flags
+from traceinsight.analysis.host_names import with_name_flags
 from traceinsight.analysis.timeline import device_step_spans, gpu_work, step_spans
 from traceinsight.trace.model import Trace
 
