@@ -212,7 +212,8 @@ def _region_table(
 def _group_table(work: pl.DataFrame, keys: list[str], roofline_ok: bool, bw: float | None) -> pl.DataFrame:
     agg = work.group_by(keys).agg(
         pl.col("op_key").n_unique().cast(pl.Int64).alias("calls"),
-        pl.col("family").drop_nulls().mode().first().alias("family"),
+        # Ties go to the alphabetically first family, not to whichever group_by met first.
+        pl.col("family").drop_nulls().mode().sort().first().alias("family"),
         pl.col("cost_source").drop_nulls().first().alias("cost_source"),
     ).join(aggregate(work, keys), on=keys, how="left", nulls_equal=True)
     agg = agg.with_columns(roofline_columns(bw))

@@ -118,14 +118,16 @@ def _dims(col: str) -> pl.Expr:
 
 
 def _most_common(frame: pl.DataFrame, col: str) -> pl.DataFrame:
-    """Per name, the most frequent value of a list column as text (ties: the first seen)."""
+    """Per name, the most frequent value of a list column as text (ties: the smallest text,
+    so that the choice does not depend on the order group_by happens to return)."""
     return (
         frame.filter(pl.col(col).is_not_null())
         .group_by("name", col)
         .len()
-        .sort(["name", "len"], descending=[False, True], maintain_order=True)
+        .with_columns(_dims(col).alias(col))
+        .sort(["name", "len", col], descending=[False, True, False])
         .unique("name", keep="first", maintain_order=True)
-        .select("name", _dims(col).alias(col))
+        .select("name", col)
     )
 
 
