@@ -12,6 +12,7 @@ import pytest
 
 from traceinsight.analysis.base import AnalysisConfig, Result
 from traceinsight.analysis.registry import ANALYSES
+from traceinsight.analysis.runner import run_closure
 from traceinsight.errors import TraceFormatError
 from traceinsight.report.terminal import make_console, section_renderable
 from traceinsight.trace.loader import load
@@ -81,8 +82,9 @@ def _hand_made(name: str, tmp_path: Path) -> Trace:
 def _check(trace: Trace) -> None:
     config = AnalysisConfig()
     console = make_console(file=io.StringIO(), width=120)
+    results = run_closure(trace, config, [spec.name for spec in ANALYSES])
     for spec in ANALYSES:
-        result = spec.run(trace, config)
+        result = results[spec.name]
         assert isinstance(result, Result), spec.name
         assert result.available or result.reason, f"{spec.name}: unavailable without a reason"
         json.dumps(result.to_dict(), allow_nan=False)

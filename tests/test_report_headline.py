@@ -2,43 +2,28 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import polars as pl
 import pytest
 
-from traceinsight.analysis.base import Result
+from traceinsight.analysis.bound import BoundResult
+from traceinsight.analysis.gaps import GapsResult
 from traceinsight.analysis.headline import Finding, compose, headline
 from traceinsight.analysis.report import analyze
+from traceinsight.analysis.steps import StepsResult
 
-
-@dataclass(frozen=True)
-class FakeSteps(Result):
-    name = "steps"
-    steps: pl.DataFrame = field(default_factory=pl.DataFrame)
-
-
-@dataclass(frozen=True)
-class FakeGaps(Result):
-    name = "gaps"
-    by_cause: pl.DataFrame = field(default_factory=pl.DataFrame)
-
-
-@dataclass(frozen=True)
-class FakeBound(Result):
-    name = "bound"
-    regions: pl.DataFrame = field(default_factory=pl.DataFrame)
+# Hand-made results: real result classes holding only the columns the headline reads.
 
 
 def steps_frame(spans: list[int], busy: list[int]) -> pl.DataFrame:
-    return pl.DataFrame({"step": list(range(len(spans))), "device_dur_ns": spans, "kernel_ns": busy, "memcpy_ns": [0] * len(spans), "memset_ns": [0] * len(spans)})
+    return pl.DataFrame({"step": list(range(len(spans))), "device_dur_ns": spans, "kernel_ns": busy, "memcpy_ns": [0] * len(spans), "memset_ns": [0] * len(spans), "is_warmup": [False] * len(spans)})
 
 
 def test_idle_per_step_and_its_main_cause() -> None:
     sections: dict[str, Any] = {
-        "steps": FakeSteps(steps=steps_frame([100, 100, 100], [60, 59, 58])),
-        "gaps": FakeGaps(by_cause=pl.DataFrame({"cause": ["data_loading", "sync"], "idle_ns": [300, 100]})),
+        "steps": StepsResult(steps=steps_frame([100, 100, 100], [60, 59, 58])),
+        "gaps": GapsResult(by_cause=pl.DataFrame({"cause": ["data_loading", "sync"], "idle_ns": [300, 100]})),
     }
     head = headline(sections)
     assert head.verdict.startswith("GPU idle 41 % of each step, mostly waiting on data loading (data_loading: 75 % of idle time)")
@@ -47,8 +32,8 @@ def test_idle_per_step_and_its_main_cause() -> None:
 
 def test_negligible_idle_reads_as_busy_and_drops_the_cause() -> None:
     sections: dict[str, Any] = {
-        "steps": FakeSteps(steps=steps_frame([100, 100], [99, 98])),
-        "gaps": FakeGaps(by_cause=pl.DataFrame({"cause": ["sync"], "idle_ns": [3]})),
+        "steps": StepsResult(steps=steps_frame([100, 100], [99, 98])),
+        "gaps": GapsResult(by_cause=pl.DataFrame({"cause": ["sync"], "idle_ns": [3]})),
     }
     assert headline(sections).verdict == "GPU busy 98 % of each step."
 
@@ -63,7 +48,7 @@ def test_bound_regions_at_the_annotation_level() -> None:
             "pct_of_roofline": [50.0, 60.0, 80.0, 1.0],
         }
     )
-    head = headline({"bound": FakeBound(regions=regions)})
+    head = headline({"bound": BoundResult(regions=regions)})
     texts = [f.text for f in head.findings]
     assert "gemm is compute-bound at 65 % of roofline" in texts
     assert "small is overhead-bound" in texts
@@ -72,7 +57,7 @@ def test_bound_regions_at_the_annotation_level() -> None:
 
 def test_unavailable_and_missing_sections_are_skipped() -> None:
     assert headline({}).verdict.startswith("Nothing to say")
-    head = headline({"gaps": FakeGaps(available=False, reason="no GPU")})
+    head = headline({"gaps": GapsResult(available=False, reason="no GPU")})
     assert head.findings == ()
 
 

@@ -39,6 +39,7 @@ def load(path: Any, *, cache: bool = True) -> Trace:
 
 def analyze(trace: Any, config: Any = None, **options: Any) -> Any:
     """Run every registered analysis over a trace (a :class:`Trace` or a path); see ``Report``."""
+    import traceinsight.report.notebook  # noqa: F401  (registers the notebook/HTML/Markdown views)
     from traceinsight.analysis.report import analyze as _analyze
 
     loaded = trace if hasattr(trace, "events") else load(trace)

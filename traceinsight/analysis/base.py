@@ -7,9 +7,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, is_dataclass
 from datetime import date, datetime
 from enum import Enum
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
 import polars as pl
+
+from traceinsight.analysis import display
 
 if TYPE_CHECKING:
     from traceinsight.trace.model import Trace
@@ -51,9 +53,7 @@ class Result:
 
     def _repr_html_(self) -> str:
         """Rich display in Jupyter: the same view as the HTML report's section."""
-        from traceinsight.report.notebook import result_html
-
-        return result_html(self)
+        return display.render("result_html", self)
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"schema_version": RESULT_SCHEMA_VERSION}
@@ -87,11 +87,61 @@ def jsonable(value: Any) -> Any:
     return str(value)
 
 
+R = TypeVar("R", bound=Result)
+
+
+class Inputs:
+    """The already computed results an analysis asked for (its spec's ``requires``).
+
+    ``get`` and ``maybe`` check the type, so a result read under the wrong name or class fails
+    loudly instead of yielding ``None`` fields downstream.
+    """
+
+    def __init__(self, results: Mapping[str, Result] | None = None) -> None:
+        self._results: dict[str, Result] = dict(results or {})
+
+    @classmethod
+    def compute(cls, trace: Trace, config: AnalysisConfig, names: tuple[str, ...]) -> Inputs:
+        """Inputs for a direct call of one analysis: runs ``names`` (and what they need) once."""
+        if not names:
+            return cls()
+        from traceinsight.analysis.runner import run_closure
+
+        return cls(run_closure(trace, config, names))
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._results
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(self._results)
+
+    def get(self, name: str, cls: type[R]) -> R:
+        result = self.maybe(name, cls)
+        if result is None:
+            raise LookupError(f"analysis input {name!r} was not computed (missing from the spec's requires?)")
+        return result
+
+    def maybe(self, name: str, cls: type[R]) -> R | None:
+        result = self._results.get(name)
+        if result is None:
+            return None
+        if not isinstance(result, cls):
+            raise TypeError(f"analysis input {name!r} is a {type(result).__name__}, not a {cls.__name__}")
+        return result
+
+
 @dataclass(frozen=True)
 class AnalysisSpec:
-    """One registered analysis: its section name, a title for people, and the function."""
+    """One registered analysis: its section name, a title for people, and the function.
+
+    ``requires`` names the analyses whose results ``run`` reads from its ``Inputs``; the
+    runner computes them first, each once. ``kind="job"`` marks an analysis over several
+    traces (the ranks of one run, or a series of runs); the single-trace runner skips those.
+    """
 
     name: str
     title: str
-    run: Callable[[Trace, AnalysisConfig], Result]
+    run: Callable[[Trace, AnalysisConfig, Inputs], Result]
+    requires: tuple[str, ...] = ()
     description: str = ""
+    kind: Literal["trace", "job"] = "trace"

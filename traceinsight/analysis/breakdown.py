@@ -1,6 +1,6 @@
 """Where the device time goes: busy by category (compute, communication, memcpy, memset) and idle.
 
-The analysed window is ``overview.analysis_window`` (the span of all recorded activity, host
+The analysed window is ``timeline.analysis_window`` (the span of all recorded activity, host
 and device), the same for every device. Each instant of a device's window is counted once:
 when several streams are busy at the same time, it goes to the highest-priority category
 active then (compute > communication > memcpy > memset; memcpy kinds in the order of
@@ -15,31 +15,30 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from traceinsight.analysis import intervals
-from traceinsight.analysis.base import AnalysisConfig, AnalysisSpec, Result
-from traceinsight.analysis.overview import analysis_window
-from traceinsight.trace.model import Trace
-from traceinsight.trace.schema import GPU_WORK_KINDS
-
-# Busy categories in priority order (first wins where they overlap), then idle.
-CATEGORIES = (
-    "compute",
-    "communication",
-    "memcpy_h2d_pageable",
-    "memcpy_h2d_pinned",
-    "memcpy_h2d",
-    "memcpy_d2h_pageable",
-    "memcpy_d2h_pinned",
-    "memcpy_d2h",
-    "memcpy_d2d",
-    "memcpy_p2p",
-    "memcpy_other",
-    "memset",
+from traceinsight.analysis.base import AnalysisConfig, AnalysisSpec, Inputs, Result
+from traceinsight.analysis.categories import (
+    CATEGORIES,
+    IDLE,
+    PRIORITY,
+    category_expr,
+    group_of,
+    is_communication,
 )
-IDLE = "idle"
-PRIORITY = {name: level for level, name in enumerate(CATEGORIES)}
+from traceinsight.analysis.timeline import analysis_window, busy_intervals, gpu_work
+from traceinsight.trace.model import Trace
 
-_DIRECTIONS = {"htod": "h2d", "dtoh": "d2h", "dtod": "d2d", "ptop": "p2p"}
-_HOST_MEMORY = ("pageable", "pinned")
+__all__ = [
+    "CATEGORIES",
+    "IDLE",
+    "PRIORITY",
+    "BreakdownResult",
+    "busy_intervals",
+    "category_expr",
+    "gpu_work",
+    "group_of",
+    "is_communication",
+    "run",
+]
 
 DEVICE_SCHEMA = {"device": pl.Int64, "category": pl.String, "dur_ns": pl.Int64, "share": pl.Float64}
 SUMMARY_SCHEMA = {
@@ -58,83 +57,6 @@ STREAM_SCHEMA = {
     "dur_ns": pl.Int64,
     "share": pl.Float64,
 }
-
-
-def group_of(category: str) -> str:
-    """compute / communication / memcpy / memset / idle for a category name."""
-    return category.split("_", 1)[0]
-
-
-def is_communication(has_collective: pl.Expr | None = None) -> pl.Expr:
-    """NCCL/RCCL kernels: by name, or a collective recorded in the kernel's args."""
-    name = pl.col("name").cast(pl.String).str.to_lowercase()
-    collective = pl.col("collective_name").is_not_null() if has_collective is None else has_collective
-    return name.str.contains("nccl") | name.str.contains("rccl") | collective
-
-
-def _memcpy_category() -> pl.Expr:
-    # Kineto names copies like "Memcpy HtoD (Pageable -> Device)" / "Memcpy DtoH (Device -> Pinned)".
-    name = pl.col("name").cast(pl.String).str.to_lowercase()
-    direction = name.str.extract(r"memcpy\s+(\w+)", 1).replace_strict(
-        _DIRECTIONS, default="other", return_dtype=pl.String
-    )
-    src = name.str.extract(r"\(\s*(\w+)\s*->", 1)
-    dst = name.str.extract(r"->\s*(\w+)\s*\)", 1)
-    host_side = pl.when(direction == "h2d").then(src).when(direction == "d2h").then(dst)
-    memory = pl.when(host_side.is_in(list(_HOST_MEMORY))).then(pl.lit("_") + host_side).otherwise(pl.lit(""))
-    return pl.concat_str(
-        pl.lit("memcpy_"),
-        direction,
-        pl.when(direction.is_in(["h2d", "d2h"])).then(memory).otherwise(pl.lit("")),
-    )
-
-
-def category_expr(has_collective: pl.Expr | None = None) -> pl.Expr:
-    """The breakdown category of each row of ``Trace.kernels`` (``has_collective`` stands in
-    for ``collective_name is not null`` where that column is not at hand)."""
-    kind = pl.col("kind").cast(pl.String)
-    return (
-        pl.when(kind == "memset")
-        .then(pl.lit("memset"))
-        .when(kind == "memcpy")
-        .then(_memcpy_category())
-        .when(is_communication(has_collective))
-        .then(pl.lit("communication"))
-        .otherwise(pl.lit("compute"))
-    )
-
-
-def gpu_work(trace: Trace) -> pl.DataFrame:
-    """GPU work as (device, stream, start_ns, end_ns, category), zero-length rows dropped."""
-    work = trace.kernels.filter(
-        pl.col("kind").cast(pl.String).is_in(list(GPU_WORK_KINDS))
-        & pl.col("device").is_not_null()
-        & (pl.col("end_ns") > pl.col("ts_ns"))
-    )
-    # Categories depend on name, kind and whether a collective is named: work them out once
-    # per distinct combination rather than running string matching over every kernel.
-    work = work.select(
-        "device",
-        pl.col("stream").fill_null(-1),
-        pl.col("ts_ns").alias("start_ns"),
-        "end_ns",
-        "name",
-        "kind",
-        pl.col("collective_name").is_not_null().alias("_collective"),
-    )
-    combos = work.select("name", "kind", "_collective").unique()
-    combos = combos.with_columns(category_expr(has_collective=pl.col("_collective")).alias("category"))
-    return work.join(combos, on=["name", "kind", "_collective"], how="left", maintain_order="left").select(
-        "device", "stream", "start_ns", "end_ns", "category"
-    )
-
-
-def busy_intervals(trace: Trace) -> pl.DataFrame:
-    """Maximal busy intervals per device: the union of its kernels, memcpys and memsets."""
-    work = trace.kernels.filter(
-        pl.col("kind").cast(pl.String).is_in(list(GPU_WORK_KINDS)) & pl.col("device").is_not_null()
-    ).select("device", pl.col("ts_ns").alias("start_ns"), "end_ns")
-    return intervals.union(work, by=["device"])
 
 
 def _by_priority(work: pl.DataFrame, keys: list[str], lo: int, hi: int) -> pl.DataFrame:
@@ -206,7 +128,7 @@ class BreakdownResult(Result):
         return int(rows["dur_ns"].sum()) if rows.height else 0
 
 
-def run(trace: Trace, config: AnalysisConfig) -> BreakdownResult:
+def run(trace: Trace, config: AnalysisConfig, inputs: Inputs | None = None) -> BreakdownResult:
     lo, hi = analysis_window(trace)
     window_ns = max(hi - lo, 0)
     work = gpu_work(trace)

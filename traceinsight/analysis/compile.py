@@ -25,8 +25,9 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from traceinsight.analysis import intervals
-from traceinsight.analysis.base import AnalysisConfig, AnalysisSpec, Result
+from traceinsight.analysis.base import AnalysisConfig, AnalysisSpec, Inputs, Result
 from traceinsight.analysis.kernel_families import with_families
+from traceinsight.analysis.timeline import median_host_step_ns, step_spans
 from traceinsight.trace.model import Trace
 
 REGION_PREFIX = "Torch-Compiled Region: "
@@ -100,15 +101,7 @@ def has_compile_markers(trace: Trace) -> bool:
 
 
 def _step_count(trace: Trace) -> int:
-    return trace.step_spans().height
-
-
-def _host_step_ns(trace: Trace) -> float | None:
-    spans = trace.step_spans()
-    if spans.height == 0:
-        return None
-    value = (spans["host_end_ns"] - spans["host_start_ns"]).median()
-    return float(value) if value is not None else None  # type: ignore[arg-type]
+    return step_spans(trace).height
 
 
 def _compile_events(host: pl.DataFrame) -> pl.DataFrame:
@@ -283,7 +276,7 @@ def _findings(r: dict[str, object]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def run(trace: Trace, config: AnalysisConfig) -> CompileResult:
+def run(trace: Trace, config: AnalysisConfig, inputs: Inputs | None = None) -> CompileResult:
     if not has_compile_markers(trace):
         return CompileResult(
             available=False,
@@ -366,7 +359,7 @@ def run(trace: Trace, config: AnalysisConfig) -> CompileResult:
         "launch_api_ns_per_step": float(launches["dur"].sum() or 0) / per,
         "graph_launches_per_step": graph_launches / per,
         "kernels_via_graphs_per_step": int(kstats["via_graph"] or 0) / per,
-        "host_step_ns": _host_step_ns(trace),
+        "host_step_ns": median_host_step_ns(trace),
         "uses_cuda_graphs": graph_launches > 0,
     }
     return CompileResult(findings=_findings(fields_), **fields_)  # type: ignore[arg-type]

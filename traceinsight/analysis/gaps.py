@@ -1,6 +1,6 @@
 """Idle gaps: every maximal idle interval of a device, with the host activity that explains it.
 
-A gap is a maximal interval of a device's analysed window (``overview.analysis_window``) in
+A gap is a maximal interval of a device's analysed window (``timeline.analysis_window``) in
 which no kernel, memcpy or memset runs, at least ``gap_threshold_ns`` long. Each gap is read
 against what one host thread was doing meanwhile: the thread that launched the work ending
 the gap (for a gap at the end of the window, the device's *main launching thread*, the one
@@ -40,11 +40,18 @@ from traceinsight.analysis.base import (
     RESULT_SCHEMA_VERSION,
     AnalysisConfig,
     AnalysisSpec,
+    Inputs,
     Result,
     jsonable,
 )
-from traceinsight.analysis.breakdown import busy_intervals
-from traceinsight.analysis.overview import analysis_window
+from traceinsight.analysis.host_names import (
+    DATA_LOADING_PATTERN,
+    SYNC_CALL_PATTERN,
+    SYNC_OPS,
+    is_data_loading,
+    with_name_flags,
+)
+from traceinsight.analysis.timeline import analysis_window, busy_intervals
 from traceinsight.trace.model import Trace
 from traceinsight.trace.schema import PROFILER_STEP_PREFIX
 
@@ -52,15 +59,18 @@ HOST_CLASSES = ("sync", "data_loading", "launch_overhead", "host_compute", "pyth
 UNTRACED = "untraced"
 DEVICE_WAIT = "device_wait"
 CAUSES = (*HOST_CLASSES, UNTRACED, DEVICE_WAIT)
-
-SYNC_CALL_PATTERN = (
-    r"^(cuda|hip)(Stream|Device|Event|Ctx|Thread)Synchronize"
-    r"|^cu(Stream|Ctx|Event)Synchronize"
-    r"|^(cuda|hip)Memcpy(2D|3D)?$"
-    r"|^cuMemcpy(DtoH|HtoD|DtoD)?(_v2)?$"
-)
-SYNC_OPS = ("aten::_local_scalar_dense", "aten::item")
-DATA_LOADING_PATTERN = r"(?i)dataloader|data_load|data[ _]loading|dataloading|torch/utils/data/"
+__all__ = [
+    "CAUSES",
+    "DATA_LOADING_PATTERN",
+    "SYNC_CALL_PATTERN",
+    "SYNC_OPS",
+    "GapsResult",
+    "find_gaps",
+    "is_data_loading",
+    "main_threads",
+    "run",
+    "with_name_flags",
+]
 
 GAP_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
     "device": pl.Int64,
@@ -82,21 +92,6 @@ CULPRIT_SCHEMA = {
 }
 HISTOGRAM_SCHEMA = {"lo_ns": pl.Int64, "hi_ns": pl.Int64, "gaps": pl.Int64, "idle_ns": pl.Int64}
 NO_CULPRIT = "(no host op)"
-
-
-def is_data_loading() -> pl.Expr:
-    return pl.col("name").cast(pl.String).str.contains(DATA_LOADING_PATTERN)
-
-
-def with_name_flags(events: pl.DataFrame) -> pl.DataFrame:
-    """``events`` plus ``is_sync_name`` / ``is_data_name``, matched once per distinct name
-    (regexes over a few thousand names, not over every event)."""
-    names = events.select(pl.col("name").unique()).with_columns(
-        is_sync_name=pl.col("name").cast(pl.String).str.contains(SYNC_CALL_PATTERN)
-        | pl.col("name").cast(pl.String).is_in(list(SYNC_OPS)),
-        is_data_name=is_data_loading(),
-    )
-    return events.join(names, on="name", how="left", maintain_order="left")
 
 
 THREAD = ["pid", "tid"]
@@ -402,7 +397,7 @@ class GapsResult(Result):
         return data
 
 
-def run(trace: Trace, config: AnalysisConfig) -> GapsResult:
+def run(trace: Trace, config: AnalysisConfig, inputs: Inputs | None = None) -> GapsResult:
     threshold_ns = int(config.gap_threshold_ns)
     lo, hi = analysis_window(trace)
     window_ns = max(hi - lo, 0)

@@ -1,18 +1,26 @@
 """The plain-words verdict at the top of a report, computed from the sections' results.
 
-Each finding comes from one section's ``to_dict()`` (the public, versioned shape), so the
-headline keeps working when a section is skipped, unavailable, or gains fields. The verdict
+Each finding reads one section's result object (its typed fields), so a renamed field fails
+type checking here; a skipped or unavailable section simply adds no finding. The verdict
 is the most important findings joined into one or two sentences, e.g. "GPU idle 41 % of each
 step, mostly waiting on data loading; the compute-bound regions run at 62 % of roofline".
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from traceinsight.analysis.base import Result
+from traceinsight.analysis.base import R, Result
+from traceinsight.analysis.bound import BoundResult
+from traceinsight.analysis.compile import CompileResult
+from traceinsight.analysis.gaps import GapsResult
+from traceinsight.analysis.kernels import KernelsResult
+from traceinsight.analysis.memory import MemoryResult
+from traceinsight.analysis.overview import OverviewResult
+from traceinsight.analysis.steps import StepsResult
 
 # Causes as the gaps section names them, in the words people use.
 CAUSE_WORDS = {
@@ -55,24 +63,12 @@ class Headline:
         }
 
 
-def _num(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+def _finite(value: float | int | None) -> float | None:
+    """The value as a float, or None where JSON would carry null (missing, NaN, inf)."""
+    if value is None or isinstance(value, bool):
         return None
-    return float(value)
-
-
-def _first(data: Mapping[str, Any], *keys: str) -> Any:
-    for key in keys:
-        if key in data and data[key] is not None:
-            return data[key]
-    return None
-
-
-def _rows(data: Mapping[str, Any], *keys: str) -> list[dict[str, Any]]:
-    value = _first(data, *keys)
-    if isinstance(value, list):
-        return [row for row in value if isinstance(row, dict)]
-    return []
+    v = float(value)
+    return v if math.isfinite(v) else None
 
 
 def _median(values: list[float]) -> float | None:
@@ -85,10 +81,10 @@ def _median(values: list[float]) -> float | None:
 
 def _step_idle_pct(row: dict[str, Any]) -> float | None:
     """Idle share of one step on the device: its span minus the GPU work inside it."""
-    span = _num(_first(row, "device_dur_ns", "dur_ns"))
+    span = _finite(row["device_dur_ns"])
     if not span or span <= 0:
-        return _num(row.get("idle_pct"))
-    busy = sum(_num(row.get(k)) or 0.0 for k in ("kernel_ns", "memcpy_ns", "memset_ns"))
+        return None
+    busy = sum(_finite(row[k]) or 0.0 for k in ("kernel_ns", "memcpy_ns", "memset_ns"))
     # Overlapping streams can add up to more than the span: the step is then fully busy.
     return max(0.0, 100.0 * (1.0 - busy / span))
 
@@ -103,18 +99,15 @@ def _idle_text(where: str, idle: float, scope: str) -> str:
     return f"{where} idle {_pct_words(idle)} {scope}"
 
 
-def _idle(sections: Mapping[str, dict[str, Any]]) -> Finding | None:
+def _idle(steps: StepsResult | None, overview: OverviewResult | None) -> Finding | None:
     """GPU idle share: per step when the steps section measured steps, else over the window."""
-    steps = sections.get("steps")
-    if steps and steps.get("available", True):
-        rows = _rows(steps, "steps")
-        idle = _median([v for r in rows if not r.get("is_warmup") and (v := _step_idle_pct(r)) is not None])
+    if steps is not None and steps.available:
+        rows = steps.steps.to_dicts()
+        idle = _median([v for r in rows if not r["is_warmup"] and (v := _step_idle_pct(r)) is not None])
         if idle is not None:
             return Finding("steps", _idle_text("GPU", idle, "of each step"), idle)
-    overview = sections.get("overview")
-    if overview and overview.get("available", True):
-        devices = [d for d in overview.get("devices") or [] if isinstance(d, dict)]
-        busy = [v for d in devices if (v := _num(d.get("busy_pct"))) is not None]
+    if overview is not None and overview.available:
+        busy = [v for d in overview.devices if (v := _finite(d.busy_pct)) is not None]
         if busy:
             idle = 100.0 - max(busy)
             where = "GPU" if len(busy) == 1 else "busiest GPU"
@@ -123,34 +116,15 @@ def _idle(sections: Mapping[str, dict[str, Any]]) -> Finding | None:
     return None
 
 
-def _cause(sections: Mapping[str, dict[str, Any]]) -> Finding | None:
+def _cause(gaps: GapsResult | None) -> Finding | None:
     """The cause that explains most idle time, from the gaps section's per-cause totals."""
-    gaps = sections.get("gaps")
-    if not gaps or not gaps.get("available", True):
+    if gaps is None or not gaps.available:
         return None
     totals: dict[str, float] = {}
-    by_cause = _first(gaps, "by_cause", "causes", "idle_by_cause", "cause_totals")
-    if isinstance(by_cause, dict):
-        for cause, value in by_cause.items():
-            v = _num(value) if not isinstance(value, dict) else _num(
-                _first(value, "idle_ns", "total_ns", "dur_ns", "ns")
-            )
-            if v is not None:
-                totals[str(cause)] = v
-    elif isinstance(by_cause, list):
-        for row in by_cause:
-            if not isinstance(row, dict):
-                continue
-            cause = _first(row, "cause", "name")
-            v = _num(_first(row, "idle_ns", "total_ns", "dur_ns", "ns"))
-            if cause is not None and v is not None:
-                totals[str(cause)] = totals.get(str(cause), 0.0) + v
-    else:
-        for row in _rows(gaps, "gaps", "table", "rows"):
-            cause = _first(row, "cause")
-            v = _num(_first(row, "dur_ns", "idle_ns"))
-            if cause is not None and v is not None:
-                totals[str(cause)] = totals.get(str(cause), 0.0) + v
+    for row in gaps.by_cause.iter_rows(named=True):
+        cause, v = row["cause"], _finite(row["idle_ns"])
+        if cause is not None and v is not None:
+            totals[str(cause)] = totals.get(str(cause), 0.0) + v
     total = sum(totals.values())
     if total <= 0:
         return None
@@ -161,52 +135,57 @@ def _cause(sections: Mapping[str, dict[str, Any]]) -> Finding | None:
     return Finding("gaps", f"{lead} {words} ({cause}: {share:.0f} % of idle time)", share / 2)
 
 
-def _bound(sections: Mapping[str, dict[str, Any]]) -> list[Finding]:
+def _bound(bound: BoundResult | None) -> list[Finding]:
     """Per bound label: which regions, and how close the compute/memory ones get to roofline."""
-    bound = sections.get("bound")
-    if not bound or not bound.get("available", True):
+    if bound is None or not bound.available:
         return []
-    rows = _rows(bound, "regions")
+    rows = bound.regions.to_dicts()
     # Regions nest (trace > steps > annotations > ops): judge one level, the most specific
     # one that names work the user chose to mark.
     level = None
     for candidate in ("annotation", "step", "trace"):
-        chosen = [r for r in rows if r.get("kind") == candidate]
+        chosen = [r for r in rows if r["kind"] == candidate]
         if chosen:
             rows, level = chosen, candidate
             break
+
+    def key(row: dict[str, Any]) -> str:
+        return str(row["name"] or "?") if level == "annotation" else f"{level}:{row['name']}"
+
+    def weight(row: dict[str, Any]) -> float:
+        return _finite(row["dur_ns"]) or 1.0
+
     # A name marks the same work in every step: give it the label that covers most of its time.
     by_name: dict[str, dict[str, float]] = {}
     for row in rows:
-        label = _first(row, "label", "bound")
+        label = row["label"]
         if isinstance(label, str) and label not in SKIP_LABELS:
-            name = str(_first(row, "name", "region") or "?") if level == "annotation" else f"{level}:{_first(row, 'name')}"
-            by_name.setdefault(name, {}).setdefault(label, 0.0)
-            by_name[name][label] += _num(_first(row, "dur_ns")) or 1.0
+            by_name.setdefault(key(row), {}).setdefault(label, 0.0)
+            by_name[key(row)][label] += weight(row)
     main_label = {name: max(labels.items(), key=lambda kv: kv[1])[0] for name, labels in by_name.items()}
     groups: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
-        name = str(_first(row, "name", "region") or "?") if level == "annotation" else f"{level}:{_first(row, 'name')}"
-        if main_label.get(name) == _first(row, "label", "bound"):
+        name = key(row)
+        if main_label.get(name) == row["label"]:
             groups.setdefault(main_label[name], []).append(row)
-    total = sum(_num(_first(r, "dur_ns")) or 1.0 for r in rows) or 1.0
+    total = sum(weight(r) for r in rows) or 1.0
     findings = []
     for label, members in groups.items():
-        weights = [_num(_first(r, "dur_ns")) or 1.0 for r in members]
+        weights = [weight(r) for r in members]
         share = sum(weights) / total
         if level == "step":
             who = "every step is" if len(members) == len(rows) else f"{len(members)} of {len(rows)} steps are"
         elif level == "trace":
             who = "the trace as a whole is"
         else:
-            names = list(dict.fromkeys(str(_first(r, "name", "region") or "?") for r in members))
+            names = list(dict.fromkeys(str(r["name"] or "?") for r in members))
             who = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
             who += " is" if len(names) == 1 else " are"
         text = f"{who} {LABEL_WORDS.get(label, label)}-bound"
         pcts = [
             (p, w)
             for r, w in zip(members, weights, strict=True)
-            if (p := _num(_first(r, "pct_of_roofline"))) is not None
+            if (p := _finite(r["pct_of_roofline"])) is not None
         ]
         if pcts and label in ("compute", "memory"):
             avg = sum(p * w for p, w in pcts) / sum(w for _, w in pcts)
@@ -215,59 +194,42 @@ def _bound(sections: Mapping[str, dict[str, Any]]) -> list[Finding]:
     return findings
 
 
-def _compile(sections: Mapping[str, dict[str, Any]]) -> list[Finding]:
-    comp = sections.get("compile")
-    if not comp or not comp.get("available", True):
+def _compile(comp: CompileResult | None) -> list[Finding]:
+    if comp is None or not comp.available:
         return []
     found = []
-    recompiles = _num(_first(comp, "recompiles_in_trace", "recompiles"))
-    if recompiles:
-        found.append(Finding("compile", f"{recompiles:.0f} torch.compile recompilation(s) inside the trace", 15.0))
-    notes = [n for n in comp.get("findings") or [] if isinstance(n, str)]
-    if notes:
-        found.append(Finding("compile", notes[0], 8.0))
+    if comp.recompiles_in_trace:
+        found.append(Finding("compile", f"{comp.recompiles_in_trace:.0f} torch.compile recompilation(s) inside the trace", 15.0))
+    if comp.findings:
+        found.append(Finding("compile", comp.findings[0], 8.0))
     return found
 
 
-def _memory(sections: Mapping[str, dict[str, Any]]) -> list[Finding]:
-    mem = sections.get("memory")
-    if not mem or not mem.get("available", True):
+def _memory(mem: MemoryResult | None) -> list[Finding]:
+    if mem is None or not mem.available:
         return []
     found = []
-    if _rows(mem, "leaks"):
+    if mem.leaks:
         found.append(Finding("memory", "allocated memory grows from step to step (possible leak)", 12.0))
     gpu_peaks = [
         v
-        for r in _rows(mem, "peaks")
-        if r.get("device_type") != 0 and (v := _num(r.get("peak_allocated_bytes"))) is not None
+        for r in mem.peaks.iter_rows(named=True)
+        if r["device_type"] != 0 and (v := _finite(r["peak_allocated_bytes"])) is not None
     ]
     if gpu_peaks:
         found.append(Finding("memory", f"peak GPU memory allocated {max(gpu_peaks) / 2**30:.2f} GiB", 1.0))
     return found
 
 
-def _kernels(sections: Mapping[str, dict[str, Any]]) -> Finding | None:
-    kernels = sections.get("kernels")
-    if not kernels or not kernels.get("available", True):
+def _kernels(kernels: KernelsResult | None) -> Finding | None:
+    if kernels is None or not kernels.available:
         return None
-    launch_data = kernels.get("launch")
-    launch: dict[str, Any] = launch_data if isinstance(launch_data, dict) else {}
-    short = _num(launch.get("shorter_than_launch_pct"))
-    count = _num(launch.get("kernels")) or 0
+    short = _finite(kernels.launch.shorter_than_launch_pct)
+    count = kernels.launch.kernels
     # Only worth a headline when it is most kernels of a sizeable trace.
     if short is None or short < 50 or count < 100:
         return None
     return Finding("kernels", f"{short:.0f} % of kernels run for less time than the CPU takes to launch them", 9.0)
-
-
-_FINDERS: tuple[Callable[[Mapping[str, dict[str, Any]]], Finding | list[Finding] | None], ...] = (
-    _idle,
-    _cause,
-    _bound,
-    _compile,
-    _memory,
-    _kernels,
-)
 
 
 def compose(findings: Iterable[Finding]) -> str:
@@ -290,16 +252,22 @@ def compose(findings: Iterable[Finding]) -> str:
     return sentence[0].upper() + sentence[1:] + "."
 
 
+def _section(sections: Mapping[str, Result], name: str, cls: type[R]) -> R | None:
+    result = sections.get(name)
+    return result if isinstance(result, cls) else None
+
+
 def headline(sections: Mapping[str, Result]) -> Headline:
     """The verdict for a set of section results (any subset of the registry)."""
-    data = {name: result.to_dict() for name, result in sections.items()}
-    findings: list[Finding] = []
-    for finder in _FINDERS:
-        found = finder(data)
-        if isinstance(found, Finding):
-            findings.append(found)
-        elif found:
-            findings.extend(found)
+    found: list[Finding | None] = [
+        _idle(_section(sections, "steps", StepsResult), _section(sections, "overview", OverviewResult)),
+        _cause(_section(sections, "gaps", GapsResult)),
+        *_bound(_section(sections, "bound", BoundResult)),
+        *_compile(_section(sections, "compile", CompileResult)),
+        *_memory(_section(sections, "memory", MemoryResult)),
+        _kernels(_section(sections, "kernels", KernelsResult)),
+    ]
+    findings = [f for f in found if f is not None]
     # Same order as the verdict reads: idle share, its cause, then the rest by importance.
     rank = {"steps": 0, "overview": 0, "gaps": 1}
     ordered = sorted(findings, key=lambda f: (rank.get(f.section, 2), -f.weight))

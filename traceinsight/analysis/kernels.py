@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from traceinsight.analysis.base import AnalysisConfig, AnalysisSpec, Result
+from traceinsight.analysis.base import AnalysisConfig, AnalysisSpec, Inputs, Result
 from traceinsight.analysis.kernel_families import with_families
 from traceinsight.trace.model import Trace
 
@@ -118,14 +118,16 @@ def _dims(col: str) -> pl.Expr:
 
 
 def _most_common(frame: pl.DataFrame, col: str) -> pl.DataFrame:
-    """Per name, the most frequent value of a list column as text (ties: the first seen)."""
+    """Per name, the most frequent value of a list column as text (ties: the smallest text,
+    so that the choice does not depend on the order group_by happens to return)."""
     return (
         frame.filter(pl.col(col).is_not_null())
         .group_by("name", col)
         .len()
-        .sort(["name", "len"], descending=[False, True], maintain_order=True)
+        .with_columns(_dims(col).alias(col))
+        .sort(["name", "len", col], descending=[False, True, False])
         .unique("name", keep="first", maintain_order=True)
-        .select("name", _dims(col).alias(col))
+        .select("name", col)
     )
 
 
@@ -189,7 +191,7 @@ def _launch_stats(k: pl.DataFrame) -> LaunchStats:
     )
 
 
-def run(trace: Trace, config: AnalysisConfig) -> KernelsResult:
+def run(trace: Trace, config: AnalysisConfig, inputs: Inputs | None = None) -> KernelsResult:
     if trace.kernels.height == 0:
         return KernelsResult(available=False, reason="no GPU kernels, memcpys or memsets in this trace")
     k = _with_launch(

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from traceinsight.analysis.base import AnalysisConfig, AnalysisSpec, Result
-from traceinsight.analysis.ops import innermost_op
+from traceinsight.analysis.base import AnalysisConfig, AnalysisSpec, Inputs, Result
+from traceinsight.analysis.host_tree import innermost_op
+from traceinsight.analysis.timeline import step_spans
 from traceinsight.trace.model import Trace
 
 # A possible leak: allocated memory at step end grows by more than the tolerance at every
@@ -107,7 +108,7 @@ def _device_label() -> pl.Expr:
 
 
 def _steps(trace: Trace) -> pl.DataFrame:
-    return trace.step_spans().rename({"host_start_ns": "step_ts_ns", "host_end_ns": "step_end_ns"})
+    return step_spans(trace).rename({"host_start_ns": "step_ts_ns", "host_end_ns": "step_end_ns"})
 
 
 def _step_at(points: pl.DataFrame, steps: pl.DataFrame, ts_col: str, out: str) -> pl.DataFrame:
@@ -295,7 +296,7 @@ def _origin_ns(trace: Trace, mem: pl.DataFrame) -> int:
     return int(first) if isinstance(first, int) else 0
 
 
-def run(trace: Trace, config: AnalysisConfig) -> MemoryResult:
+def run(trace: Trace, config: AnalysisConfig, inputs: Inputs | None = None) -> MemoryResult:
     mem = _events(trace)
     if mem.height == 0:
         return MemoryResult(available=False, reason="trace recorded without profile_memory")

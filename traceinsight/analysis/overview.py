@@ -8,9 +8,9 @@ from typing import Any
 import polars as pl
 
 from traceinsight.analysis import intervals
-from traceinsight.analysis.base import AnalysisConfig, AnalysisSpec, Result
+from traceinsight.analysis.base import AnalysisConfig, AnalysisSpec, Inputs, Result
+from traceinsight.analysis.timeline import analysis_window, busy_intervals, work_intervals
 from traceinsight.trace.model import Trace
-from traceinsight.trace.schema import GPU_WORK_KINDS
 
 
 @dataclass(frozen=True)
@@ -56,23 +56,7 @@ class OverviewResult(Result):
         )
 
 
-def analysis_window(trace: Trace) -> tuple[int, int]:
-    """[start, end) of the analysed window: the span of all recorded activity.
-
-    The profiler's own bookkeeping span ("PyTorch Profiler (N)") is left out: it starts
-    before and ends after the work and would inflate idle time.
-    """
-    ev = trace.events.filter(pl.col("kind") != "other")
-    if ev.height == 0:
-        ev = trace.events
-    if ev.height == 0:
-        return 0, 0
-    lo = ev["ts_ns"].min()
-    hi = ev["end_ns"].max()
-    return int(lo), int(hi)  # type: ignore[arg-type]
-
-
-def run(trace: Trace, config: AnalysisConfig) -> OverviewResult:
+def run(trace: Trace, config: AnalysisConfig, inputs: Inputs | None = None) -> OverviewResult:
     events = trace.events
     lo, hi = analysis_window(trace)
     window = max(hi - lo, 0)
@@ -83,9 +67,8 @@ def run(trace: Trace, config: AnalysisConfig) -> OverviewResult:
     steps = tuple(
         int(s) for s in events.filter(pl.col("step").is_not_null())["step"].unique().sort().to_list()
     )
-    work = trace.kernels.filter(pl.col("kind").cast(pl.String).is_in(list(GPU_WORK_KINDS)))
-    busy = intervals.union(work.select("device", start_ns="ts_ns", end_ns="end_ns"), by=["device"])
-    busy_by_device = intervals.total_ns(busy, by=["device"])
+    work = work_intervals(trace)
+    busy_by_device = intervals.total_ns(busy_intervals(trace), by=["device"])
     assert isinstance(busy_by_device, pl.DataFrame)
     kernel_counts = dict(work.group_by("device").len().iter_rows())
     devices = []

@@ -1,7 +1,8 @@
 """The analyses ``traceinsight analyze`` composes, in report order.
 
 The CLI, the docs and the parametrised tests iterate over ``ANALYSES``; an analysis joins
-the report by exposing ``SPEC`` in its module and being named here.
+the report by exposing ``SPEC`` in its module and being named here. The specs' ``requires``
+are checked when this module loads: an unknown name or a cycle fails at import, not mid-run.
 """
 
 from __future__ import annotations
@@ -23,6 +24,10 @@ _MODULES = (
 )
 
 
+class RegistryError(RuntimeError):
+    """The registered specs do not form a valid dependency graph."""
+
+
 def _load() -> tuple[AnalysisSpec, ...]:
     specs = []
     for module_name in _MODULES:
@@ -37,7 +42,54 @@ def _load() -> tuple[AnalysisSpec, ...]:
     return tuple(specs)
 
 
+def topological_order(specs: tuple[AnalysisSpec, ...]) -> tuple[str, ...]:
+    """Names in an order where every analysis follows what it requires (ties: registry order).
+
+    Raises ``RegistryError`` for a duplicate name, an unknown requirement or a cycle.
+    """
+    by_name: dict[str, AnalysisSpec] = {}
+    for spec in specs:
+        if spec.name in by_name:
+            raise RegistryError(f"analysis {spec.name!r} is registered twice")
+        by_name[spec.name] = spec
+    for spec in specs:
+        unknown = [r for r in spec.requires if r not in by_name]
+        if unknown:
+            raise RegistryError(f"analysis {spec.name!r} requires unknown analysis {', '.join(map(repr, unknown))}")
+    order: list[str] = []
+    state: dict[str, str] = {}  # "visiting" while on the stack, "done" after
+
+    def visit(name: str, path: tuple[str, ...]) -> None:
+        if state.get(name) == "done":
+            return
+        if state.get(name) == "visiting":
+            cycle = " -> ".join((*path[path.index(name) :], name))
+            raise RegistryError(f"analyses require each other in a cycle: {cycle}")
+        state[name] = "visiting"
+        for required in by_name[name].requires:
+            visit(required, (*path, name))
+        state[name] = "done"
+        order.append(name)
+
+    for spec in specs:
+        visit(spec.name, ())
+    return tuple(order)
+
+
+def closure(names: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """``names`` and everything they require, transitively, in run (topological) order."""
+    wanted: set[str] = set()
+    stack = list(names)
+    while stack:
+        name = stack.pop()
+        if name not in wanted:
+            wanted.add(name)
+            stack.extend(get(name).requires)
+    return tuple(n for n in RUN_ORDER if n in wanted)
+
+
 ANALYSES: tuple[AnalysisSpec, ...] = _load()
+RUN_ORDER: tuple[str, ...] = topological_order(ANALYSES)
 
 
 def get(name: str) -> AnalysisSpec:

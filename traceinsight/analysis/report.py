@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import json
+import os
+import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from traceinsight import __version__
-from traceinsight.analysis.base import RESULT_SCHEMA_VERSION, AnalysisConfig, Result, jsonable
+from traceinsight.analysis import display
+from traceinsight.analysis.base import RESULT_SCHEMA_VERSION, AnalysisConfig, R, Result, jsonable
 from traceinsight.analysis.registry import ANALYSES
+from traceinsight.analysis.runner import run_closure
 from traceinsight.errors import UsageError
 from traceinsight.trace.model import Trace
 
@@ -25,7 +31,8 @@ class Report:
     """The results of several analyses over one trace, keyed by section name, in order.
 
     ``report.gaps`` / ``report["gaps"]`` give a section's result object; ``headline`` is the
-    plain-words verdict computed from them.
+    plain-words verdict computed from them. Views (HTML, Markdown) come from the presentation
+    package through :mod:`traceinsight.analysis.display`.
     """
 
     trace_path: str
@@ -41,8 +48,18 @@ class Report:
             return sections[name]  # type: ignore[no-any-return]
         raise AttributeError(name)
 
+    def __dir__(self) -> list[str]:
+        return sorted({*super().__dir__(), *self.sections})
+
     def __iter__(self) -> Any:
         return iter(self.sections)
+
+    def section(self, name: str, cls: type[R]) -> R | None:
+        """The section ``name`` checked to be a ``cls`` (None when it was not run)."""
+        result = self.sections.get(name)
+        if result is not None and not isinstance(result, cls):
+            raise TypeError(f"section {name!r} is a {type(result).__name__}, not a {cls.__name__}")
+        return result
 
     @cached_property
     def headline(self) -> Headline:
@@ -65,13 +82,33 @@ class Report:
         return jsonable(data)  # type: ignore[no-any-return]
 
     def _repr_html_(self) -> str:
-        from traceinsight.report.notebook import report_html
+        return display.render("report_html", self)
 
-        return report_html(self)
+    def to_markdown(self) -> str:
+        return display.render("report_markdown", self)
+
+    def write_html(self, path: str | os.PathLike[str]) -> None:
+        """Write the report as a self-contained HTML page."""
+        _write_atomic(Path(path), display.render("report_page", self))
+
+    def write_json(self, path: str | os.PathLike[str]) -> None:
+        """Write ``to_dict()`` as JSON; the file appears whole or not at all."""
+        _write_atomic(Path(path), json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n")
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or Path("."))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def select_sections(only: Iterable[str] | None, skip: Iterable[str] | None) -> list[str]:
-    names = [spec.name for spec in ANALYSES]
+    names = [spec.name for spec in ANALYSES if spec.kind == "trace"]
     only_list = [s.strip() for part in (only or []) for s in part.split(",") if s.strip()]
     skip_list = [s.strip() for part in (skip or []) for s in part.split(",") if s.strip()]
     unknown = sorted(set(only_list + skip_list) - set(names))
@@ -89,16 +126,15 @@ def analyze(
     skip: Iterable[str] | None = None,
     on_section: Callable[[str], None] | None = None,
 ) -> Report:
-    """Run every registered analysis (or the chosen ones) and return a :class:`Report`.
+    """Run every registered single-trace analysis (or the chosen ones) and return a :class:`Report`.
 
-    ``on_section(name)`` is called before each analysis runs (progress display).
+    The chosen sections and what they require run once each, in dependency order; the report
+    shows only the chosen ones. Specs of ``kind="job"`` (several traces) are not run here.
+    ``on_section(name)`` is called before each analysis that runs (progress display),
+    including requirements that are not shown.
     """
     cfg = config or AnalysisConfig()
     chosen = select_sections(only, skip)
-    sections: dict[str, Result] = {}
-    for spec in ANALYSES:
-        if spec.name in chosen:
-            if on_section is not None:
-                on_section(spec.name)
-            sections[spec.name] = spec.run(trace, cfg)
+    results = run_closure(trace, cfg, chosen, on_section=on_section)
+    sections = {name: results[name] for name in chosen}
     return Report(trace_path=trace.meta.path, sections=sections, config=cfg)

@@ -117,7 +117,8 @@ def _exact_u_cdf(m: int, n: int) -> npt.NDArray[np.float64]:
         padded[:size] = poly
         poly = np.cumsum(padded.reshape(-1, i), axis=0).ravel()[:size]
     cdf = np.cumsum(poly)
-    return cdf / cdf[-1]
+    out: npt.NDArray[np.float64] = cdf / cdf[-1]
+    return out
 
 
 def mann_whitney_u(x: npt.ArrayLike, y: npt.ArrayLike) -> RankTest:

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from traceinsight.analysis import intervals
-from traceinsight.analysis.base import AnalysisConfig, AnalysisSpec, Result
-from traceinsight.analysis.breakdown import gpu_work
-from traceinsight.analysis.gaps import with_name_flags
+from traceinsight.analysis.base import AnalysisConfig, AnalysisSpec, Inputs, Result
+from traceinsight.analysis.host_names import with_name_flags
+from traceinsight.analysis.timeline import device_step_spans, gpu_work, step_spans
 from traceinsight.trace.model import Trace
 
 PARTS = ("kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec")
@@ -58,37 +58,6 @@ MAD_TO_SIGMA = 1.4826
 MIN_EXCESS = 0.10
 SLOW_FACTOR = 1.5
 MIN_STEPS_FOR_OUTLIERS = 3
-
-
-def step_spans(trace: Trace) -> pl.DataFrame:
-    """Host spans of ProfilerStep#N: step, host_start_ns, host_end_ns (sorted by start)."""
-    return trace.step_spans()
-
-
-def _device_spans(trace: Trace, spans: pl.DataFrame) -> pl.DataFrame:
-    work_end = (
-        trace.kernels.filter(pl.col("step").is_not_null())
-        .group_by("step")
-        .agg(pl.col("end_ns").max().alias("work_end_ns"))
-    )
-    steps = spans.join(work_end, on="step", how="left").sort("host_start_ns")
-    # GPU work of earlier steps still running when this one starts pushes its device start;
-    # a step without GPU work ends at its host end, which later steps cannot start before.
-    earlier_end = pl.coalesce("work_end_ns", "host_end_ns").cum_max().shift(1)
-    start = pl.max_horizontal("host_start_ns", earlier_end)
-    return (
-        steps.with_columns(device_start_ns=start)
-        .with_columns(
-            device_end_ns=pl.max_horizontal(
-                "device_start_ns", pl.coalesce("work_end_ns", "host_end_ns")
-            )
-        )
-        .with_columns(
-            host_dur_ns=pl.col("host_end_ns") - pl.col("host_start_ns"),
-            device_dur_ns=pl.col("device_end_ns") - pl.col("device_start_ns"),
-        )
-        .drop("work_end_ns")
-    )
 
 
 def _activity(trace: Trace) -> pl.DataFrame:
@@ -195,14 +164,14 @@ class StepsResult(Result):
         return self.steps
 
 
-def run(trace: Trace, config: AnalysisConfig) -> StepsResult:
+def run(trace: Trace, config: AnalysisConfig, inputs: Inputs | None = None) -> StepsResult:
     spans = step_spans(trace)
     if spans.height == 0:
         return StepsResult(
             available=False,
             reason="no ProfilerStep#N spans: record with a profiler schedule and call prof.step() each step",
         )
-    steps = _device_spans(trace, spans)
+    steps = device_step_spans(trace, spans)
     steps = steps.join(_breakdown(trace, steps), on="step", how="left").sort("host_start_ns")
     steps = _flags(steps).select([pl.col(c).cast(t) for c, t in STEP_SCHEMA.items()])
     warmup = steps.filter(pl.col("is_warmup"))["step"].to_list()

@@ -40,3 +40,17 @@ def report_html(report: Report) -> str:
         parts.append(f"<details open><summary><b>{escape(section_title(name))}</b></summary>{html_report.result_html(result, figures)}</details>")
     parts.append("</div>")
     return "".join(parts)
+
+
+def _register_views() -> None:
+    """Hand the analysis layer its views (it cannot import this package)."""
+    from traceinsight.analysis import display
+    from traceinsight.report.markdown import render_markdown
+
+    display.register("result_html", result_html)
+    display.register("report_html", report_html)
+    display.register("report_page", html_report.render_html)
+    display.register("report_markdown", render_markdown)
+
+
+_register_views()

@@ -1,0 +1,46 @@
+"""Presentation hooks: the analysis layer asks for a view by kind, the presentation package
+provides it.
+
+Results and reports are plain data and must not import the presentation package (it imports
+them). Instead, the presentation package registers one function per kind when it is imported,
+and ``Result._repr_html_`` / ``Report.to_markdown`` / ``Report.write_html`` look it up here.
+
+Kinds: ``"result_html"`` (one result as an HTML fragment), ``"report_html"`` (a report as an
+HTML fragment for notebooks), ``"report_page"`` (a report as a self-contained HTML page) and
+``"report_markdown"`` (a report as Markdown).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+KINDS = ("result_html", "report_html", "report_page", "report_markdown")
+
+_RENDERERS: dict[str, Callable[[Any], str]] = {}
+
+
+class NoRendererError(LookupError):
+    """Nothing registered a view of this kind (the presentation package was not imported)."""
+
+
+def register(kind: str, fn: Callable[[Any], str]) -> None:
+    """Make ``fn(obj) -> str`` the view of ``kind``; a later registration replaces it."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown display kind {kind!r}; choose from {', '.join(KINDS)}")
+    _RENDERERS[kind] = fn
+
+
+def render(kind: str, obj: Any) -> str:
+    """The registered view of ``obj`` for ``kind``."""
+    try:
+        fn = _RENDERERS[kind]
+    except KeyError:
+        raise NoRendererError(
+            f"no {kind} view registered: import the presentation package (traceinsight.render) first"
+        ) from None
+    return fn(obj)
+
+
+def registered() -> tuple[str, ...]:
+    return tuple(_RENDERERS)

@@ -1,0 +1,32 @@
+"""Host event names that mean something to several analyses: synchronising calls and data loading.
+
+Matched once per distinct name (regexes over a few thousand names, not over every event).
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+SYNC_CALL_PATTERN = (
+    r"^(cuda|hip)(Stream|Device|Event|Ctx|Thread)Synchronize"
+    r"|^cu(Stream|Ctx|Event)Synchronize"
+    r"|^(cuda|hip)Memcpy(2D|3D)?$"
+    r"|^cuMemcpy(DtoH|HtoD|DtoD)?(_v2)?$"
+)
+SYNC_OPS = ("aten::_local_scalar_dense", "aten::item")
+DATA_LOADING_PATTERN = r"(?i)dataloader|data_load|data[ _]loading|dataloading|torch/utils/data/"
+
+
+def is_data_loading() -> pl.Expr:
+    return pl.col("name").cast(pl.String).str.contains(DATA_LOADING_PATTERN)
+
+
+def with_name_flags(events: pl.DataFrame) -> pl.DataFrame:
+    """``events`` plus ``is_sync_name`` / ``is_data_name``, matched once per distinct name
+    (regexes over a few thousand names, not over every event)."""
+    names = events.select(pl.col("name").unique()).with_columns(
+        is_sync_name=pl.col("name").cast(pl.String).str.contains(SYNC_CALL_PATTERN)
+        | pl.col("name").cast(pl.String).is_in(list(SYNC_OPS)),
+        is_data_name=is_data_loading(),
+    )
+    return events.join(names, on="name", how="left", maintain_order="left")
