@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 
 import traceinsight as ti
-from traceinsight.trace import reader
+from traceinsight.trace import chunking
 from traceinsight.trace.schema import EVENT_COLUMNS, KERNEL_COLUMNS
 
 from .conftest import sample_names, sample_path
@@ -266,7 +266,7 @@ def test_chunked_decode_matches_single_piece(
     text = json.dumps(doc, indent=1 if layout == "indented" else None, separators=None if layout == "indented" else (",", ":"))
     path = tmp_path / "trace.json"
     path.write_text(text)
-    monkeypatch.setattr(reader, "CHUNK_BYTES", chunk_bytes)
+    monkeypatch.setattr(chunking, "CHUNK_BYTES", chunk_bytes)
     chunked = ti.load(path, cache=False)
     assert chunked.events.equals(whole.events)
     assert chunked.kernels.equals(whole.kernels)
@@ -291,7 +291,7 @@ def test_chunk_cut_inside_nested_objects_falls_back(monkeypatch: pytest.MonkeyPa
     # hand-made: args hold a list of objects, so "}, {" also occurs inside events
     events = [op(f"op{i}", i * 10, 5, args={"External id": i, "list": [{"a": 1}, {"b": 2}] * 20}) for i in range(200)]
     path = write_trace(tmp_path / "nested.json", events)
-    monkeypatch.setattr(reader, "CHUNK_BYTES", 300)
+    monkeypatch.setattr(chunking, "CHUNK_BYTES", 300)
     trace = ti.load(path, cache=False)
     assert trace.events.height == 200
     assert trace.events["external_id"].to_list() == list(range(200))
