@@ -24,8 +24,11 @@ def tests(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    session.install("ruff")
+    """ruff, and the import layering contracts in pyproject.toml (``lint-imports``)."""
+    session.install("ruff", "import-linter")
     session.run("ruff", "check", *LINT_PATHS)
+    # lint-imports finds the package from the working directory; it need not be installed.
+    session.run("lint-imports")
 
 
 @nox.session

@@ -19,7 +19,7 @@ from traceinsight.trace.loader import load
 from traceinsight.trace.model import Trace
 
 from .conftest import sample_names
-from .timeline_fixtures import HandMadeTrace
+from .handmade import HandMadeTrace
 
 
 def cpu_only(t: HandMadeTrace) -> None:

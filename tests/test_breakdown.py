@@ -13,7 +13,7 @@ from traceinsight.analysis.overview import analysis_window
 from traceinsight.trace.loader import load
 
 from .conftest import sample_names
-from .timeline_fixtures import HandMadeTrace
+from .handmade import HandMadeTrace
 
 CFG = AnalysisConfig()
 

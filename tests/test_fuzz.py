@@ -61,6 +61,8 @@ def _check(path: Path) -> None:
     drop=st.lists(st.integers(0, len(BASE["traceEvents"]) - 1), max_size=5),
 )
 def test_structural_mutations(tmp_path: Path, edits: list[tuple[int, str, Any]], drop: list[int]) -> None:
+    # GIVEN the base trace with fields and args set to arbitrary JSON values, and some events
+    # replaced by a number
     doc = json.loads(BASE_BYTES)
     events = doc["traceEvents"]
     for index, key, value in edits:
@@ -78,6 +80,8 @@ def test_structural_mutations(tmp_path: Path, edits: list[tuple[int, str, Any]],
             events[index] = 7 if index % 2 else events[index]
     path = tmp_path / "mutated.json"
     path.write_text(json.dumps(doc))
+    # WHEN it is loaded THEN it loads with no negative duration, or fails with a
+    # TraceFormatError that names the file and is not the catch-all for a crash
     _check(path)
 
 

@@ -16,7 +16,7 @@ from traceinsight.trace.loader import load
 from traceinsight.trace.model import Trace
 
 from .conftest import sample_names, sample_path
-from .timeline_fixtures import HandMadeTrace
+from .handmade import HandMadeTrace
 
 CFG = AnalysisConfig()
 

@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 
 import traceinsight as ti
-from traceinsight.trace import reader
+from traceinsight.trace import chunking
 from traceinsight.trace.schema import EVENT_COLUMNS, KERNEL_COLUMNS
 
 from .conftest import sample_names, sample_path
@@ -44,7 +44,10 @@ def test_every_sample_loads_with_the_documented_schema(name: str, sample_trace) 
 
 
 def test_real_training_trace_links_kernels_to_ops_steps_and_samples(sample_trace) -> None:
+    # GIVEN an eager training run recorded with shapes, memory, steps and NVML counters
+    # WHEN it is loaded
     trace = sample_trace("train_eager")
+    # THEN its kernels link to their launching ops, top-level ops and steps
     kernels = trace.kernels
     launched = kernels.filter(pl.col("launch_id").is_not_null())
     assert launched.height > 100 and launched["op_name"].null_count() == 0
@@ -58,6 +61,7 @@ def test_real_training_trace_links_kernels_to_ops_steps_and_samples(sample_trace
         (pl.col("kind") == "user_annotation") & pl.col("name").cast(pl.String).str.starts_with("ProfilerStep#")
     )
     assert spans.height == len(steps)
+    # AND the memory events and counter samples land in their own frames
     assert trace.memory.height > 0 and trace.memory["total_allocated_bytes"].max() > 0
     assert set(trace.counters["name"].cast(pl.String).unique()) >= {"nvml.utilization", "nvml.power"}
     assert trace.has_shapes and trace.has_steps and trace.has_gpu
@@ -125,7 +129,8 @@ def test_ns_resolution_float_timestamps(tmp_path: Path) -> None:
 
 
 def test_rocm_hip_trace_links_hip_launches(tmp_path: Path) -> None:
-    # hand-made after the shape of ROCm Kineto traces: hip* runtime names, no CUDA names
+    # GIVEN a hand-made trace after the shape of ROCm Kineto traces: hip* runtime names (one
+    # under cat hip_runtime), no CUDA names
     path = write_trace(
         tmp_path / "rocm.json",
         [
@@ -138,7 +143,9 @@ def test_rocm_hip_trace_links_hip_launches(tmp_path: Path) -> None:
         deviceProperties=[{"id": 0, "name": "AMD Instinct MI300X"}],
         baseTimeNanoseconds=5,
     )
+    # WHEN it is loaded
     trace = ti.load(path, cache=False)
+    # THEN each kernel links to its hip launch and, through it, to the op
     assert trace.kernels["launch_name"].cast(pl.String).to_list() == ["hipLaunchKernel", "hipExtModuleLaunchKernel"]
     assert trace.kernels["op_name"].cast(pl.String).to_list() == ["aten::mm", "aten::mm"]
     assert trace.meta.devices[0].name == "AMD Instinct MI300X"
@@ -148,6 +155,7 @@ def test_cpu_only_trace_recorded_here(tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
     from torch.profiler import ProfilerActivity, profile
 
+    # GIVEN a CPU-only trace recorded here with shapes, three steps of a small model
     model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
         for _ in range(3):
@@ -155,7 +163,9 @@ def test_cpu_only_trace_recorded_here(tmp_path: Path) -> None:
             prof.step()
     path = tmp_path / "cpu.pt.trace.json"
     prof.export_chrome_trace(str(path))
+    # WHEN it is loaded
     trace = ti.load(path, cache=False)
+    # THEN it has no GPU side but has its shapes, as compact JSON
     assert trace.kernels.height == 0 and not trace.has_gpu
     assert trace.has_shapes
     linear = trace.events.filter(pl.col("name").cast(pl.String) == "aten::linear")
@@ -217,6 +227,7 @@ def test_missing_or_zero_durations(tmp_path: Path) -> None:
 
 
 def test_begin_end_pairs_become_durations(tmp_path: Path) -> None:
+    # GIVEN hand-made nested B/E pairs on one thread and one E too many
     events = [
         {"ph": "B", "name": "outer", "cat": "user_annotation", "pid": 1, "tid": 1, "ts": 10},
         {"ph": "B", "name": "inner", "cat": "cpu_op", "pid": 1, "tid": 1, "ts": 12},
@@ -224,7 +235,9 @@ def test_begin_end_pairs_become_durations(tmp_path: Path) -> None:
         {"ph": "E", "pid": 1, "tid": 1, "ts": 20},
         {"ph": "E", "pid": 1, "tid": 1, "ts": 30},
     ]
+    # WHEN they are loaded
     trace = ti.load(write_trace(tmp_path / "be.json", events), cache=False)
+    # THEN the pairs become nested durations and the lone E is reported, not invented
     rows = {r["name"]: r for r in trace.events.iter_rows(named=True)}
     assert rows["outer"]["dur_ns"] == 10_000 and rows["inner"]["dur_ns"] == 3_000
     assert rows["inner"]["parent"] == rows["outer"]["id"]
@@ -256,9 +269,9 @@ def test_counters_land_in_the_counters_frame(tmp_path: Path) -> None:
 def test_chunked_decode_matches_single_piece(
     layout: str, chunk_bytes: int, monkeypatch: pytest.MonkeyPatch, sample_trace, tmp_path: Path
 ) -> None:
-    # The same real trace, written three ways: compact "},{" (each piece is copied), indented
-    # (pieces are cut in place), and with the header keys after the events array (found when
-    # the last piece is decoded).
+    # GIVEN the same real trace, written three ways: compact "},{" (each piece is copied),
+    # indented (pieces are cut in place), and with the header keys after the events array
+    # (found when the last piece is decoded)
     whole = sample_trace("train_compiled")
     doc = json.loads(gzip.decompress(sample_path("train_compiled").read_bytes()))
     if layout == "events_first":
@@ -266,8 +279,10 @@ def test_chunked_decode_matches_single_piece(
     text = json.dumps(doc, indent=1 if layout == "indented" else None, separators=None if layout == "indented" else (",", ":"))
     path = tmp_path / "trace.json"
     path.write_text(text)
-    monkeypatch.setattr(reader, "CHUNK_BYTES", chunk_bytes)
+    # WHEN it is decoded in pieces of chunk_bytes
+    monkeypatch.setattr(chunking, "CHUNK_BYTES", chunk_bytes)
     chunked = ti.load(path, cache=False)
+    # THEN every frame and the header fields equal those of the whole file read at once
     assert chunked.events.equals(whole.events)
     assert chunked.kernels.equals(whole.kernels)
     assert chunked.counters.equals(whole.counters)
@@ -288,36 +303,46 @@ def test_traceevents_key_inside_an_earlier_value_is_not_taken_for_the_real_one(t
 
 
 def test_chunk_cut_inside_nested_objects_falls_back(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    # hand-made: args hold a list of objects, so "}, {" also occurs inside events
+    # GIVEN a hand-made trace whose args hold a list of objects, so "}, {" also occurs
+    # inside events
     events = [op(f"op{i}", i * 10, 5, args={"External id": i, "list": [{"a": 1}, {"b": 2}] * 20}) for i in range(200)]
     path = write_trace(tmp_path / "nested.json", events)
-    monkeypatch.setattr(reader, "CHUNK_BYTES", 300)
+    # WHEN it is decoded in pieces small enough that some cut lands inside an event
+    monkeypatch.setattr(chunking, "CHUNK_BYTES", 300)
     trace = ti.load(path, cache=False)
+    # THEN the bad cuts are undone and every event is read once
     assert trace.events.height == 200
     assert trace.events["external_id"].to_list() == list(range(200))
 
 
 def test_lenient_args_keep_good_fields(tmp_path: Path) -> None:
-    # hand-made: a string correlation and a bad grid must not cost the other fields
+    # GIVEN hand-made events with a bad grid and a ts written as a string
     events = [
         launch("cudaLaunchKernel", 1, 1, correlation=3),
         kernel("k", 3, 2, correlation=3, extra={"grid": "oops", "registers per thread": 32}),
         {"ph": "X", "cat": "cpu_op", "name": "x", "pid": HOST_PID, "tid": MAIN_TID, "ts": "7.5", "dur": 1},
     ]
+    # WHEN they are loaded
     trace = ti.load(write_trace(tmp_path / "lenient.json", events, baseTimeNanoseconds=0), cache=False)
+    # THEN the bad fields alone are dropped (the kernel keeps its other args and its link) and
+    # the numeric string is read as a number
     k = trace.kernels.row(0, named=True)
     assert k["registers_per_thread"] == 32 and k["grid"] is None and k["launch_name"] == "cudaLaunchKernel"
     assert trace.events.filter(pl.col("name").cast(pl.String) == "x")["ts_ns"].to_list() == [7_500]
 
 
 def test_lenient_args_keep_raw_shapes_and_unknown_phases_are_counted(tmp_path: Path) -> None:
-    # hand-made: a bad sequence number beside good shapes, and a phase no reader knows
+    # GIVEN hand-made events: a bad sequence number beside good shapes, and a phase no
+    # reader knows
     events = [
         op("aten::mm", 1, 2, args={"Input Dims": [[2, 3], [3, 4]], "Input type": ["float", "float"], "Sequence number": "x"}),
         {"ph": "Z", "name": "mystery", "pid": HOST_PID, "tid": MAIN_TID, "ts": 2},
         op("aten::add", 4, 1),
     ]
+    # WHEN they are loaded
     trace = ti.load(write_trace(tmp_path / "odd.json", events, baseTimeNanoseconds=0), cache=False)
+    # THEN the shapes survive as compact JSON, the bad field is dropped with a warning, and the
+    # unknown phase is counted but makes no row
     mm = trace.events.filter(pl.col("name").cast(pl.String) == "aten::mm").row(0, named=True)
     assert mm["input_dims"] == "[[2,3],[3,4]]" and mm["input_types"] == '["float","float"]'
     assert mm["seq_num"] is None

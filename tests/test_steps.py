@@ -12,7 +12,7 @@ from traceinsight.analysis.base import AnalysisConfig
 from traceinsight.trace.loader import load
 
 from .conftest import sample_names
-from .timeline_fixtures import HandMadeTrace
+from .handmade import HandMadeTrace
 
 CFG = AnalysisConfig()
 PART_COLS = [f"{p}_ns" for p in (*steps.PARTS, steps.OTHER)]
