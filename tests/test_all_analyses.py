@@ -13,7 +13,7 @@ import pytest
 from traceinsight.analysis.base import AnalysisConfig, Result
 from traceinsight.analysis.registry import ANALYSES
 from traceinsight.errors import TraceFormatError
-from traceinsight.report.terminal import make_console, section_renderable
+from traceinsight.render.terminal import make_console, section_renderable
 from traceinsight.trace.loader import load
 from traceinsight.trace.model import Trace
 

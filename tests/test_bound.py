@@ -19,7 +19,7 @@ from tests.handmade import kernel, launch, op, write_trace
 from traceinsight.analysis import bound
 from traceinsight.analysis.base import AnalysisConfig
 from traceinsight.cli.app import main
-from traceinsight.report.sections.bound import render_by, render_terminal
+from traceinsight.render.sections.bound import render_by, render_terminal
 from traceinsight.trace.loader import load
 from traceinsight.trace.model import Trace
 

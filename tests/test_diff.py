@@ -327,7 +327,7 @@ def test_fail_on_regression_on_recorded_pair() -> None:
 
 
 def test_no_color_env_is_respected_by_console() -> None:
-    from traceinsight.report.terminal import make_console
+    from traceinsight.render.terminal import make_console
 
     old = os.environ.get("NO_COLOR")
     os.environ["NO_COLOR"] = "1"

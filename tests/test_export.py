@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import sample_path
 from traceinsight.analysis.report import analyze
 from traceinsight.cli.app import main
-from traceinsight.report.perfetto_export import _lanes, _Slice, export_perfetto
+from traceinsight.render.perfetto_export import _lanes, _Slice, export_perfetto
 
 pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
 

@@ -12,7 +12,7 @@ import pytest
 from tests.conftest import sample_path
 from traceinsight.analysis.registry import ANALYSES
 from traceinsight.cli.app import main
-from traceinsight.report import progress
+from traceinsight.render import progress
 
 SGR = re.compile(r"\x1b\[([0-9;]*)m")
 

@@ -17,7 +17,7 @@ from tests.conftest import sample_names
 from tests.handmade import kernel, launch, op, write_trace
 from traceinsight.analysis.report import analyze
 from traceinsight.cli.analyze import render_report
-from traceinsight.report.markdown import render_markdown
+from traceinsight.render.markdown import render_markdown
 from traceinsight.trace.loader import load
 
 
@@ -34,7 +34,7 @@ def check_all_formats(trace: Any) -> None:
     # Well-formed enough for a browser: every chart closes and nothing numeric leaked as NaN.
     assert page.count("<svg") == page.count("</svg>")
     assert not re.search(r"='(nan|inf|-inf)'", page)
-    from traceinsight.report.perfetto_export import export_perfetto
+    from traceinsight.render.perfetto_export import export_perfetto
 
     assert export_perfetto(trace, report)
 

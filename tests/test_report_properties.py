@@ -6,9 +6,9 @@ import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from traceinsight.report.html import _per_bin
-from traceinsight.report.perfetto_export import _lanes, _Slice
-from traceinsight.report.svg import nice_ticks
+from traceinsight.render.html import _per_bin
+from traceinsight.render.perfetto_export import _lanes, _Slice
+from traceinsight.render.svg import nice_ticks
 
 intervals = st.lists(
     st.tuples(st.integers(0, 10_000), st.integers(0, 3_000)).map(lambda t: (t[0], t[0] + t[1])),
@@ -60,7 +60,7 @@ def test_ticks_are_inside_and_few(lo: float, span: float, n: int) -> None:
 
 @given(st.floats(1e-6, 1e12, allow_nan=False))
 def test_axis_top_covers_the_data(value: float) -> None:
-    from traceinsight.report.svg import nice_max
+    from traceinsight.render.svg import nice_max
 
     top = nice_max(value)
     assert value <= top <= 2.5 * value + 1e-9

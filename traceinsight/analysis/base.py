@@ -51,9 +51,9 @@ class Result:
 
     def _repr_html_(self) -> str:
         """Rich display in Jupyter: the same view as the HTML report's section."""
-        from traceinsight.report.notebook import result_html
+        from traceinsight.analysis import display
 
-        return result_html(self)
+        return display.render("result_html", self)
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"schema_version": RESULT_SCHEMA_VERSION}

@@ -65,9 +65,9 @@ class Report:
         return jsonable(data)  # type: ignore[no-any-return]
 
     def _repr_html_(self) -> str:
-        from traceinsight.report.notebook import report_html
+        from traceinsight.analysis import display
 
-        return report_html(self)
+        return display.render("report_html", self)
 
 
 def select_sections(only: Iterable[str] | None, skip: Iterable[str] | None) -> list[str]:

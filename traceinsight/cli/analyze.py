@@ -25,16 +25,16 @@ def render_report(report: object, fmt: str, *, trace: object = None, width: int 
     if fmt == "json":
         return json.dumps(report.to_dict(), indent=2, allow_nan=False) + "\n"
     if fmt == "md":
-        from traceinsight.report.markdown import render_markdown
+        from traceinsight.render.markdown import render_markdown
 
         return render_markdown(report)
     if fmt == "html":
-        from traceinsight.report.html import render_html
+        from traceinsight.render.html import render_html
 
         return render_html(report, trace)  # type: ignore[arg-type]
     from rich.console import Console
 
-    from traceinsight.report.terminal import render
+    from traceinsight.render.terminal import render
 
     buf = io.StringIO()
     console = Console(file=buf, width=width or FILE_WIDTH, no_color=not color, color_system=None, soft_wrap=False, highlight=False)
@@ -73,8 +73,8 @@ def analyze_command(
     from traceinsight.analysis.base import AnalysisConfig
     from traceinsight.analysis.report import analyze, select_sections
     from traceinsight.cli.output import check_writable, write_output
-    from traceinsight.report.format import size
-    from traceinsight.report.progress import phases, wants_progress
+    from traceinsight.render.format import size
+    from traceinsight.render.progress import phases, wants_progress
     from traceinsight.trace.loader import load
 
     select_sections(only, skip)  # reject unknown names before the (slow) load
@@ -98,7 +98,7 @@ def analyze_command(
         report = analyze(loaded, config, only=only, skip=skip, on_section=lambda name: phase(f"analysing: {name}"))
         phase(f"rendering {format}")
         if format == "terminal" and output is None:
-            from traceinsight.report.terminal import make_console, render
+            from traceinsight.render.terminal import make_console, render
 
             text = None
         else:

@@ -63,8 +63,8 @@ def bound_command(
     from rich.panel import Panel
     from rich.text import Text
 
-    from traceinsight.report.sections.bound import render_by
-    from traceinsight.report.terminal import make_console
+    from traceinsight.render.sections.bound import render_by
+    from traceinsight.render.terminal import make_console
 
     body = render_by(result, by, limit=top) if result.available else Text(f"not available: {result.reason}", style="yellow")
     make_console().print(Panel(body, title=f"[bold]Bound by {by}[/bold]", title_align="left", expand=True))

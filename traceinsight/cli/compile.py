@@ -38,7 +38,7 @@ def compile_command(
     if format == "json":
         write_output(json.dumps(result.to_dict(), indent=2, allow_nan=False) + "\n", output, force=force)
         return
-    from traceinsight.report.terminal import make_console, section_renderable
+    from traceinsight.render.terminal import make_console, section_renderable
 
     if output is None:
         make_console().print(section_renderable("compile", result))

@@ -71,16 +71,16 @@ def diff_command(
     if format == "json":
         content = json.dumps(result.to_json_dict(), indent=2, allow_nan=False) + "\n"
     elif format == "md":
-        from traceinsight.report.diff_markdown import render_markdown
+        from traceinsight.render.diff_markdown import render_markdown
 
         content = render_markdown(result, top=top)
     elif format == "html":
-        from traceinsight.report.html import render_diff_html
+        from traceinsight.render.html import render_diff_html
 
         content = render_diff_html(result)
     else:
-        from traceinsight.report.diff_terminal import render_terminal
-        from traceinsight.report.terminal import make_console
+        from traceinsight.render.diff_terminal import render_terminal
+        from traceinsight.render.terminal import make_console
 
         if output is None:
             make_console().print(render_terminal(result))

@@ -34,7 +34,7 @@ def export_command(
     from traceinsight.analysis.base import AnalysisConfig
     from traceinsight.analysis.report import analyze
     from traceinsight.cli.output import check_writable, write_output
-    from traceinsight.report.perfetto_export import export_perfetto
+    from traceinsight.render.perfetto_export import export_perfetto
     from traceinsight.trace.loader import load
 
     check_writable(output, force=force)

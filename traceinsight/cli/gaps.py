@@ -48,8 +48,8 @@ def gaps_command(
     from rich.console import Group
     from rich.text import Text
 
-    from traceinsight.report.sections.gaps import gaps_table, render_terminal
-    from traceinsight.report.terminal import make_console
+    from traceinsight.render.sections.gaps import gaps_table, render_terminal
+    from traceinsight.render.terminal import make_console
 
     console = make_console()
     if not result.available:

@@ -79,7 +79,7 @@ def format_frame(frame: pl.DataFrame, output: str) -> str:
 
     from rich.table import Table
 
-    from traceinsight.report.terminal import make_console
+    from traceinsight.render.terminal import make_console
 
     table = Table(box=None, pad_edge=False)
     for col, dtype in frame.schema.items():

@@ -17,9 +17,9 @@ import polars as pl
 
 from traceinsight import __version__
 from traceinsight.analysis.base import Result
-from traceinsight.report import generic, svg
-from traceinsight.report.format import ns
-from traceinsight.report.terminal import section_title
+from traceinsight.render import generic, svg
+from traceinsight.render.format import ns
+from traceinsight.render.terminal import section_title
 
 if TYPE_CHECKING:
     from traceinsight.analysis.report import Report

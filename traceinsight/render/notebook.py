@@ -8,8 +8,8 @@ from __future__ import annotations
 from html import escape
 from typing import TYPE_CHECKING
 
-from traceinsight.report import html as html_report
-from traceinsight.report.terminal import section_title
+from traceinsight.render import html as html_report
+from traceinsight.render.terminal import section_title
 
 if TYPE_CHECKING:
     from traceinsight.analysis.base import Result

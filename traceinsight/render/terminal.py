@@ -21,7 +21,7 @@ from traceinsight.analysis.base import Result
 from traceinsight.analysis.headline import Headline
 from traceinsight.analysis.registry import ANALYSES
 from traceinsight.analysis.report import Report
-from traceinsight.report import generic
+from traceinsight.render import generic
 
 
 def make_console(file: Any = None, *, width: int | None = None, stderr: bool = False) -> Console:
@@ -76,9 +76,9 @@ def _panel(body: RenderableType, title: str, *, narrow: bool, **kw: Any) -> Pane
 
 def section_renderable(name: str, result: Result, *, narrow: bool = False) -> RenderableType:
     try:
-        module = importlib.import_module(f"traceinsight.report.sections.{name}")
+        module = importlib.import_module(f"traceinsight.render.sections.{name}")
     except ModuleNotFoundError as exc:
-        if exc.name != f"traceinsight.report.sections.{name}":
+        if exc.name != f"traceinsight.render.sections.{name}":
             raise
         module = None
     if not result.available:
