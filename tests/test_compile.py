@@ -179,7 +179,7 @@ def test_compile_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
 
 
 def test_diff_says_why_a_compiled_run_is_slower(tmp_path: Path) -> None:
-    from traceinsight.api_diff import diff
+    from traceinsight.api import diff
 
     from .test_diff import hand_made_trace
 

@@ -24,7 +24,7 @@ from traceinsight.analysis.diff import (
     label_for,
 )
 from traceinsight.analysis.stats import min_rank_p
-from traceinsight.api_diff import diff
+from traceinsight.api import diff
 from traceinsight.cli.app import main
 from traceinsight.errors import EXIT_REGRESSION, EXIT_USAGE
 
