@@ -224,7 +224,9 @@ def test_output_file_refuses_to_overwrite(pair: tuple[Path, Path], tmp_path: Pat
     args = ["diff", str(pair[0]), str(pair[1]), "--format", "json", "-o", str(out)]
     assert main(args) == 0
     assert f"Wrote {out}" in capsys.readouterr().out
-    assert json.loads(out.read_text())["diff"]["verdict"] == "slower"
+    data = json.loads(out.read_text())
+    assert (data["kind"], data["inputs"]) == ("diff", {"before": str(pair[0]), "after": str(pair[1])})
+    assert data["diff"]["verdict"] == "slower"
     assert main(args) == EXIT_USAGE
     assert "--force" in capsys.readouterr().err
     assert main([*args, "--force"]) == 0

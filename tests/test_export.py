@@ -121,7 +121,9 @@ def test_sql_polars_engine(capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["sql", str(sample_path("gemm_bf16")), query, "--format", "json"])
     out, _ = capsys.readouterr()
     assert code == 0
-    rows = json.loads(out)
+    data = json.loads(out)
+    assert (data["kind"], data["sections"], data["options"]["query"]) == ("sql", ["rows"], query)
+    rows = data["rows"]
     from tests.conftest import _load_sample
 
     kernels = _load_sample("gemm_bf16").kernels.filter(pl.col("kind") == "kernel")
