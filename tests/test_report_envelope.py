@@ -132,6 +132,15 @@ def test_diff_renderers_read_existing_kernel_count_keys(sample_trace: Any) -> No
     for name in ("diff_terminal.py", "diff_markdown.py"):
         read |= set(re.findall(r"kc\.get\('([a-z_]+)'", (render_dir / name).read_text(encoding="utf-8")))
     assert read and read <= set(result.kernel_counts)
+    # The HTML page's change charts read their columns by name.
+    from traceinsight.render.html.diff import CHARTED, diff_tables
+
+    tables = dict(diff_tables(result))
+    assert {"breakdown", "ops", "kernels"} <= set(tables)
+    for title, frame in tables.items():
+        if title in CHARTED:
+            name, delta = CHARTED[title]
+            assert {name, delta or "before_ns_per_step", "before_ns_per_step", "after_ns_per_step"} <= set(frame.columns), title
 
 
 def test_bound_roofline_reads_existing_peak_keys(sample_trace: Any) -> None:

@@ -6,7 +6,7 @@ import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from traceinsight.render.html import _per_bin
+from traceinsight.render.html.timeline import per_bin
 from traceinsight.render.perfetto_export import _lanes, _Slice
 from traceinsight.render.svg import nice_ticks
 
@@ -41,7 +41,7 @@ def test_bins_conserve_time(spans: list[tuple[int, int]], bins: int) -> None:
         schema={"start_ns": pl.Int64, "end_ns": pl.Int64, "cause": pl.String},
     )
     lo, hi = 0, 13_000
-    per_bin = _per_bin(frame, lo, (hi - lo) / bins, bins, ["cause"])
+    per_bin = per_bin(frame, lo, (hi - lo) / bins, bins, ["cause"])
     total = sum(e - s for s, e in spans)
     assert abs(float(per_bin["ns"].sum() or 0.0) - total) < 1e-6 * max(total, 1) + 1e-6
     if per_bin.height:

@@ -43,8 +43,8 @@ def analyze_command(
     from traceinsight.analysis.base import AnalysisConfig
     from traceinsight.analysis.report import analyze, select_sections
     from traceinsight.cli.output import check_writable, write_output
-    from traceinsight.render.format import size
     from traceinsight.render.progress import phases, wants_progress
+    from traceinsight.render.units import size
     from traceinsight.trace.loader import load
 
     select_sections(only, skip)  # reject unknown names before the (slow) load

@@ -6,7 +6,7 @@ import polars as pl
 
 from traceinsight.analysis.diff import DURATION_METRICS, DiffResult, TableDiff
 from traceinsight.render.diff_terminal import VERDICT_TEXT, change_pct, short, signed_ns
-from traceinsight.render.format import ns, size
+from traceinsight.render.units import ns, size
 
 VERDICT_ICON = {"faster": "🟢", "slower": "🔴", "no_significant_change": "⚪"}
 

@@ -9,7 +9,6 @@ import polars as pl
 
 from traceinsight.analysis.diff import DiffResult
 from traceinsight.render import generic, svg
-from traceinsight.render.format import ns
 from traceinsight.render.html.page import (
     MAX_TABLE_ROWS,
     Figure,
@@ -18,26 +17,28 @@ from traceinsight.render.html.page import (
     page,
     table_html,
 )
+from traceinsight.render.units import ns
 
-# The per-step delta charts: (table title, column naming each row). Tables without a per-step
-# delta (bound labels, memory peaks, compile metrics) are shown as tables only.
-_CHARTED = {
-    "breakdown": "category",
-    "idle by cause": "cause",
-    "ops": "op",
-    "kernels": "name",
-    "regions": "region",
-    "compile region speedups": "region",
+# The per-step delta charts: table title → (column naming each row, column of the change per
+# step, None where it is after − before). Tables without a per-step change (bound labels,
+# memory peaks, compile metrics) are shown as tables only.
+CHARTED: dict[str, tuple[str, str | None]] = {
+    "breakdown": ("category", "delta_ns_per_step"),
+    "idle by cause": ("cause", "delta_ns_per_step"),
+    "ops": ("op", "delta_ns_per_step"),
+    "kernels": ("name", "delta_ns_per_step"),
+    "regions": ("region", "delta_ns_per_step"),
+    "compile region speedups": ("region", None),
 }
 
 
-def _diff_rows(frame: pl.DataFrame, name: str) -> list[tuple[str, float, str]]:
-    d = pl.col("delta_ns_per_step") if "delta_ns_per_step" in frame.columns else pl.col("after_ns_per_step") - pl.col("before_ns_per_step")
+def _diff_rows(frame: pl.DataFrame, name: str, delta: str | None) -> list[tuple[str, float, str]]:
+    d = pl.col(delta) if delta is not None else pl.col("after_ns_per_step") - pl.col("before_ns_per_step")
     top = frame.with_columns(_d=d).filter(pl.col("_d").is_not_null()).sort(pl.col("_d").abs(), descending=True).head(20)
     return [(str(r[name]), r["_d"] / 1e6, f"{r[name]}: {'+' if r['_d'] >= 0 else ''}{ns(r['_d'])}") for r in top.iter_rows(named=True)]
 
 
-def _diff_tables(result: DiffResult) -> list[tuple[str, pl.DataFrame]]:
+def diff_tables(result: DiffResult) -> list[tuple[str, pl.DataFrame]]:
     """Every non-empty table of a diff result, in the result's field order, with a readable name."""
     candidates: list[tuple[str, pl.DataFrame, bool]] = [
         ("breakdown", result.breakdown.table, result.breakdown.available),
@@ -87,9 +88,9 @@ def render_diff_html(diff_result: DiffResult, *, title: str = "traceinsight diff
     chart = _step_chart(diff_result)
     if chart is not None:
         parts.append(figure_html(chart))
-    for key, frame in _diff_tables(diff_result):
-        name = _CHARTED.get(key)
-        rows = _diff_rows(frame, name) if name is not None else []
+    for key, frame in diff_tables(diff_result):
+        charted = CHARTED.get(key)
+        rows = _diff_rows(frame, *charted) if charted is not None else []
         section = [f"<section><h2>{escape(key.capitalize())}</h2>"]
         if rows:
             section.append(figure_html(Figure(f"Change in {key} per step ({after} − {before})", diverging_bars(rows), "Red: more time after; green: less.")))

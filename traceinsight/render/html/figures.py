@@ -18,9 +18,9 @@ from traceinsight.analysis.kernels import KernelsResult
 from traceinsight.analysis.ops import OpsResult
 from traceinsight.analysis.steps import StepsResult
 from traceinsight.render import svg
-from traceinsight.render.format import ns
 from traceinsight.render.html.page import Figure
 from traceinsight.render.html.styles import BOUND_COLORS, CATEGORY_COLORS
+from traceinsight.render.units import ns
 
 R = TypeVar("R", bound=Result)
 

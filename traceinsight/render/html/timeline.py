@@ -10,10 +10,10 @@ from traceinsight.analysis.gaps import GapsResult
 from traceinsight.analysis.overview import OverviewResult
 from traceinsight.analysis.report import Report
 from traceinsight.render import svg
-from traceinsight.render.format import ns
 from traceinsight.render.html.page import Figure
 from traceinsight.render.html.styles import CAUSE_COLORS
 from traceinsight.render.parts import section_of
+from traceinsight.render.units import ns
 from traceinsight.trace.model import Trace
 
 TIMELINE_BINS = 900
@@ -29,7 +29,7 @@ def _gaps_frame(report: Report, device: int) -> pl.DataFrame:
     return frame.select("start_ns", "end_ns", pl.col("cause").cast(pl.String))
 
 
-def _per_bin(intervals: pl.DataFrame, lo: int, width: float, bins: int, by: list[str]) -> pl.DataFrame:
+def per_bin(intervals: pl.DataFrame, lo: int, width: float, bins: int, by: list[str]) -> pl.DataFrame:
     """Time each group of intervals covers in each of ``bins`` equal bins starting at ``lo``."""
     if intervals.height == 0:
         return pl.DataFrame(schema={**{k: pl.String for k in by}, "bin": pl.Int64, "ns": pl.Float64})
@@ -64,7 +64,7 @@ def _device_lane(trace: Trace, report: Report, device: int, lo: int, hi: int, bi
     busy = intervals.union(work.select("ts_ns", "end_ns"), start="ts_ns", end="end_ns").with_columns(cause=pl.lit("busy"))
     gaps = _gaps_frame(report, device)
     parts = pl.concat([busy.select("start_ns", "end_ns", "cause"), gaps], how="vertical_relaxed")
-    per_bin = _per_bin(parts, lo, width, bins, ["cause"])
+    per_bin = per_bin(parts, lo, width, bins, ["cause"])
     table = (
         pl.DataFrame({"bin": pl.int_range(0, bins, eager=True)})
         .join(per_bin.pivot(on="cause", index="bin", values="ns"), on="bin", how="left")
