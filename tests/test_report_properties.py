@@ -41,12 +41,12 @@ def test_bins_conserve_time(spans: list[tuple[int, int]], bins: int) -> None:
         schema={"start_ns": pl.Int64, "end_ns": pl.Int64, "cause": pl.String},
     )
     lo, hi = 0, 13_000
-    per_bin = per_bin(frame, lo, (hi - lo) / bins, bins, ["cause"])
+    covered = per_bin(frame, lo, (hi - lo) / bins, bins, ["cause"])
     total = sum(e - s for s, e in spans)
-    assert abs(float(per_bin["ns"].sum() or 0.0) - total) < 1e-6 * max(total, 1) + 1e-6
-    if per_bin.height:
-        assert per_bin["bin"].min() >= 0 and per_bin["bin"].max() < bins
-        assert float(per_bin["ns"].max()) <= (hi - lo) / bins * max(len(spans), 1) + 1e-6
+    assert abs(float(covered["ns"].sum() or 0.0) - total) < 1e-6 * max(total, 1) + 1e-6
+    if covered.height:
+        assert covered["bin"].min() >= 0 and covered["bin"].max() < bins
+        assert float(covered["ns"].max()) <= (hi - lo) / bins * max(len(spans), 1) + 1e-6
 
 
 @given(st.floats(-1e6, 1e6, allow_nan=False), st.floats(1e-3, 1e6, allow_nan=False), st.integers(2, 10))

@@ -64,10 +64,10 @@ def _device_lane(trace: Trace, report: Report, device: int, lo: int, hi: int, bi
     busy = intervals.union(work.select("ts_ns", "end_ns"), start="ts_ns", end="end_ns").with_columns(cause=pl.lit("busy"))
     gaps = _gaps_frame(report, device)
     parts = pl.concat([busy.select("start_ns", "end_ns", "cause"), gaps], how="vertical_relaxed")
-    per_bin = per_bin(parts, lo, width, bins, ["cause"])
+    covered = per_bin(parts, lo, width, bins, ["cause"])
     table = (
         pl.DataFrame({"bin": pl.int_range(0, bins, eager=True)})
-        .join(per_bin.pivot(on="cause", index="bin", values="ns"), on="bin", how="left")
+        .join(covered.pivot(on="cause", index="bin", values="ns"), on="bin", how="left")
         .fill_null(0.0)
     )
     causes = [c for c in table.columns if c not in ("bin", "busy")]
