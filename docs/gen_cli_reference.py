@@ -62,6 +62,10 @@ def generate() -> str:
         "Exit codes: 0 ok, 1 data or user error, 2 usage error, 3 regression found by "
         "`diff --fail-on-regression`.",
         "",
+        "`--format json` writes the same envelope for every command (`schema_version`, "
+        "`traceinsight_version`, `kind`, `inputs`, `options`, `sections`, then the results): see "
+        "[the JSON report](report.md#the-json-report). Files given with `-o` are written atomically.",
+        "",
     ]
     commands = getattr(group, "commands", {})
     lines.append("Commands: " + ", ".join(f"[`{name}`](#{name})" for name in commands))

@@ -1,5 +1,8 @@
 """Regenerate the JSON schema block of docs/report.md from real reports on the sample traces.
 
+The top-level keys are those of the JSON envelope (``traceinsight.render.envelope``) around a
+report, as ``traceinsight analyze --format json`` writes it.
+
 ``python docs/gen_report_schema.py`` rewrites the block between the markers;
 ``--check`` exits 1 when the committed block is out of date.
 
@@ -107,12 +110,13 @@ def describe(result: Any) -> list[str]:
 def generate() -> str:
     from traceinsight.analysis.registry import ANALYSES
     from traceinsight.analysis.report import analyze
+    from traceinsight.render.envelope import document
     from traceinsight.trace.loader import load
 
     reports = [analyze(load(ROOT / "sample_traces" / f"{name}.json.gz", cache=False)) for name in SAMPLES]
     first = reports[0]
-    top = first.to_dict()
-    out = [BEGIN, "", "Top-level keys:", "", "| key | type |", "|---|---|"]
+    top = document(first)
+    out = [BEGIN, "", "Top-level keys of a report (`kind`: `report`):", "", "| key | type |", "|---|---|"]
     for key, value in top.items():
         if key in first.sections:
             continue

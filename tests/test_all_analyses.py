@@ -14,7 +14,7 @@ from traceinsight.analysis.base import AnalysisConfig, Result
 from traceinsight.analysis.registry import ANALYSES
 from traceinsight.analysis.runner import run_closure
 from traceinsight.errors import TraceFormatError
-from traceinsight.report.terminal import make_console, section_renderable
+from traceinsight.render.terminal import make_console, section_renderable
 from traceinsight.trace.loader import load
 from traceinsight.trace.model import Trace
 

@@ -19,7 +19,7 @@ from tests.handmade import kernel, launch, op, write_trace
 from traceinsight.analysis import bound
 from traceinsight.analysis.base import AnalysisConfig, Inputs
 from traceinsight.cli.app import main
-from traceinsight.report.sections.bound import render_by, render_terminal
+from traceinsight.render.sections.bound import render_by, render_terminal
 from traceinsight.trace.loader import load
 from traceinsight.trace.model import Trace
 
@@ -224,7 +224,7 @@ def test_cli_json_and_terminal(tmp_path: Any) -> None:
         code = main(["bound", str(sample_path("mm_sweep_4096")), "--by", "kernel", "--format", "json", "--no-cache"])
     assert code == 0
     data = json.loads(out.getvalue())
-    assert data["by"] == "kernel"
+    assert (data["kind"], data["options"]["by"]) == ("bound", "kernel")
     assert data["bound"]["regions"][0]["kind"] == "trace"
     devices = tmp_path / "dev.toml"
     devices.write_text("[device]\nname = 'slow part'\nbf16_tflops = 100\nfp32_tflops = 10\nmem_bw_tbps = 1\n")

@@ -171,7 +171,9 @@ def test_compile_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     path = str(sample_path("train_compiled"))
     out = tmp_path / "compile.json"
     assert main(["compile", path, "--format", "json", "-o", str(out)]) == 0
-    assert json.loads(out.read_text())["available"] is True
+    data = json.loads(out.read_text())
+    assert (data["kind"], data["sections"]) == ("compile", ["compile"])
+    assert data["compile"]["available"] is True
     assert main(["compile", path]) == 0
     assert "compiled regions" in capsys.readouterr().out
     assert main(["compile", str(sample_path("train_eager"))]) == 0
@@ -179,7 +181,7 @@ def test_compile_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
 
 
 def test_diff_says_why_a_compiled_run_is_slower(tmp_path: Path) -> None:
-    from traceinsight.api_diff import diff
+    from traceinsight.api import diff
 
     from .test_diff import hand_made_trace
 

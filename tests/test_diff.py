@@ -24,7 +24,7 @@ from traceinsight.analysis.diff import (
     label_for,
 )
 from traceinsight.analysis.stats import min_rank_p
-from traceinsight.api_diff import diff
+from traceinsight.api import diff
 from traceinsight.cli.app import main
 from traceinsight.errors import EXIT_REGRESSION, EXIT_USAGE
 
@@ -224,7 +224,9 @@ def test_output_file_refuses_to_overwrite(pair: tuple[Path, Path], tmp_path: Pat
     args = ["diff", str(pair[0]), str(pair[1]), "--format", "json", "-o", str(out)]
     assert main(args) == 0
     assert f"Wrote {out}" in capsys.readouterr().out
-    assert json.loads(out.read_text())["diff"]["verdict"] == "slower"
+    data = json.loads(out.read_text())
+    assert (data["kind"], data["inputs"]) == ("diff", {"before": str(pair[0]), "after": str(pair[1])})
+    assert data["diff"]["verdict"] == "slower"
     assert main(args) == EXIT_USAGE
     assert "--force" in capsys.readouterr().err
     assert main([*args, "--force"]) == 0
@@ -327,7 +329,7 @@ def test_fail_on_regression_on_recorded_pair() -> None:
 
 
 def test_no_color_env_is_respected_by_console() -> None:
-    from traceinsight.report.terminal import make_console
+    from traceinsight.render.terminal import make_console
 
     old = os.environ.get("NO_COLOR")
     os.environ["NO_COLOR"] = "1"

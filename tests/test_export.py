@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import sample_path
 from traceinsight.analysis.report import analyze
 from traceinsight.cli.app import main
-from traceinsight.report.perfetto_export import _lanes, _Slice, export_perfetto
+from traceinsight.render.perfetto_export import _lanes, _Slice, export_perfetto
 
 pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
 
@@ -121,7 +121,9 @@ def test_sql_polars_engine(capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["sql", str(sample_path("gemm_bf16")), query, "--format", "json"])
     out, _ = capsys.readouterr()
     assert code == 0
-    rows = json.loads(out)
+    data = json.loads(out)
+    assert (data["kind"], data["sections"], data["options"]["query"]) == ("sql", ["rows"], query)
+    rows = data["rows"]
     from tests.conftest import _load_sample
 
     kernels = _load_sample("gemm_bf16").kernels.filter(pl.col("kind") == "kernel")

@@ -153,7 +153,9 @@ def test_gaps_are_idle_and_within_the_window(name: str, sample_trace) -> None:  
 def test_cli_lists_gaps_as_json(capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["gaps", str(sample_path("tiny_kernels")), "--format", "json", "--threshold-us", "20", "--no-cache"])
     assert code == 0
-    data = json.loads(capsys.readouterr().out)
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["kind"], doc["sections"]) == ("gaps", ["gaps"])
+    data = doc["gaps"]
     assert data["threshold_ns"] == 20_000
     assert len(data["gaps"]) == data["gap_count"] > 0
     assert set(gaps.GAP_SCHEMA) <= set(data["gaps"][0])

@@ -17,7 +17,7 @@ import pytest
 
 import traceinsight as ti
 from traceinsight.analysis.report import analyze
-from traceinsight.report.html import render_html
+from traceinsight.render.html import render_html
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_traces"
@@ -135,8 +135,8 @@ def test_probe_catches_an_empty_chart(tmp_path: Path) -> None:
 
 
 def test_diff_page_renders(tmp_path: Path) -> None:
-    from traceinsight.api_diff import diff
-    from traceinsight.report.html import render_diff_html
+    from traceinsight.api import diff
+    from traceinsight.render.html import render_diff_html
 
     result = diff(SAMPLES / "amp_off.json.gz", SAMPLES / "amp_on.json.gz", label_before="amp_off", label_after="amp_on")
     page_html = render_diff_html(result)

@@ -19,7 +19,7 @@ from tests.conftest import sample_names
 from tests.handmade import kernel, launch, op, write_trace
 from traceinsight.analysis import kernels
 from traceinsight.analysis.base import AnalysisConfig
-from traceinsight.report.sections.kernels import render_terminal
+from traceinsight.render.sections.kernels import render_terminal
 from traceinsight.trace.loader import load
 from traceinsight.trace.model import Trace
 

@@ -19,7 +19,7 @@ from tests.conftest import sample_names
 from tests.handmade import HOST_PID, MAIN_TID, op, write_trace
 from traceinsight.analysis import memory
 from traceinsight.analysis.base import AnalysisConfig
-from traceinsight.report.sections.memory import render_terminal
+from traceinsight.render.sections.memory import render_terminal
 from traceinsight.trace.loader import load
 from traceinsight.trace.model import Trace
 

@@ -12,7 +12,7 @@ import pytest
 from tests.conftest import sample_path
 from traceinsight.analysis.registry import ANALYSES
 from traceinsight.cli.app import main
-from traceinsight.report import progress
+from traceinsight.render import progress
 
 SGR = re.compile(r"\x1b\[([0-9;]*)m")
 
@@ -45,7 +45,8 @@ def test_json_report_has_headline_and_every_section(capsys: pytest.CaptureFixtur
     code, out, _ = run(capsys, "analyze", str(sample_path("dataloader_w0")), "--format", "json")
     assert code == 0
     data = json.loads(out)
-    assert data["schema_version"] == 1
+    assert (data["schema_version"], data["kind"]) == (2, "report")
+    assert data["inputs"] == {"trace": str(sample_path("dataloader_w0"))}
     assert data["sections"] == [spec.name for spec in ANALYSES]
     for name in data["sections"]:
         assert data[name]["schema_version"] >= 1

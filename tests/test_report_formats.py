@@ -16,27 +16,24 @@ import pytest
 from tests.conftest import sample_names
 from tests.handmade import kernel, launch, op, write_trace
 from traceinsight.analysis.report import analyze
-from traceinsight.cli.analyze import render_report
-from traceinsight.report.markdown import render_markdown
+from traceinsight.render.formats import perfetto, render
 from traceinsight.trace.loader import load
 
 
 def check_all_formats(trace: Any) -> None:
     report = analyze(trace)
-    data = json.loads(render_report(report, "json"))
+    data = json.loads(render(report, "json"))
     assert data["headline"]["verdict"]
-    text = render_report(report, "terminal", width=80)
+    text = render(report, "terminal", width=80)
     assert "Verdict" in text and max(len(line) for line in text.splitlines()) <= 80
-    md = render_markdown(report)
+    md = render(report, "md")
     assert md.startswith("# traceinsight report")
-    page = render_report(report, "html", trace=trace)
+    page = render(report, "html", trace=trace)
     assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
     # Well-formed enough for a browser: every chart closes and nothing numeric leaked as NaN.
     assert page.count("<svg") == page.count("</svg>")
     assert not re.search(r"='(nan|inf|-inf)'", page)
-    from traceinsight.report.perfetto_export import export_perfetto
-
-    assert export_perfetto(trace, report)
+    assert perfetto(trace, report)
 
 
 @pytest.mark.parametrize("name", sample_names())

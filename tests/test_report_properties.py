@@ -6,9 +6,9 @@ import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from traceinsight.report.html import _per_bin
-from traceinsight.report.perfetto_export import _lanes, _Slice
-from traceinsight.report.svg import nice_ticks
+from traceinsight.render.html.timeline import per_bin
+from traceinsight.render.perfetto_export import _lanes, _Slice
+from traceinsight.render.svg import nice_ticks
 
 intervals = st.lists(
     st.tuples(st.integers(0, 10_000), st.integers(0, 3_000)).map(lambda t: (t[0], t[0] + t[1])),
@@ -41,12 +41,12 @@ def test_bins_conserve_time(spans: list[tuple[int, int]], bins: int) -> None:
         schema={"start_ns": pl.Int64, "end_ns": pl.Int64, "cause": pl.String},
     )
     lo, hi = 0, 13_000
-    per_bin = _per_bin(frame, lo, (hi - lo) / bins, bins, ["cause"])
+    covered = per_bin(frame, lo, (hi - lo) / bins, bins, ["cause"])
     total = sum(e - s for s, e in spans)
-    assert abs(float(per_bin["ns"].sum() or 0.0) - total) < 1e-6 * max(total, 1) + 1e-6
-    if per_bin.height:
-        assert per_bin["bin"].min() >= 0 and per_bin["bin"].max() < bins
-        assert float(per_bin["ns"].max()) <= (hi - lo) / bins * max(len(spans), 1) + 1e-6
+    assert abs(float(covered["ns"].sum() or 0.0) - total) < 1e-6 * max(total, 1) + 1e-6
+    if covered.height:
+        assert covered["bin"].min() >= 0 and covered["bin"].max() < bins
+        assert float(covered["ns"].max()) <= (hi - lo) / bins * max(len(spans), 1) + 1e-6
 
 
 @given(st.floats(-1e6, 1e6, allow_nan=False), st.floats(1e-3, 1e6, allow_nan=False), st.integers(2, 10))
@@ -60,7 +60,7 @@ def test_ticks_are_inside_and_few(lo: float, span: float, n: int) -> None:
 
 @given(st.floats(1e-6, 1e12, allow_nan=False))
 def test_axis_top_covers_the_data(value: float) -> None:
-    from traceinsight.report.svg import nice_max
+    from traceinsight.render.svg import nice_max
 
     top = nice_max(value)
     assert value <= top <= 2.5 * value + 1e-9

@@ -7,55 +7,71 @@ Heavy imports are lazy so that ``import traceinsight.capture`` works where polar
 
 from __future__ import annotations
 
-import os
-import sys
-from typing import TYPE_CHECKING, Any
+from importlib import import_module
+from typing import TYPE_CHECKING
 
-__version__ = "0.1.0"
-
-# polars' bundled allocator (jemalloc) keeps freed pages for a while before returning them,
-# first as "dirty" pages and then as "muzzy" ones, which are MADV_FREE'd and still count as
-# resident until the kernel needs them. Loading a big trace frees and reallocates hundreds of
-# MB in steps, so a short dirty decay and no muzzy stage lower the peak resident memory. On
-# the 453 MB benchmark trace (five interleaved runs each), peak RSS was 545–608 MB with
-# 10/0 ms against 835–850 MB with the earlier 200/200 ms, at the same speed; 0/0 gives
-# ~470 MB but faults pages in again and again (+40 % page faults, about +0.25 s). It is read
-# once, when polars loads; a value the user set wins.
-if "polars" not in sys.modules:
-    os.environ.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:10,muzzy_decay_ms:0")
+from traceinsight.api import analyze, diff, load
+from traceinsight.version import __version__
 
 if TYPE_CHECKING:
+    from traceinsight.analysis.base import AnalysisConfig, Result
+    from traceinsight.analysis.bound import BoundResult
+    from traceinsight.analysis.breakdown import BreakdownResult
+    from traceinsight.analysis.compile import CompileResult
+    from traceinsight.analysis.diff import DiffResult
+    from traceinsight.analysis.gaps import GapsResult
+    from traceinsight.analysis.kernels import KernelsResult
+    from traceinsight.analysis.memory import MemoryResult
+    from traceinsight.analysis.ops import OpsResult
+    from traceinsight.analysis.overview import OverviewResult
+    from traceinsight.analysis.report import Report
+    from traceinsight.analysis.steps import StepsResult
     from traceinsight.trace.model import Trace, TraceMeta
 
-__all__ = ["Trace", "TraceMeta", "__version__", "analyze", "diff", "load"]
+# Public names resolved on first use, so that importing the package does not load polars.
+_LAZY = {
+    "AnalysisConfig": "traceinsight.analysis.base",
+    "Result": "traceinsight.analysis.base",
+    "Report": "traceinsight.analysis.report",
+    "Trace": "traceinsight.trace.model",
+    "TraceMeta": "traceinsight.trace.model",
+    "DiffResult": "traceinsight.analysis.diff",
+    "BoundResult": "traceinsight.analysis.bound",
+    "BreakdownResult": "traceinsight.analysis.breakdown",
+    "CompileResult": "traceinsight.analysis.compile",
+    "GapsResult": "traceinsight.analysis.gaps",
+    "KernelsResult": "traceinsight.analysis.kernels",
+    "MemoryResult": "traceinsight.analysis.memory",
+    "OpsResult": "traceinsight.analysis.ops",
+    "OverviewResult": "traceinsight.analysis.overview",
+    "StepsResult": "traceinsight.analysis.steps",
+}
+
+__all__ = [
+    "AnalysisConfig",
+    "BoundResult",
+    "BreakdownResult",
+    "CompileResult",
+    "DiffResult",
+    "GapsResult",
+    "KernelsResult",
+    "MemoryResult",
+    "OpsResult",
+    "OverviewResult",
+    "Report",
+    "Result",
+    "StepsResult",
+    "Trace",
+    "TraceMeta",
+    "__version__",
+    "analyze",
+    "diff",
+    "load",
+]
 
 
-def load(path: Any, *, cache: bool = True) -> Trace:
-    """Load a Kineto trace (``.json`` / ``.json.gz``) into a :class:`Trace`."""
-    from traceinsight.trace.loader import load as _load
-
-    return _load(path, cache=cache)
-
-
-def analyze(trace: Any, config: Any = None, **options: Any) -> Any:
-    """Run every registered analysis over a trace (a :class:`Trace` or a path); see ``Report``."""
-    import traceinsight.report.notebook  # noqa: F401  (registers the notebook/HTML/Markdown views)
-    from traceinsight.analysis.report import analyze as _analyze
-
-    loaded = trace if hasattr(trace, "events") else load(trace)
-    return _analyze(loaded, config, **options)
-
-
-def diff(before: Any, after: Any, **options: Any) -> Any:
-    """Compare two runs (traces or paths): step times with a noise-aware verdict, and why."""
-    from traceinsight.api_diff import diff as _diff
-
-    return _diff(before, after, **options)
-
-
-def __getattr__(name: str) -> Any:
-    if name in ("Trace", "TraceMeta"):
-        from traceinsight.trace import model
-
-        return getattr(model, name)
-    raise AttributeError(f"module 'traceinsight' has no attribute {name!r}")
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'traceinsight' has no attribute {name!r}")
+    return getattr(import_module(module), name)

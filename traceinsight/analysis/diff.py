@@ -104,7 +104,7 @@ class DiffResult(Result):
         return self.verdict == "slower" and ratio is not None and (ratio - 1.0) * 100.0 > threshold_pct
 
     def to_json_dict(self) -> dict[str, Any]:
-        from traceinsight import __version__
+        from traceinsight.version import __version__
 
         data = jsonable(
             {"schema_version": DIFF_SCHEMA_VERSION, "traceinsight_version": __version__, "diff": self.to_dict()}

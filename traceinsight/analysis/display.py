@@ -15,12 +15,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from traceinsight.errors import TraceInsightError
+
 KINDS = ("result_html", "report_html", "report_page", "report_markdown")
 
 _RENDERERS: dict[str, Callable[[Any], str]] = {}
 
 
-class NoRendererError(LookupError):
+class NoRendererError(TraceInsightError, LookupError):
     """Nothing registered a view of this kind (the presentation package was not imported)."""
 
 

@@ -11,13 +11,13 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from traceinsight import __version__
 from traceinsight.analysis import display
 from traceinsight.analysis.base import RESULT_SCHEMA_VERSION, AnalysisConfig, R, Result, jsonable
 from traceinsight.analysis.registry import ANALYSES
 from traceinsight.analysis.runner import run_closure
 from traceinsight.errors import UsageError
 from traceinsight.trace.model import Trace
+from traceinsight.version import __version__
 
 if TYPE_CHECKING:
     from traceinsight.analysis.headline import Headline

@@ -108,7 +108,7 @@ def merge_samples(
     meta["n_counter_events"] = len(chosen)
     if estimated:
         meta["base_time_estimated"] = True
-    from traceinsight import __version__
+    from traceinsight.version import __version__
 
     trace[C.TRACE_META_KEY] = {"version": __version__, "capture": meta}
     return trace

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import io
-import json
 from pathlib import Path
 from typing import Annotated
 
@@ -11,35 +9,6 @@ import typer
 
 from traceinsight.cli.app import app
 from traceinsight.errors import UsageError
-
-FORMATS = ("terminal", "json", "md", "html")
-# Width of terminal-format reports written to a file (no terminal to measure).
-FILE_WIDTH = 100
-
-
-def render_report(report: object, fmt: str, *, trace: object = None, width: int | None = None, color: bool = False) -> str:
-    """The report as text in one of ``FORMATS``; ``trace`` adds the HTML timeline and counter plots."""
-    from traceinsight.analysis.report import Report
-
-    assert isinstance(report, Report)
-    if fmt == "json":
-        return json.dumps(report.to_dict(), indent=2, allow_nan=False) + "\n"
-    if fmt == "md":
-        from traceinsight.report.markdown import render_markdown
-
-        return render_markdown(report)
-    if fmt == "html":
-        from traceinsight.report.html import render_html
-
-        return render_html(report, trace)  # type: ignore[arg-type]
-    from rich.console import Console
-
-    from traceinsight.report.terminal import render
-
-    buf = io.StringIO()
-    console = Console(file=buf, width=width or FILE_WIDTH, no_color=not color, color_system=None, soft_wrap=False, highlight=False)
-    render(report, console)
-    return buf.getvalue()
 
 
 @app.command("analyze")
@@ -68,13 +37,14 @@ def analyze_command(
     Sections: overview, device time breakdown, idle gaps and their causes, steps, operators,
     kernels, memory, bound regions and torch.compile.
     """
-    if format not in FORMATS:
-        raise UsageError(f"unknown format {format!r}; choose from {', '.join(FORMATS)}")
+    from traceinsight.render.formats import check, render, show
+
+    fmt = check("report", format)
     from traceinsight.analysis.base import AnalysisConfig
     from traceinsight.analysis.report import analyze, select_sections
     from traceinsight.cli.output import check_writable, write_output
-    from traceinsight.report.format import size
-    from traceinsight.report.progress import phases, wants_progress
+    from traceinsight.render.progress import phases, wants_progress
+    from traceinsight.render.units import size
     from traceinsight.trace.loader import load
 
     select_sections(only, skip)  # reject unknown names before the (slow) load
@@ -97,13 +67,10 @@ def analyze_command(
         loaded = load(trace, cache=not no_cache)
         report = analyze(loaded, config, only=only, skip=skip, on_section=lambda name: phase(f"analysing: {name}"))
         phase(f"rendering {format}")
-        if format == "terminal" and output is None:
-            from traceinsight.report.terminal import make_console, render
-
-            text = None
-        else:
-            text = render_report(report, format, trace=loaded)
+        # Rendered inside the progress display: a big HTML page takes a while. The live
+        # terminal view is printed after it, once the spinner is gone.
+        text = None if fmt == "terminal" and output is None else render(report, fmt, trace=loaded)
     if text is None:
-        render(report, make_console())
+        show(report)
         return
     write_output(text, output, force=True)

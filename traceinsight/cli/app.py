@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Annotated
 
+# polars' bundled allocator (jemalloc) keeps freed pages for a while before returning them,
+# first as "dirty" pages and then as "muzzy" ones, which are MADV_FREE'd and still count as
+# resident until the kernel needs them. Loading a big trace frees and reallocates hundreds of
+# MB in steps, so a short dirty decay and no muzzy stage lower the peak resident memory. On
+# the 453 MB benchmark trace (five interleaved runs each), peak RSS was 545–608 MB with
+# 10/0 ms against 835–850 MB with the earlier 200/200 ms, at the same speed; 0/0 gives
+# ~470 MB but faults pages in again and again (+40 % page faults, about +0.25 s). It is read
+# once, when polars loads, so it is set here, before any command imports polars; a value the
+# user set wins. Library and notebook users set it themselves (see docs/trace-model.md).
+if "polars" not in sys.modules:
+    os.environ.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:10,muzzy_decay_ms:0")
+
 import typer
 
-from traceinsight import __version__
 from traceinsight.errors import EXIT_USAGE, TraceInsightError
+from traceinsight.version import __version__
 
 app = typer.Typer(
     name="traceinsight",

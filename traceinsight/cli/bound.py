@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from traceinsight.cli.app import app
 from traceinsight.errors import UsageError
 
-FORMATS = ("terminal", "json")
-GROUPINGS = ("region", "op", "kernel")
+if TYPE_CHECKING:
+    from traceinsight.render.documents import BoundGrouping
+
+GROUPINGS: tuple[BoundGrouping, ...] = ("region", "op", "kernel")
 
 
 @app.command("bound")
@@ -33,13 +33,15 @@ def bound_command(
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Parse the file even if a cached copy exists")] = False,
 ) -> None:
     """Label regions, ops or kernels as overhead/host/sync/data/memory/compute-bound, with evidence."""
-    if format not in FORMATS:
-        raise UsageError(f"unknown format {format!r}; choose from {', '.join(FORMATS)}")
-    if by not in GROUPINGS:
+    from traceinsight.render.formats import check
+
+    fmt = check("bound", format)
+    grouping = next((g for g in GROUPINGS if g == by), None)
+    if grouping is None:
         raise UsageError(f"unknown grouping {by!r}; choose from {', '.join(GROUPINGS)}")
     if devices is not None and (peak_tflops is not None or peak_bw is not None):
         raise UsageError("give either --devices FILE.toml or --peak-tflops/--peak-bw, not both")
-    from traceinsight.analysis.base import AnalysisConfig, jsonable
+    from traceinsight.analysis.base import AnalysisConfig
     from traceinsight.analysis.bound import run
     from traceinsight.analysis.devices import load_toml
     from traceinsight.trace.loader import load
@@ -55,16 +57,7 @@ def bound_command(
     )
     loaded = load(trace, cache=not no_cache)
     result = run(loaded, config)
-    if format == "json":
-        data = {"trace": loaded.meta.path, "by": by, "bound": result.to_dict()}
-        json.dump(jsonable(data), sys.stdout, indent=2, allow_nan=False)
-        sys.stdout.write("\n")
-        return
-    from rich.panel import Panel
-    from rich.text import Text
+    from traceinsight.cli.output import emit
+    from traceinsight.render.documents import BoundListing
 
-    from traceinsight.report.sections.bound import render_by
-    from traceinsight.report.terminal import make_console
-
-    body = render_by(result, by, limit=top) if result.available else Text(f"not available: {result.reason}", style="yellow")
-    make_console().print(Panel(body, title=f"[bold]Bound by {by}[/bold]", title_align="left", expand=True))
+    emit(BoundListing(loaded.meta.path, result, grouping, top), fmt, None)

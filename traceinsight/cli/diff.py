@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import io
-import json
 from pathlib import Path
 from typing import Annotated
 
@@ -11,8 +9,6 @@ import typer
 
 from traceinsight.cli.app import app
 from traceinsight.errors import EXIT_REGRESSION, TraceInsightError, UsageError
-
-FORMATS = ("terminal", "json", "md", "html")
 
 
 class RegressionFound(TraceInsightError):
@@ -44,19 +40,20 @@ def diff_command(
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Parse the files even if cached copies exist")] = False,
 ) -> None:
     """Compare two runs: step-time verdict with confidence, and the ops, kernels and regions behind it."""
-    if format not in FORMATS:
-        raise UsageError(f"unknown format {format!r}; choose from {', '.join(FORMATS)}")
+    from traceinsight.render.formats import check
+
+    fmt = check("diff", format)
     if fail_on_regression is not None and fail_on_regression < 0:
         raise UsageError("--fail-on-regression takes a percentage >= 0")
     if not 0 < alpha < 1:
         raise UsageError("--alpha must be between 0 and 1")
     if top < 1:
         raise UsageError("--top must be >= 1")
-    from traceinsight.cli.output import check_writable, write_output
+    from traceinsight.cli.output import check_writable, emit
 
     if output is not None:
         check_writable(output, force=force)
-    from traceinsight.api_diff import diff
+    from traceinsight.api import diff
 
     result = diff(
         before,
@@ -68,29 +65,7 @@ def diff_command(
         alpha=alpha,
         seed=seed,
     )
-    if format == "json":
-        content = json.dumps(result.to_json_dict(), indent=2, allow_nan=False) + "\n"
-    elif format == "md":
-        from traceinsight.report.diff_markdown import render_markdown
-
-        content = render_markdown(result, top=top)
-    elif format == "html":
-        from traceinsight.report.html import render_diff_html
-
-        content = render_diff_html(result)
-    else:
-        from traceinsight.report.diff_terminal import render_terminal
-        from traceinsight.report.terminal import make_console
-
-        if output is None:
-            make_console().print(render_terminal(result))
-            content = None
-        else:
-            buffer = io.StringIO()
-            make_console(buffer, width=140).print(render_terminal(result))
-            content = buffer.getvalue()
-    if content is not None:
-        write_output(content, output, force=force)
+    emit(result, fmt, output, top=top)
     if fail_on_regression is not None and result.is_regression(fail_on_regression):
         # Raised as a library error (not typer.Exit) so that the exit code survives
         # standalone_mode=False and the message is printed by the one top-level handler.

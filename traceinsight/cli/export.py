@@ -28,13 +28,13 @@ def export_command(
     counters become extra tracks. Open it in ui.perfetto.dev (the file stays on your machine).
     """
     try:
-        import perfetto  # noqa: F401
+        import perfetto
     except ImportError as exc:
         raise UsageError("the Perfetto export needs the 'perfetto' package: pip install perfetto") from exc
     from traceinsight.analysis.base import AnalysisConfig
     from traceinsight.analysis.report import analyze
     from traceinsight.cli.output import check_writable, write_output
-    from traceinsight.report.perfetto_export import export_perfetto
+    from traceinsight.render.formats import perfetto
     from traceinsight.trace.loader import load
 
     check_writable(output, force=force)
@@ -43,7 +43,7 @@ def export_command(
     if not no_analysis:
         config = AnalysisConfig(gap_threshold_ns=round(gap_threshold_us * 1000))
         report = analyze(loaded, config, only=[s for s in ("overview", "gaps", "steps", "bound") if _registered(s)])
-    write_output(export_perfetto(loaded, report), output, force=True)
+    write_output(perfetto(loaded, report), output, force=True)
 
 
 def _registered(name: str) -> bool:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -11,8 +9,6 @@ import typer
 
 from traceinsight.cli.app import app
 from traceinsight.errors import UsageError
-
-FORMATS = ("terminal", "json")
 
 
 @app.command("gaps")
@@ -24,36 +20,23 @@ def gaps_command(
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Parse the file even if a cached copy exists")] = False,
 ) -> None:
     """List the idle gaps of each GPU in time order, with the summary by cause and culprit."""
-    if format not in FORMATS:
-        raise UsageError(f"unknown format {format!r}; choose from {', '.join(FORMATS)}")
+    from traceinsight.render.formats import check
+
+    fmt = check("gaps", format)
     if threshold_us < 0:
         raise UsageError("--threshold-us must be zero or more")
     if limit is not None and limit < 0:
         raise UsageError("--limit must be zero or more")
     from traceinsight.analysis import gaps
-    from traceinsight.analysis.base import AnalysisConfig, jsonable
+    from traceinsight.analysis.base import AnalysisConfig
+    from traceinsight.cli.output import emit
+    from traceinsight.render.documents import GapsListing
     from traceinsight.trace.loader import load
 
     config = AnalysisConfig(gap_threshold_ns=round(threshold_us * 1000))
-    result = gaps.run(load(trace, cache=not no_cache), config)
+    loaded = load(trace, cache=not no_cache)
+    result = gaps.run(loaded, config)
     listed = result.gaps
     if limit is not None:
         listed = listed.sort(["dur_ns", "start_ns"], descending=[True, False]).head(limit).sort(["device", "start_ns"])
-    if format == "json":
-        data = result.to_dict()
-        data["gaps"] = jsonable(listed)
-        json.dump(data, sys.stdout, indent=2, allow_nan=False)
-        sys.stdout.write("\n")
-        return
-    from rich.console import Group
-    from rich.text import Text
-
-    from traceinsight.report.sections.gaps import gaps_table, render_terminal
-    from traceinsight.report.terminal import make_console
-
-    console = make_console()
-    if not result.available:
-        console.print(Text(f"not available: {result.reason}", style="yellow"))
-        return
-    title = f"{listed.height:,} of {result.gap_count:,} gaps (start from window start)"
-    console.print(Group(render_terminal(result, include_top=False), gaps_table(listed, title=title, origin_ns=result.window_start_ns)))
+    emit(GapsListing(loaded.meta.path, result, listed, limit), fmt, None)

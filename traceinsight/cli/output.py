@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from traceinsight.errors import UsageError
+
+if TYPE_CHECKING:
+    from traceinsight.render.envelope import Document
+    from traceinsight.render.formats import Format
+    from traceinsight.trace.model import Trace
 
 
 def check_writable(path: Path, *, force: bool) -> None:
@@ -21,7 +27,7 @@ def check_writable(path: Path, *, force: bool) -> None:
 
 
 def write_output(content: str | bytes, path: Path | None, *, force: bool) -> None:
-    """Write to ``path`` (printing ``Wrote PATH``) or, without one, to stdout."""
+    """Write to ``path`` atomically (printing ``Wrote PATH``) or, without one, to stdout."""
     if path is None:
         if isinstance(content, bytes):
             sys.stdout.buffer.write(content)
@@ -29,9 +35,21 @@ def write_output(content: str | bytes, path: Path | None, *, force: bool) -> Non
             sys.stdout.write(content)
         sys.stdout.flush()
         return
+    from traceinsight.render.formats import write_atomic
+
     check_writable(path, force=force)
-    if isinstance(content, bytes):
-        path.write_bytes(content)
-    else:
-        path.write_text(content, encoding="utf-8")
+    write_atomic(content, path)
     typer.echo(f"Wrote {path}")
+
+
+def emit(obj: Document, fmt: Format, output: Path | None, *, trace: Trace | None = None, top: int = 8) -> None:
+    """``obj`` in ``fmt``: on the live terminal, as text on stdout, or into ``output``.
+
+    The caller has already checked ``output`` (before the slow work).
+    """
+    from traceinsight.render import formats
+
+    if fmt == "terminal" and output is None:
+        formats.show(obj)
+        return
+    write_output(formats.render(obj, fmt, trace=trace, top=top), output, force=True)

@@ -67,31 +67,8 @@ def run_perfetto(trace_path: Path, query: str, *, binary: str | None) -> pl.Data
         tp.close()
     import polars as pl
 
-    return pl.from_pandas(frame)
-
-
-def format_frame(frame: pl.DataFrame, output: str) -> str:
-    if output == "csv":
-        return frame.write_csv()
-    if output == "json":
-        return frame.write_json() + "\n"
-    import io
-
-    from rich.table import Table
-
-    from traceinsight.report.terminal import make_console
-
-    table = Table(box=None, pad_edge=False)
-    for col, dtype in frame.schema.items():
-        numeric = dtype.is_numeric()
-        table.add_column(col, overflow="fold", justify="right" if numeric else "left", no_wrap=numeric)
-    for row in frame.iter_rows():
-        table.add_row(*("" if v is None else f"{v:.6g}" if isinstance(v, float) else str(v) for v in row))
-    buf = io.StringIO()
-    console = make_console(buf)
-    console.print(table)
-    console.print(f"{frame.height:,} row(s)", style="dim")
-    return buf.getvalue()
+    rows: pl.DataFrame = pl.from_pandas(frame)
+    return rows
 
 
 @app.command("sql")
@@ -118,8 +95,9 @@ def sql_command(
     """Run a SQL query over a trace and print the rows."""
     if engine not in ENGINES:
         raise UsageError(f"unknown engine {engine!r}; choose from {', '.join(ENGINES)}")
-    if output_format not in OUTPUTS:
-        raise UsageError(f"unknown format {output_format!r}; choose from {', '.join(OUTPUTS)}")
+    from traceinsight.render.formats import check, render
+
+    fmt = check("sql", output_format, names={"table": "terminal", "csv": "csv", "json": "json"})
     from traceinsight.cli.output import check_writable, write_output
 
     if output is not None:
@@ -128,4 +106,8 @@ def sql_command(
         frame = run_perfetto(trace, query, binary=trace_processor)
     else:
         frame = run_polars(trace, query, cache=not no_cache)
-    write_output(format_frame(frame, output_format), output, force=True)
+    from traceinsight.render.documents import QueryRows
+
+    rows = QueryRows(str(trace), query, engine, frame)
+    # Rendered as text even on a terminal, like csv and json, so that it pipes the same.
+    write_output(render(rows, fmt), output, force=True)

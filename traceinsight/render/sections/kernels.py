@@ -9,8 +9,8 @@ from rich.table import Table
 from rich.text import Text
 
 from traceinsight.analysis.kernels import KernelsResult
-from traceinsight.report.format import ns, pct
-from traceinsight.report.sections.ops import compact_table
+from traceinsight.render.sections.ops import compact_table
+from traceinsight.render.units import ns, pct
 
 TOP_N = 15
 _NAME_WIDTH = 60

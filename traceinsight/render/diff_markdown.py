@@ -5,8 +5,8 @@ from __future__ import annotations
 import polars as pl
 
 from traceinsight.analysis.diff import DURATION_METRICS, DiffResult, TableDiff
-from traceinsight.report.diff_terminal import VERDICT_TEXT, change_pct, short, signed_ns
-from traceinsight.report.format import ns, size
+from traceinsight.render.diff_terminal import VERDICT_TEXT, change_pct, short, signed_ns
+from traceinsight.render.units import ns, size
 
 VERDICT_ICON = {"faster": "🟢", "slower": "🔴", "no_significant_change": "⚪"}
 

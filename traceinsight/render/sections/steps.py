@@ -7,7 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from traceinsight.analysis.steps import OTHER, PARTS, StepsResult
-from traceinsight.report.format import ns, pct
+from traceinsight.render.units import ns, pct
 
 _SHORT = {"communication": "comm", "dataloader": "data", "cpu_exec": "cpu"}
 

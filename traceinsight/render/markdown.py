@@ -7,8 +7,8 @@ Markdown with no HTML.
 from __future__ import annotations
 
 from traceinsight.analysis.report import Report
-from traceinsight.report import generic
-from traceinsight.report.terminal import section_title
+from traceinsight.render import generic
+from traceinsight.render.terminal import section_title
 
 
 def _escape(cell: str) -> str:

@@ -1,12 +1,11 @@
 """Terminal renderer: the headline first, then each section.
 
-A section's own view lives in ``report/sections/<name>.py`` (``render_terminal(result)``);
+A section's own view lives in ``render/sections/<name>.py`` (``render_terminal(result)``);
 sections without one get the generic facts-and-table view.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 from typing import Any
@@ -21,7 +20,7 @@ from traceinsight.analysis.base import Result
 from traceinsight.analysis.headline import Headline
 from traceinsight.analysis.registry import ANALYSES
 from traceinsight.analysis.report import Report
-from traceinsight.report import generic
+from traceinsight.render import generic
 
 
 def make_console(file: Any = None, *, width: int | None = None, stderr: bool = False) -> Console:
@@ -75,18 +74,13 @@ def _panel(body: RenderableType, title: str, *, narrow: bool, **kw: Any) -> Pane
 
 
 def section_renderable(name: str, result: Result, *, narrow: bool = False) -> RenderableType:
-    try:
-        module = importlib.import_module(f"traceinsight.report.sections.{name}")
-    except ModuleNotFoundError as exc:
-        if exc.name != f"traceinsight.report.sections.{name}":
-            raise
-        module = None
+    from traceinsight.render.sections import terminal_view
+
     if not result.available:
         body: RenderableType = Text(f"not available: {result.reason}", style="yellow")
-    elif module is None or not hasattr(module, "render_terminal"):
-        body = generic_renderable(result)
     else:
-        body = module.render_terminal(result)
+        view = terminal_view(result)
+        body = generic_renderable(result) if view is None else view
     return _panel(body, f"[bold]{section_title(name)}[/bold]", narrow=narrow)
 
 
@@ -95,8 +89,12 @@ def headline_renderable(head: Headline, *, narrow: bool = False) -> RenderableTy
     return _panel(body, "[bold]Verdict[/bold]", narrow=narrow, border_style="cyan")
 
 
-def render(report: Report, console: Console) -> None:
-    narrow = console.width < NARROW
+def report_renderable(report: Report, *, narrow: bool = False) -> RenderableType:
+    """The verdict, then one panel per section."""
     parts = [headline_renderable(report.headline, narrow=narrow)]
     parts.extend(section_renderable(name, result, narrow=narrow) for name, result in report.sections.items())
-    console.print(Group(*parts))
+    return Group(*parts)
+
+
+def render(report: Report, console: Console) -> None:
+    console.print(report_renderable(report, narrow=console.width < NARROW))

@@ -7,8 +7,8 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 
 from traceinsight.analysis.memory import MemoryResult
-from traceinsight.report.format import ns, pct, size
-from traceinsight.report.sections.ops import compact_table
+from traceinsight.render.sections.ops import compact_table
+from traceinsight.render.units import ns, pct, size
 
 
 def _when(ts_ns: int | None, step: int | None, origin_ns: int) -> str:

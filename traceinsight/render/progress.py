@@ -38,7 +38,7 @@ def phases(enabled: bool) -> Iterator[Phase]:
         return
     from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from traceinsight.report.terminal import make_console
+    from traceinsight.render.terminal import make_console
 
     progress = Progress(
         SpinnerColumn(),

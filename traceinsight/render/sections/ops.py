@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from traceinsight.analysis.ops import CPU_HEAVY_RATIO, OpsResult
-from traceinsight.report.format import ns
+from traceinsight.render.units import ns
 
 TOP_N = 15
 _NAME_WIDTH = 60

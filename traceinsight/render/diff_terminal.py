@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from traceinsight.analysis.diff import DURATION_METRICS, DiffResult, StepTimeDiff, TableDiff
-from traceinsight.report.format import ns, size
+from traceinsight.render.units import ns, size
 
 VERDICT_STYLE = {"faster": "bold green", "slower": "bold red", "no_significant_change": "bold yellow"}
 VERDICT_TEXT = {"faster": "FASTER", "slower": "SLOWER", "no_significant_change": "NO SIGNIFICANT CHANGE"}

@@ -14,15 +14,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import polars as pl
 
+from traceinsight.analysis.bound import BoundResult
+from traceinsight.analysis.gaps import GapsResult
+from traceinsight.analysis.report import Report
+from traceinsight.analysis.steps import StepsResult
+from traceinsight.render.parts import section_of
+from traceinsight.trace.model import Trace
 from traceinsight.trace.schema import GPU_KINDS
-
-if TYPE_CHECKING:
-    from traceinsight.analysis.report import Report
-    from traceinsight.trace.model import Trace
 
 SEQUENCE_ID = 0x7A1
 ROOT_NAME = "traceinsight"
@@ -144,7 +146,8 @@ class _Builder:
                         ann.string_value = str(value)
             elif kind == 4:
                 ev.double_counter_value = float(payload)  # type: ignore[arg-type]
-        return builder.serialize()
+        data: bytes = builder.serialize()
+        return data
 
 
 def _rows(frame: pl.DataFrame, *cols: str) -> Iterator[tuple[Any, ...]]:
@@ -192,63 +195,38 @@ def _gpu_tracks(b: _Builder, trace: Trace) -> dict[int, _Track]:
     return roots
 
 
-def _frame_of(result: Any, *attrs: str) -> pl.DataFrame:
-    for attr in attrs:
-        value = getattr(result, attr, None)
-        if isinstance(value, pl.DataFrame):
-            return value
-    frame: pl.DataFrame = result.to_polars()
-    return frame
-
-
-def _first_col(frame: pl.DataFrame, *names: str) -> str | None:
-    return next((n for n in names if n in frame.columns), None)
-
-
 def _analysis_tracks(b: _Builder, report: Report, gpu_roots: dict[int, _Track]) -> None:
     root = b.track(ROOT_NAME, rank=-1)
-    gaps = report.sections.get("gaps")
+    gaps = section_of(report, GapsResult)
     if gaps is not None and gaps.available:
-        frame = _frame_of(gaps, "gaps")
-        if {"start_ns", "end_ns", "cause"} <= set(frame.columns):
-            devices = frame["device"].unique().sort().to_list() if "device" in frame.columns else [None]
-            for device in devices:
-                part = frame if device is None else frame.filter(pl.col("device") == device)
-                track = b.track("idle gaps" + (f" GPU {device}" if device is not None else ""), parent=root.uuid)
-                extra = [c for c in ("culprit", "step") if c in part.columns]
-                slices = [
-                    _Slice(row["start_ns"], row["end_ns"], f"idle: {row['cause']}", {"cause": row["cause"], **{c: row[c] for c in extra if row[c] is not None}})
-                    for row in part.iter_rows(named=True)
-                ]
-                b.slices(track, slices)
-    steps = report.sections.get("steps")
+        frame = gaps.gaps
+        for device in frame["device"].unique().sort().to_list():
+            rows = frame.filter(pl.col("device") == device)
+            track = b.track(f"idle gaps GPU {device}", parent=root.uuid)
+            slices = [
+                _Slice(row["start_ns"], row["end_ns"], f"idle: {row['cause']}", {"cause": row["cause"], **{c: row[c] for c in ("culprit", "step") if row[c] is not None}})
+                for row in rows.iter_rows(named=True)
+            ]
+            b.slices(track, slices)
+    steps = section_of(report, StepsResult)
     if steps is not None and steps.available:
-        frame = _frame_of(steps, "steps")
-        start, end = _first_col(frame, "device_start_ns", "start_ns"), _first_col(frame, "device_end_ns", "end_ns")
-        if start and end and "step" in frame.columns:
-            track = b.track("steps (device)", parent=root.uuid)
-            b.slices(track, [_Slice(s, e, f"step {n}") for n, s, e in _rows(frame, "step", start, end) if s is not None and e is not None and e >= s])
-    bound = report.sections.get("bound")
+        track = b.track("steps (device)", parent=root.uuid)
+        b.slices(track, [_Slice(s, e, f"step {n}") for n, s, e in _rows(steps.steps, "step", "device_start_ns", "device_end_ns") if s is not None and e is not None and e >= s])
+    bound = section_of(report, BoundResult)
     if bound is not None and bound.available:
-        frame = _frame_of(bound, "regions")
-        label = _first_col(frame, "label", "bound", "verdict")
-        name = _first_col(frame, "region", "name")
-        start, end = _first_col(frame, "start_ns", "ts_ns"), _first_col(frame, "end_ns")
-        if label and name and start and end:
-            wanted = ("confidence", "busy_pct", "tflops", "tbps", "pct_of_roofline")
-            shown = [c for c in wanted if c in frame.columns]
-            kinds = frame["kind"].unique(maintain_order=True).to_list() if "kind" in frame.columns else [None]
-            # Op-level regions are hundreds of host→GPU windows that overlap in a queue-deep
-            # stagger; the ops themselves are on the host thread tracks already.
-            for kind in [k for k in kinds if k != "op"]:
-                part = frame if kind is None else frame.filter(pl.col("kind") == kind)
-                track = b.track("bound regions" + (f" ({kind})" if kind else ""), parent=root.uuid)
-                slices = [
-                    _Slice(row[start], row[end], f"{row[label]}: {row[name]}", {c: row[c] for c in shown if row[c] is not None})
-                    for row in part.iter_rows(named=True)
-                    if row[start] is not None and row[end] is not None and row[end] >= row[start]
-                ]
-                b.slices(track, slices)
+        frame = bound.regions
+        shown = ("confidence", "busy_pct", "tflops", "tbps", "pct_of_roofline")
+        # Op-level regions are hundreds of host→GPU windows that overlap in a queue-deep
+        # stagger; the ops themselves are on the host thread tracks already.
+        for kind in [k for k in frame["kind"].unique(maintain_order=True).to_list() if k != "op"]:
+            rows = frame.filter(pl.col("kind") == kind)
+            track = b.track("bound regions" + (f" ({kind})" if kind else ""), parent=root.uuid)
+            slices = [
+                _Slice(row["start_ns"], row["end_ns"], f"{row['label']}: {row['name']}", {c: row[c] for c in shown if row[c] is not None})
+                for row in rows.iter_rows(named=True)
+                if row["start_ns"] is not None and row["end_ns"] is not None and row["end_ns"] >= row["start_ns"]
+            ]
+            b.slices(track, slices)
 
 
 def _counter_tracks(b: _Builder, trace: Trace, gpu_roots: dict[int, _Track]) -> None:

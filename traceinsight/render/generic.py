@@ -12,7 +12,7 @@ from typing import Any
 import polars as pl
 
 from traceinsight.analysis.base import Result
-from traceinsight.report.format import by_unit, label
+from traceinsight.render.units import by_unit, label
 
 _SKIP_KEYS = frozenset({"schema_version", "available", "reason", "name"})
 

@@ -7,7 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from traceinsight.analysis.overview import OverviewResult
-from traceinsight.report.format import ns, pct, size
+from traceinsight.render.units import ns, pct, size
 
 
 def render_terminal(result: OverviewResult) -> RenderableType:

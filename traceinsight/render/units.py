@@ -1,4 +1,4 @@
-"""Number formatting shared by the renderers: durations, sizes, percentages."""
+"""Number formatting shared by the renderers: durations, sizes, percentages, by unit suffix."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from traceinsight.analysis.bound import BoundResult
-from traceinsight.report.format import ns, pct
+from traceinsight.render.units import ns, pct
 
 LABEL_STYLE = {
     "overhead": "bold magenta",

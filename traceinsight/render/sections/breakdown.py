@@ -8,7 +8,7 @@ from rich.table import Table
 from rich.text import Text
 
 from traceinsight.analysis.breakdown import BreakdownResult, group_of
-from traceinsight.report.format import ns, pct
+from traceinsight.render.units import ns, pct
 
 _STYLES = {"compute": "green", "communication": "magenta", "memcpy": "cyan", "memset": "blue", "idle": "yellow"}
 _BAR_WIDTH = 30

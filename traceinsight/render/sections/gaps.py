@@ -8,7 +8,7 @@ from rich.table import Table
 from rich.text import Text
 
 from traceinsight.analysis.gaps import GapsResult
-from traceinsight.report.format import ns, pct
+from traceinsight.render.units import ns, pct
 
 
 def gaps_table(gaps: pl.DataFrame, *, title: str, origin_ns: int = 0) -> Table:

@@ -7,7 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from traceinsight.analysis.compile import CompileResult
-from traceinsight.report.format import ns
+from traceinsight.render.units import ns
 
 
 def _short(name: str, width: int = 60) -> str:

@@ -1,0 +1,82 @@
+"""The one JSON document every command's ``--format json`` writes.
+
+Every document starts with the same header, then carries its results under their section
+names (listed in ``sections``)::
+
+    {
+      "schema_version": 2,              # layout of this envelope
+      "traceinsight_version": "0.1.0",
+      "kind": "report",                 # report | diff | gaps | bound | compile | sql
+      "inputs": {"trace": "run.json.gz"},        # diff: {"before": ..., "after": ...}
+      "options": {},                    # command options that shaped the output (bound: by, ...)
+      "sections": ["overview", "gaps"], # the keys below holding results
+      "overview": {...}, "gaps": {...}  # each result's to_dict(), with its own schema_version
+    }
+
+A report also has ``result_schema_version``, ``config`` and ``headline`` after ``sections``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from traceinsight.analysis.base import jsonable
+from traceinsight.analysis.diff import DiffResult
+from traceinsight.analysis.report import Report
+from traceinsight.render.documents import BoundListing, CompileReport, GapsListing, QueryRows
+from traceinsight.version import __version__
+
+ENVELOPE_SCHEMA_VERSION = 2
+
+Kind = Literal["report", "diff", "gaps", "bound", "compile", "sql"]
+Document = Report | DiffResult | GapsListing | BoundListing | CompileReport | QueryRows
+
+# Keys of Report.to_dict() that the envelope header replaces.
+_REPORT_HEADER_KEYS = ("schema_version", "traceinsight_version", "trace", "sections")
+
+
+def _header(kind: Kind, inputs: dict[str, str], options: dict[str, Any], sections: list[str]) -> dict[str, Any]:
+    return {
+        "schema_version": ENVELOPE_SCHEMA_VERSION,
+        "traceinsight_version": __version__,
+        "kind": kind,
+        "inputs": inputs,
+        "options": options,
+        "sections": sections,
+    }
+
+
+def document(obj: Document) -> dict[str, Any]:
+    """``obj`` as the JSON-safe envelope (see the module docstring)."""
+    if isinstance(obj, Report):
+        body = obj.to_dict()
+        data = _header("report", {"trace": obj.trace_path}, {}, list(obj.sections))
+        data.update((k, v) for k, v in body.items() if k not in _REPORT_HEADER_KEYS)
+        return data
+    if isinstance(obj, DiffResult):
+        data = _header("diff", {"before": obj.before_path, "after": obj.after_path}, {}, ["diff"])
+        data["diff"] = obj.to_dict()
+        return jsonable(data)  # type: ignore[no-any-return]
+    if isinstance(obj, GapsListing):
+        payload = obj.result.to_dict()
+        payload["gaps"] = jsonable(obj.listed)
+        data = _header("gaps", {"trace": obj.trace_path}, {"limit": obj.limit}, ["gaps"])
+        data["gaps"] = payload
+        return data
+    if isinstance(obj, BoundListing):
+        data = _header("bound", {"trace": obj.trace_path}, {"by": obj.by}, ["bound"])
+        data["bound"] = obj.result.to_dict()
+        return data
+    if isinstance(obj, CompileReport):
+        data = _header("compile", {"trace": obj.trace_path}, {}, ["compile"])
+        data["compile"] = obj.result.to_dict()
+        return data
+    data = _header("sql", {"trace": obj.trace_path}, {"query": obj.query, "engine": obj.engine}, ["rows"])
+    data["rows"] = jsonable(obj.rows)
+    return data
+
+
+def dumps(obj: Document) -> str:
+    """The envelope as indented JSON text ending in a newline; NaN/inf never get through."""
+    return json.dumps(document(obj), indent=2, allow_nan=False) + "\n"

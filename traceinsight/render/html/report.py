@@ -1,0 +1,43 @@
+"""Self-contained HTML report: the verdict, plots where a picture beats a table, then tables.
+
+One file with its style inlined and charts as inline SVG: it opens offline, can be attached to
+a bug or archived as a CI artifact. Plots are built from the sections' results; the timeline
+strip, memory and counter charts also need the trace itself and are left out without it.
+"""
+
+from __future__ import annotations
+
+from html import escape
+
+from traceinsight.analysis.report import Report
+from traceinsight.render.html.counters import counter_figures, memory_figure
+from traceinsight.render.html.figures import section_figures
+from traceinsight.render.html.page import figure_html, page, result_html
+from traceinsight.render.html.timeline import timeline_figure
+from traceinsight.render.terminal import section_title
+from traceinsight.trace.model import Trace
+
+
+def render_html(report: Report, trace: Trace | None = None) -> str:
+    """The whole report as one self-contained HTML page (``trace`` adds timeline/memory/counters)."""
+    head = report.headline
+    findings = "".join(f"<li>{escape(f.text)} <span class='src'>({escape(f.section)})</span></li>" for f in head.findings)
+    nav = "".join(f"<a href='#{escape(n)}'>{escape(section_title(n))}</a>" for n in report.sections)
+    parts = [
+        f"<h1>traceinsight report</h1><p class='path'>{escape(report.trace_path)}</p>",
+        f"<div class='verdict'><p>{escape(head.verdict)}</p><ul>{findings}</ul></div>",
+        f"<nav>{nav}</nav>",
+    ]
+    if trace is not None:
+        timeline = timeline_figure(report, trace)
+        if timeline is not None:
+            parts.append(f"<section id='timeline'><h2>Timeline</h2>{figure_html(timeline)}</section>")
+    for name, result in report.sections.items():
+        figures = section_figures(result)
+        parts.append(f"<section id='{escape(name)}'><h2>{escape(section_title(name))}</h2>{result_html(result, figures)}</section>")
+    if trace is not None:
+        extra = [f for f in (memory_figure(trace), *counter_figures(trace)) if f is not None]
+        if extra:
+            parts.append("<section id='counters'><h2>Memory and GPU counters</h2>" + "".join(figure_html(f) for f in extra) + "</section>")
+    return page(f"traceinsight: {report.trace_path}", "".join(parts))
+

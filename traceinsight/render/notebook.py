@@ -1,0 +1,79 @@
+"""Jupyter display of reports and results, reusing the HTML report's views.
+
+The HTML is a fragment with its own scoped style so it sits well inside a notebook cell.
+``register()`` hands these functions to ``traceinsight.analysis.display``, through which
+``Result._repr_html_``, ``Report._repr_html_`` and friends reach them.
+"""
+
+from __future__ import annotations
+
+from html import escape
+from typing import Any
+
+from traceinsight.analysis.base import Result
+from traceinsight.analysis.report import Report
+from traceinsight.render.html.figures import section_figures
+from traceinsight.render.html.page import result_html as result_body
+from traceinsight.render.terminal import section_title
+
+_STYLE = (
+    "<style>.ti-nb dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:2px 14px}"
+    ".ti-nb dl.facts dt{font-weight:600}.ti-nb dl.facts dd{margin:0}"
+    ".ti-nb .verdict{border-left:4px solid #4e79a7;padding:6px 10px;font-weight:600}"
+    ".ti-nb .unavailable{color:#8a5a00}.ti-nb .note{color:#666;font-size:12px}"
+    ".ti-nb figcaption{font-weight:600}.ti-nb svg.chart{max-width:900px}</style>"
+)
+
+
+def result_html(result: Result) -> str:
+    """One result as an HTML fragment: its plots (when it has a known view), facts and table."""
+    name = type(result).name
+    title = f"<h4>{escape(section_title(name))}</h4>"
+    return f"<div class='ti-nb'>{_STYLE}{title}{result_body(result, section_figures(result))}</div>"
+
+
+def report_html(report: Report) -> str:
+    """A report as an HTML fragment: the verdict, then each section."""
+    parts = [f"<div class='ti-nb'>{_STYLE}<p class='verdict'>{escape(report.headline.verdict)}</p>"]
+    for name, result in report.sections.items():
+        parts.append(f"<details open><summary><b>{escape(section_title(name))}</b></summary>{result_body(result, section_figures(result))}</details>")
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def _result_html(obj: Any) -> str:
+    if not isinstance(obj, Result):
+        raise TypeError(f"result_html needs a Result, not {type(obj).__name__}")
+    return result_html(obj)
+
+
+def _report_html(obj: Any) -> str:
+    if not isinstance(obj, Report):
+        raise TypeError(f"report_html needs a Report, not {type(obj).__name__}")
+    return report_html(obj)
+
+
+def _report_page(obj: Any) -> str:
+    from traceinsight.render.html import render_html
+
+    if not isinstance(obj, Report):
+        raise TypeError(f"report_page needs a Report, not {type(obj).__name__}")
+    return render_html(obj)
+
+
+def _report_markdown(obj: Any) -> str:
+    from traceinsight.render.markdown import render_markdown
+
+    if not isinstance(obj, Report):
+        raise TypeError(f"report_markdown needs a Report, not {type(obj).__name__}")
+    return render_markdown(obj)
+
+
+def register() -> None:
+    """Give the analysis layer's display hooks their renderers."""
+    from traceinsight.analysis import display
+
+    display.register("result_html", _result_html)
+    display.register("report_html", _report_html)
+    display.register("report_markdown", _report_markdown)
+    display.register("report_page", _report_page)

@@ -1,1 +1,0 @@
-"""Renderers: turn results into terminal output, JSON and other formats. Results know nothing of them."""

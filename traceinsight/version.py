@@ -1,0 +1,3 @@
+"""The package version, in a module of its own so every layer can read it without importing the API."""
+
+__version__ = "0.1.0"
