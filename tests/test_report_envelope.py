@@ -193,5 +193,5 @@ def test_display_names_a_missing_renderer() -> None:
     from traceinsight.analysis import display
     from traceinsight.errors import TraceInsightError
 
-    with pytest.raises(TraceInsightError, match="no renderer registered for 'nothing'"):
+    with pytest.raises(TraceInsightError, match="no nothing view registered"):
         display.render("nothing", object())
