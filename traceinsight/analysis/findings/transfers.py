@@ -1,0 +1,136 @@
+"""Findings about copies: pageable host memory, small tensors built on the CPU every step,
+and layout copies (``.contiguous()``)."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from traceinsight.analysis.findings.catalogue import PINNED_GBPS
+from traceinsight.analysis.findings.context import FindingContext
+from traceinsight.analysis.findings.model import Evidence, KernelEvidence, OpEvidence
+from traceinsight.analysis.findings.savings import Estimate, estimate
+
+# Host ops that build a tensor on the CPU and copy it over in one call, or copy one.
+CREATION_OPS = ("aten::tensor", "aten::as_tensor", "aten::scalar_tensor", "aten::lift_fresh",
+                "aten::to", "aten::_to_copy", "aten::copy_", "aten::arange", "aten::full", "aten::ones",
+                "aten::zeros", "aten::randn", "aten::rand", "aten::randint", "aten::empty", "aten::from_numpy")
+SMALL_COPY_BYTES = 1 << 20  # a "small" H2D copy: not a data batch
+LAYOUT_OPS = ("aten::contiguous", "aten::reshape", "aten::flatten")
+
+
+def _memcpys(ctx: FindingContext) -> pl.DataFrame:
+    return ctx.trace.kernels.filter(pl.col("kind") == "memcpy").with_columns(pl.col("name").cast(pl.String))
+
+
+def _pinned_gbps(copies: pl.DataFrame, direction: str) -> tuple[float, str]:
+    pinned = copies.filter(pl.col("name").str.contains(direction) & pl.col("name").str.contains("Pinned") & (pl.col("bytes") >= 1 << 20))
+    if pinned.height > 0:
+        gbps = float(pinned["bytes"].sum()) / float(pinned["dur_ns"].sum())
+        return gbps, f"the pinned {direction} copies of this trace ({gbps:.1f} GB/s)"
+    return PINNED_GBPS, f"{PINNED_GBPS:g} GB/s, a typical pinned PCIe copy rate"
+
+
+def detect_pageable_memcpy(ctx: FindingContext) -> Estimate | None:
+    copies = _memcpys(ctx)
+    pageable = copies.filter(pl.col("name").str.contains("Pageable"))
+    if pageable.height == 0:
+        return None
+    saving = 0.0
+    sources = []
+    for direction in ("HtoD", "DtoH"):
+        rows = pageable.filter(pl.col("name").str.contains(direction))
+        if rows.height == 0:
+            continue
+        gbps, src = _pinned_gbps(copies, direction)
+        saving += max(0.0, float(rows["dur_ns"].sum()) - float(rows["bytes"].fill_null(0).sum()) / gbps)
+        sources.append(src)
+    ops = (
+        pageable.group_by(pl.col("top_op_name").cast(pl.String).fill_null("(no op)").alias("op"))
+        .agg(pl.len().alias("calls"), pl.col("dur_ns").sum(), pl.col("bytes").sum())
+        .sort("dur_ns", descending=True)
+    )
+    return estimate(
+        ctx,
+        "pageable_memcpy",
+        {"memcpy": saving},
+        confidence="medium",
+        confidence_reason=f"{pageable.height} copies marked Pageable by the profiler",
+        method="pageable copy time minus the same bytes at " + " and ".join(sources)
+        + "; the overlap non_blocking copies allow is not counted",
+        evidence=Evidence(
+            ops=tuple(OpEvidence(name=r["op"], calls=int(r["calls"]), dur_ns=int(r["dur_ns"])) for r in ops.head(5).iter_rows(named=True)),
+            locations=ctx.locations_of([o for o in ops["op"].to_list() if o != "(no op)"]),
+            figures=(("pageable_copy_ns", float(pageable["dur_ns"].sum())), ("pageable_bytes", float(pageable["bytes"].sum()))),
+        ),
+    )
+
+
+def detect_cpu_tensor_creation(ctx: FindingContext) -> Estimate | None:
+    copies = _memcpys(ctx).filter(
+        pl.col("name").str.contains("HtoD")
+        & (pl.col("bytes").fill_null(0) < SMALL_COPY_BYTES)
+        & pl.col("top_op_name").cast(pl.String).is_in(CREATION_OPS)
+    )
+    steps = max(ctx.step_count, 1)
+    if copies.height < 2 * steps:
+        return None  # fewer than two small copies per step: not a per-step habit
+    op_names = copies["top_op_name"].cast(pl.String).unique().to_list()
+    idle = 0
+    if ctx.gaps is not None:
+        idle = int(ctx.gaps.gaps.filter(pl.col("culprit").is_in(op_names + ["aten::copy_", "aten::_to_copy"]))["dur_ns"].sum())
+    by_op = (
+        copies.group_by(pl.col("top_op_name").cast(pl.String).alias("op"))
+        .agg(pl.len().alias("calls"), pl.col("dur_ns").sum(), pl.col("bytes").mean().alias("mean_bytes"))
+        .sort("calls", descending=True)
+    )
+    return estimate(
+        ctx,
+        "cpu_tensor_creation",
+        {"memcpy": float(copies["dur_ns"].sum()), "idle": idle},
+        confidence="medium",
+        confidence_reason=f"{copies.height / steps:.0f} small host-to-device copies per step from tensor-creating ops",
+        method="the copies' device time plus the idle gaps whose host culprit is one of those copying ops "
+        "(a pageable copy blocks the host, so the GPU runs dry); creating on the device removes both",
+        evidence=Evidence(
+            ops=tuple(OpEvidence(name=r["op"], calls=int(r["calls"]), dur_ns=int(r["dur_ns"])) for r in by_op.head(5).iter_rows(named=True)),
+            locations=ctx.locations_of(op_names),
+            figures=(("copies_per_step", copies.height / steps), ("copy_idle_ns", float(idle))),
+        ),
+    )
+
+
+def detect_noncontiguous_copy(ctx: FindingContext) -> Estimate | None:
+    if ctx.kernels is None:
+        return None
+    ev = ctx.trace.events.select("id", "parent", pl.col("name").cast(pl.String))
+    k = ctx.trace.kernels.filter(pl.col("kind") == "kernel").select("op_id", "dur_ns", pl.col("name").cast(pl.String).alias("kernel"))
+    chain = k.join(ev.rename({"id": "op_id", "parent": "p1", "name": "n0"}), on="op_id", how="left")
+    chain = chain.join(ev.rename({"id": "p1", "parent": "p2", "name": "n1"}), on="p1", how="left")
+    chain = chain.join(ev.rename({"id": "p2", "parent": "p3", "name": "n2"}), on="p2", how="left")
+    layout = pl.lit(False)
+    for col in ("n0", "n1", "n2"):
+        layout = layout | pl.col(col).is_in(LAYOUT_OPS)
+    rows = chain.filter(layout & pl.col("n0").is_in(["aten::copy_", "aten::clone", "aten::_to_copy"]))
+    if rows.height == 0:
+        return None
+    origin = pl.coalesce(
+        pl.when(pl.col("n2").is_in(LAYOUT_OPS)).then(pl.col("n2")),
+        pl.when(pl.col("n1").is_in(LAYOUT_OPS)).then(pl.col("n1")),
+        pl.col("n0"),
+    )
+    by_op = rows.group_by(origin.alias("op")).agg(pl.len().alias("calls"), pl.col("dur_ns").sum()).sort("dur_ns", descending=True)
+    by_kernel = rows.group_by("kernel").agg(pl.len().alias("calls"), pl.col("dur_ns").sum()).sort("dur_ns", descending=True)
+    return estimate(
+        ctx,
+        "noncontiguous_copy",
+        {"compute": float(rows["dur_ns"].sum())},
+        confidence="low",
+        confidence_reason="the consumer of the copy may run slower on a strided input; the trace cannot tell",
+        method="device time of copy kernels launched by .contiguous()/reshape of non-contiguous tensors, "
+        "all of it, as if the layout copy disappeared",
+        evidence=Evidence(
+            ops=tuple(OpEvidence(name=r["op"], calls=int(r["calls"]), dur_ns=int(r["dur_ns"])) for r in by_op.head(5).iter_rows(named=True)),
+            kernels=tuple(KernelEvidence(name=r["kernel"], calls=int(r["calls"]), dur_ns=int(r["dur_ns"])) for r in by_kernel.head(3).iter_rows(named=True)),
+            locations=ctx.locations_of(list(LAYOUT_OPS)),
+        ),
+    )
