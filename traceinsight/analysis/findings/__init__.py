@@ -17,6 +17,7 @@ from traceinsight.analysis.findings.context import FindingContext
 from traceinsight.analysis.findings.idle import (
     detect_allocator_churn,
     detect_dataloader_stall,
+    detect_host_bound,
     detect_host_sync,
     detect_launch_bound,
 )
@@ -57,6 +58,7 @@ DETECTORS: tuple[Detector, ...] = (
     detect_fp32_no_tensor_cores,
     detect_gemm_misaligned,
     detect_launch_bound,
+    detect_host_bound,
     detect_sequential_small_gemms,
     detect_unfused_optimizer,
     detect_noncontiguous_copy,

@@ -111,6 +111,13 @@ _ENTRIES = (
         "(TORCHINDUCTOR_FX_GRAPH_CACHE=1, torch.compiler.save_cache_artifacts).",
     ),
     Entry(
+        "host_bound",
+        "The GPU waits while the host works on something else",
+        "Find what the host does in the named region (profile with with_stack=True, or py-spy) and "
+        "take it off the training thread's critical path: move it to DataLoader workers or a "
+        "background thread, do it every N steps, or overlap it with queued GPU work.",
+    ),
+    Entry(
         "exposed_communication",
         "Collectives run while no compute overlaps them",
         "Overlap communication with the backward pass: DDP(model, bucket_cap_mb=25..100, "
@@ -144,6 +151,9 @@ MATERIALITY_PCT = 1.0
 # Share of the tensor-core peak a well-shaped cuBLAS/cuDNN GEMM reaches in practice (large
 # GEMMs on Hopper reach 60-75 %); the lower end keeps savings conservative.
 TENSOR_CORE_EFFICIENCY = 0.6
+# No GEMM kernel finishes faster than this, however few its FLOPs: the shortest GEMM kernels in
+# the H200 samples (64x64 bf16 on tensor cores) take 1.8 µs.
+GEMM_FLOOR_NS = 2_000
 # Share of the non-tensor-core fp32/fp64 peak SIMT GEMMs reach (train_eager's run at ~0.75).
 SIMT_EFFICIENCY = 0.7
 # Share of peak DRAM bandwidth a streaming kernel (fused optimizer, elementwise) reaches.

@@ -45,7 +45,9 @@ def detect_recompile(ctx: FindingContext) -> Estimate | None:
         {"idle": c.compile_ns * share},
         confidence="medium",
         confidence_reason=f"{c.recompiles_in_trace} recompile(s) inside the traced steps",
-        method="compile time inside the window spent on recompiles (compile events with compile id > 0)",
+        method="compile time inside the window spent on recompiles (compile events with compile id > 0); "
+        "saving_ns is over the window, not per step",
+        per_step=False,
         evidence=Evidence(figures=(("recompiles", float(c.recompiles_in_trace)), ("compile_ns", float(c.compile_ns)))),
     )
 
@@ -62,6 +64,8 @@ def detect_compile_in_window(ctx: FindingContext) -> Estimate | None:
         confidence="high",
         confidence_reason=f"{c.compiles_in_trace - c.recompiles_in_trace} first compilation(s) inside the traced steps",
         method="compile time inside the window: a one-off cost that steady-state steps do not pay; the "
-        "shares of the other findings are diluted by it until it is profiled out",
+        "shares of the other findings are diluted by it until it is profiled out; saving_ns is over the "
+        "window, not per step",
+        per_step=False,
         evidence=Evidence(figures=(("compile_ns", float(c.compile_ns)),)),
     )

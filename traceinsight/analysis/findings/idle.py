@@ -171,3 +171,39 @@ def detect_allocator_churn(ctx: FindingContext) -> Estimate | None:
         evidence=Evidence(regions=tuple(RegionEvidence(name=r["name"], calls=int(r["calls"]), dur_ns=int(r["dur_ns"]))
                                         for r in names.iter_rows(named=True))),
     )
+
+
+HOST_CAUSES = ("untraced", "host_compute", "python")
+NO_CULPRIT = "(no host op)"
+
+
+def detect_host_bound(ctx: FindingContext) -> Estimate | None:
+    """Idle gaps while the host ran untraced code or CPU-heavy ops inside a named region."""
+    if ctx.gaps is None:
+        return None
+    culprits = ctx.gaps.culprits.filter(
+        pl.col("cause").is_in(HOST_CAUSES)
+        & (pl.col("culprit") != NO_CULPRIT)
+        & ~pl.col("culprit").str.contains(DYNAMO_INTERNAL.pattern)
+    ).sort("idle_ns", descending=True)
+    if culprits.height == 0:
+        return None
+    idle = int(culprits["idle_ns"].sum())
+    top = str(culprits["culprit"][0])
+    return estimate(
+        ctx,
+        "host_bound",
+        {"idle": idle},
+        confidence="low",
+        confidence_reason="the trace shows where the host was, not what it did there; moving it off the "
+        "critical path may not be possible",
+        method="device idle time in gaps while the host was inside these regions doing untraced or "
+        "CPU-heavy work, all of it, as if that work overlapped with queued GPU work",
+        title=f"The GPU waits while the host works in {top}",
+        evidence=Evidence(
+            regions=tuple(RegionEvidence(name=str(r["culprit"]), calls=int(r["gaps"]), dur_ns=int(r["idle_ns"]))
+                          for r in culprits.head(5).iter_rows(named=True)),
+            locations=ctx.locations_of([str(c) for c in culprits["culprit"].head(3).to_list()]),
+            figures=(("host_idle_ns", float(idle)),),
+        ),
+    )

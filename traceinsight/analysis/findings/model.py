@@ -62,7 +62,7 @@ class Finding:
     id: str
     title: str
     saving_pct: float  # of the analysed time (steps, else window), after capping
-    saving_ns: int  # per step where the trace has steps, else over the window
+    saving_ns: int  # per step where the trace has steps (and per_step), else over the window
     confidence: Confidence
     confidence_reason: str
     fix: str
@@ -73,6 +73,7 @@ class Finding:
     estimate_ns: int = 0  # the detector's own estimate over the analysed time, before capping
     overlap: str | None = None  # set when the saving was scaled down because findings share time
     material: bool = True
+    per_step: bool = True  # False for one-off costs (compilation): saving_ns is then over the window
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ import json
 import polars as pl
 
 from traceinsight.analysis.findings.catalogue import (
+    GEMM_FLOOR_NS,
     SIMT_EFFICIENCY,
     SMALL_GEMM_NS,
     SMALL_GEMM_RUN,
@@ -19,7 +20,7 @@ from traceinsight.analysis.findings.savings import Estimate, estimate
 from traceinsight.analysis.kernel_families import with_families
 
 GEMM_FAMILIES = ("gemm", "conv")
-_FP64_NAME = r"(?i)dgemm|double|_f64|f64f64|fp64|zgemm"
+_FP64_NAME = r"(?i)dgemm|zgemm|f64f64|_f64_|fp64"
 _FP32_NAME = r"(?i)sgemm|f32f32|_f32_|fp32|float"
 _MISALIGNED_NAME = r"(?i)align[12](\b|_|$)"
 
@@ -75,13 +76,15 @@ def _gemm_ops(ctx: FindingContext, dtype_classes: tuple[str, ...]) -> pl.DataFra
 def _recoverable(rows: pl.DataFrame, target_tflops: float, fallback_tflops: float | None) -> tuple[float, float]:
     """(saving ns, share of the time whose FLOPs were known) for kernels rerun at target_tflops.
 
-    Per kernel name: time − FLOPs / target rate, floored at 0. Where the FLOPs are unknown, the
-    kernel is assumed to run at ``fallback_tflops`` today (the FLOPs that rate implies)."""
+    Per kernel name: time − max(FLOPs / target rate, calls × GEMM_FLOOR_NS), floored at 0: no
+    GEMM kernel runs faster than the floor however few its FLOPs. Where the FLOPs are unknown,
+    the kernel is assumed to run at ``fallback_tflops`` today (the FLOPs that rate implies)."""
     flops = pl.col("flops").fill_null(0.0)
     known = flops > 0
     implied = pl.col("total_ns") * 1e-9 * (fallback_tflops or 0.0) * 1e12
     work = pl.when(known).then(flops).otherwise(implied)
-    saving = (pl.col("total_ns") - work / (target_tflops * 1e12) * 1e9).clip(lower_bound=0)
+    new_ns = pl.max_horizontal(work / (target_tflops * 1e12) * 1e9, pl.col("calls") * float(GEMM_FLOOR_NS))
+    saving = (pl.col("total_ns") - new_ns).clip(lower_bound=0)
     got = rows.select(saving=saving.sum(), known_ns=pl.col("total_ns").filter(known).sum(), all_ns=pl.col("total_ns").sum())
     all_ns = float(got["all_ns"][0] or 0)
     return float(got["saving"][0] or 0.0), (float(got["known_ns"][0] or 0) / all_ns if all_ns else 0.0)
@@ -112,7 +115,7 @@ def detect_fp32_no_tensor_cores(ctx: FindingContext) -> Estimate | None:
         method = (
             f"fp32 GEMM/conv kernel time ({gemm_ns / 1e6:.2f} ms over the window) minus the same FLOPs at "
             f"{TENSOR_CORE_EFFICIENCY:.0%} of the TF32 tensor-core peak ({tf32:g} TFLOP/s), per kernel, "
-            f"floored at 0; FLOPs from the op shapes for {known:.0%} of that time"
+            f"each call at least {GEMM_FLOOR_NS / 1e3:g} µs; FLOPs from the op shapes for {known:.0%} of that time"
             + ("" if known >= 0.999 else f", the rest assumed to run at {SIMT_EFFICIENCY:.0%} of the fp32 peak")
             + ". bf16 autocast would save more (its peak is twice TF32's)."
         )
@@ -258,7 +261,9 @@ def detect_sequential_small_gemms(ctx: FindingContext) -> Estimate | None:
     )
     dims = ctx.trace.events.filter(pl.col("kind") == "cpu_op").select(pl.col("id").alias("op_id"), "input_dims", op=pl.col("name").cast(pl.String))
     kern = kern.join(dims, on="op_id", how="left").sort("device", "stream", "ts_ns")
-    key = pl.concat_str([pl.col("name"), pl.col("input_dims").fill_null("")], separator="|")
+    # Keyed by the launching op and its shapes: one GEMM call may run as several kernels
+    # (a split-K GEMM plus its reduction).
+    key = pl.concat_str([pl.col("op").fill_null(pl.col("name")), pl.col("input_dims").fill_null("")], separator="|")
     runs = (
         kern.with_columns(
             is_small_gemm=pl.col("family").is_in(GEMM_FAMILIES) & (pl.col("dur_ns") < SMALL_GEMM_NS), key=key
@@ -271,10 +276,10 @@ def detect_sequential_small_gemms(ctx: FindingContext) -> Estimate | None:
         .filter(pl.col("is_small_gemm"))
         .group_by("run")
         .agg(
-            pl.len().alias("n"),
+            pl.col("op_id").n_unique().alias("n"),
             pl.col("dur_ns").sum().alias("kernel_ns"),
             (pl.col("end_ns").max() - pl.col("ts_ns").min()).alias("span_ns"),
-            pl.col("dur_ns").max().alias("longest_ns"),
+            (pl.col("dur_ns").sum() / pl.col("op_id").n_unique()).alias("longest_ns"),
             pl.col("name").first(),
             pl.col("op").first(),
             pl.col("input_dims").first(),
@@ -283,7 +288,7 @@ def detect_sequential_small_gemms(ctx: FindingContext) -> Estimate | None:
     )
     if runs.height == 0:
         return None
-    # One batched call does the run's FLOPs in about the time of its longest member (these
+    # One batched call does the run's FLOPs in about the time of one member call (these
     # GEMMs leave most of the GPU unused); the rest of the run's span, kernels and the gaps
     # between their launches, is what batching removes.
     saving_kernel = float((runs["kernel_ns"] - runs["longest_ns"]).clip(lower_bound=0).sum())
@@ -304,10 +309,11 @@ def detect_sequential_small_gemms(ctx: FindingContext) -> Estimate | None:
         ctx,
         "sequential_small_gemms",
         {"compute": saving_kernel, "idle": saving_idle},
+        within={"idle": "launch_bound"},
         confidence="medium",
         confidence_reason=f"{int(runs['n'].sum())} GEMMs in {runs.height} runs of >= {SMALL_GEMM_RUN}; "
         "batching needs them to be independent of each other, which the trace cannot show",
-        method="per run: its device span (kernels plus the idle between them) minus the time of its "
-        "longest GEMM, the time one batched call is assumed to take",
+        method="per run: its device span (kernels plus the idle between them) minus the mean time of "
+        "one of its GEMM calls, the time one batched call of such small GEMMs is assumed to take",
         evidence=Evidence(ops=ops, kernels=kernels, locations=ctx.locations_of([o.name for o in ops])),
     )

@@ -25,6 +25,9 @@ class Estimate:
 
     finding: Finding
     claims: tuple[tuple[Pool, int], ...]
+    # (pool, finding id): this claim on the pool is part of that finding's claim (the same
+    # idle seen from a narrower cause); the wider finding gives that part up.
+    within: tuple[tuple[Pool, str], ...] = ()
 
 
 def estimate(
@@ -38,6 +41,8 @@ def estimate(
     evidence: Evidence,
     title: str | None = None,
     fix: str | None = None,
+    per_step: bool = True,
+    within: dict[Pool, str] | None = None,
 ) -> Estimate:
     entry = CATALOGUE[finding_id]
     clean = tuple((pool, max(0, int(ns))) for pool, ns in claims.items())
@@ -55,8 +60,28 @@ def estimate(
         evidence=replace(evidence, rank=ctx.rank) if evidence.rank is None else evidence,
         pool=main,
         estimate_ns=total,
+        per_step=per_step,
     )
-    return Estimate(finding, clean)
+    return Estimate(finding, clean, tuple((within or {}).items()))
+
+
+def _nest(estimates: list[Estimate]) -> tuple[list[Estimate], dict[str, list[str]]]:
+    """Take each nested claim out of the wider finding's claim on the same pool."""
+    by_id = {e.finding.id: e for e in estimates}
+    claims = {e.finding.id: dict(e.claims) for e in estimates}
+    notes: dict[str, list[str]] = {e.finding.id: [] for e in estimates}
+    for est in estimates:
+        for pool, parent in est.within:
+            if parent not in by_id:
+                continue
+            part = dict(est.claims).get(pool, 0)
+            if part <= 0 or claims[parent].get(pool, 0) <= 0:
+                continue
+            taken = min(part, claims[parent][pool])
+            claims[parent][pool] -= taken
+            notes[parent].append(f"{taken / 1e6:.2f} ms of its {pool} time is counted under {est.finding.id}")
+            notes[est.finding.id].append(f"its {pool} time is part of what {parent} reports; counted once, here")
+    return [Estimate(e.finding, tuple(claims[e.finding.id].items()), e.within) for e in estimates], notes
 
 
 def pool_sizes(ctx: FindingContext) -> dict[Pool, int]:
@@ -83,6 +108,7 @@ def settle(ctx: FindingContext, estimates: list[Estimate]) -> tuple[list[Finding
     and split off the ones below the materiality threshold."""
     window = ctx.window_ns
     sizes = pool_sizes(ctx)
+    estimates, nested = _nest(estimates)
     claimed: dict[Pool, int] = {p: 0 for p in POOLS}
     claimants: dict[Pool, list[str]] = {p: [] for p in POOLS}
     for est in estimates:
@@ -95,14 +121,14 @@ def settle(ctx: FindingContext, estimates: list[Estimate]) -> tuple[list[Finding
     out: list[Finding] = []
     for est in estimates:
         kept = sum(int(ns * scale[pool]) for pool, ns in est.claims)
-        notes = [
+        notes = nested.get(est.finding.id, []) + [
             f"{pool} time is also claimed by {', '.join(i for i in claimants[pool] if i != est.finding.id)}: "
             f"claims scaled by {scale[pool]:.2f} so that together they fit the {pool} time"
             for pool, ns in est.claims
             if ns > 0 and scale[pool] < 1.0
         ]
         pct = 100.0 * kept / window if window > 0 else 0.0
-        per_step = int(round(pct / 100.0 * step_ns)) if step_ns else kept
+        per_step = int(round(pct / 100.0 * step_ns)) if step_ns and est.finding.per_step else kept
         f = replace(
             est.finding,
             saving_window_ns=kept,

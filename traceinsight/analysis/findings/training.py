@@ -102,6 +102,7 @@ def detect_unfused_optimizer(ctx: FindingContext) -> Estimate | None:
         ctx,
         "unfused_optimizer",
         {"compute": compute_claim, "idle": idle_claim},
+        within={"idle": "launch_bound"},
         confidence=confidence,
         confidence_reason=reason,
         method=method,

@@ -7,7 +7,7 @@ import polars as pl
 
 from traceinsight.analysis.findings.catalogue import PINNED_GBPS
 from traceinsight.analysis.findings.context import FindingContext
-from traceinsight.analysis.findings.model import Evidence, KernelEvidence, OpEvidence
+from traceinsight.analysis.findings.model import Evidence, KernelEvidence, OpEvidence, Pool
 from traceinsight.analysis.findings.savings import Estimate, estimate
 
 # Host ops that build a tensor on the CPU and copy it over in one call, or copy one.
@@ -15,6 +15,8 @@ CREATION_OPS = ("aten::tensor", "aten::as_tensor", "aten::scalar_tensor", "aten:
                 "aten::to", "aten::_to_copy", "aten::copy_", "aten::arange", "aten::full", "aten::ones",
                 "aten::zeros", "aten::randn", "aten::rand", "aten::randint", "aten::empty", "aten::from_numpy")
 SMALL_COPY_BYTES = 1 << 20  # a "small" H2D copy: not a data batch
+CAUSE_FINDING = {"sync": "host_sync", "launch_overhead": "launch_bound", "host_compute": "host_bound",
+                 "untraced": "host_bound", "data_loading": "dataloader_stall"}
 LAYOUT_OPS = ("aten::contiguous", "aten::reshape", "aten::flatten")
 
 
@@ -76,8 +78,16 @@ def detect_cpu_tensor_creation(ctx: FindingContext) -> Estimate | None:
         return None  # fewer than two small copies per step: not a per-step habit
     op_names = copies["top_op_name"].cast(pl.String).unique().to_list()
     idle = 0
+    parent: dict[Pool, str] = {}
     if ctx.gaps is not None:
-        idle = int(ctx.gaps.gaps.filter(pl.col("culprit").is_in(op_names + ["aten::copy_", "aten::_to_copy"]))["dur_ns"].sum())
+        gaps = ctx.gaps.gaps.filter(pl.col("culprit").is_in(op_names + ["aten::copy_", "aten::_to_copy"]))
+        idle = int(gaps["dur_ns"].sum())
+        if gaps.height:
+            # These gaps were also attributed to a cause; the finding for that cause gives them up.
+            cause = str(gaps.group_by("cause").agg(pl.col("dur_ns").sum()).sort("dur_ns")["cause"][-1])
+            owner = CAUSE_FINDING.get(cause)
+            if owner:
+                parent["idle"] = owner
     by_op = (
         copies.group_by(pl.col("top_op_name").cast(pl.String).alias("op"))
         .agg(pl.len().alias("calls"), pl.col("dur_ns").sum(), pl.col("bytes").mean().alias("mean_bytes"))
@@ -87,6 +97,7 @@ def detect_cpu_tensor_creation(ctx: FindingContext) -> Estimate | None:
         ctx,
         "cpu_tensor_creation",
         {"memcpy": float(copies["dur_ns"].sum()), "idle": idle},
+        within=parent,
         confidence="medium",
         confidence_reason=f"{copies.height / steps:.0f} small host-to-device copies per step from tensor-creating ops",
         method="the copies' device time plus the idle gaps whose host culprit is one of those copying ops "
