@@ -154,8 +154,10 @@ def detect_launch_bound(ctx: FindingContext) -> Estimate | None:
 def detect_allocator_churn(ctx: FindingContext) -> Estimate | None:
     ev = ctx.trace.events
     calls = ev.filter(pl.col("kind").is_in(["runtime", "driver"]) & pl.col("name").cast(pl.String).str.contains(ALLOCATOR_CALLS))
-    if ctx.steps is not None and ctx.steps.warmup_step is not None and ctx.step_count > 1:
-        calls = calls.filter(pl.col("step").is_not_null() & (pl.col("step") != ctx.steps.warmup_step))
+    if ctx.steps is not None and ctx.step_count > 1:
+        # Steady state: the warm-up step (the first one when none is flagged) allocates by design.
+        first = ctx.steps.warmup_step if ctx.steps.warmup_step is not None else ctx.steps.steps["step"].min()
+        calls = calls.filter(pl.col("step").is_not_null() & (pl.col("step") != first))
     if calls.height == 0:
         return None
     host_ns = int(calls["dur_ns"].sum())
