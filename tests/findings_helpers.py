@@ -33,7 +33,9 @@ def write_h200(t: HandMadeTrace, path: Path) -> Trace:
     """A hand-made trace on a device the peaks table knows (an H200), so savings have peaks."""
     doc = {
         "schemaVersion": 1,
-        "deviceProperties": [{"id": 0, "name": "NVIDIA H200", "totalGlobalMem": 143 * 2**30, "numSms": 132}],
+        "deviceProperties": [
+            {"id": 0, "name": "NVIDIA H200", "totalGlobalMem": 143 * 2**30, "numSms": 132}
+        ],
         "baseTimeNanoseconds": t.base_ns,
         "traceEvents": t.events,
     }

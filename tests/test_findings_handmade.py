@@ -31,7 +31,13 @@ def busy_frame(t: HandMadeTrace, end: float = 10_000.0) -> None:
     t.gpu(ADD, end - 10, 10, launch_ts=end - 19)
 
 
-def gap_trace(tmp_path: Path, idle_us: float, host: str, cat: str = "user_annotation", inner: str | None = None) -> HandMadeTrace:
+def gap_trace(
+    tmp_path: Path,
+    idle_us: float,
+    host: str,
+    cat: str = "user_annotation",
+    inner: str | None = None,
+) -> HandMadeTrace:
     """Hand-made: a 10 ms step, busy except one idle gap of ``idle_us`` after 5 ms while the
     host is inside ``host``."""
     t = HandMadeTrace()
@@ -40,7 +46,9 @@ def gap_trace(tmp_path: Path, idle_us: float, host: str, cat: str = "user_annota
     t.gpu(ADD, 10, 4_990, launch_ts=2)
     t.host(host, 4_995, idle_us + 5 - 6, cat=cat)
     if inner:
-        t.host(inner, 4_996, idle_us - 10, cat="cuda_runtime" if inner.startswith("cuda") else "cpu_op")
+        t.host(
+            inner, 4_996, idle_us - 10, cat="cuda_runtime" if inner.startswith("cuda") else "cpu_op"
+        )
     t.host("aten::add", 5_000 + idle_us - 5, 3)
     t.gpu(ADD, 5_000 + idle_us, 5_000 - idle_us, launch_ts=5_000 + idle_us - 4)
     return t
@@ -50,8 +58,13 @@ def gap_trace(tmp_path: Path, idle_us: float, host: str, cat: str = "user_annota
 
 
 @pytest.mark.parametrize(("idle_us", "material"), [(90.0, False), (110.0, True)])
-def test_dataloader_stall_at_the_materiality_edge(tmp_path: Path, idle_us: float, material: bool) -> None:
-    trace = write_h200(gap_trace(tmp_path, idle_us, "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"), tmp_path / "dl.json")
+def test_dataloader_stall_at_the_materiality_edge(
+    tmp_path: Path, idle_us: float, material: bool
+) -> None:
+    trace = write_h200(
+        gap_trace(tmp_path, idle_us, "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"),
+        tmp_path / "dl.json",
+    )
     result = findings(trace)
     f = by_id(result, "dataloader_stall")
     assert f is not None
@@ -63,7 +76,10 @@ def test_dataloader_stall_at_the_materiality_edge(tmp_path: Path, idle_us: float
 
 
 def test_dataloader_with_workers_suggests_more_of_them(tmp_path: Path) -> None:
-    trace = write_h200(gap_trace(tmp_path, 500, "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__"), tmp_path / "dl.json")
+    trace = write_h200(
+        gap_trace(tmp_path, 500, "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__"),
+        tmp_path / "dl.json",
+    )
     f = by_id(findings(trace), "dataloader_stall")
     assert "already uses worker processes" in f.fix
 
@@ -117,7 +133,9 @@ def test_launch_bound_needs_enough_short_kernels(tmp_path: Path, short: int, fou
 # -- GEMM arithmetic ---------------------------------------------------------------------------
 
 
-def gemm_trace(kernel: str, dims: list[list[int]], types: list[str], dur_us: float, *, repeat: int = 1) -> HandMadeTrace:
+def gemm_trace(
+    kernel: str, dims: list[list[int]], types: list[str], dur_us: float, *, repeat: int = 1
+) -> HandMadeTrace:
     """Hand-made: ``repeat`` aten::mm calls with these shapes/dtypes, each one kernel of dur_us."""
     t = HandMadeTrace()
     t.step(1, 0, 200 + repeat * (dur_us + 20))
@@ -158,7 +176,9 @@ def test_bf16_tensor_core_gemm_is_not_an_fp32_finding(tmp_path: Path) -> None:
 
 
 def test_fp64_gemm_is_found(tmp_path: Path) -> None:
-    t = gemm_trace("volta_dgemm_128x64_nn", [[2048, 2048], [2048, 2048]], ["double", "double"], 2_000)
+    t = gemm_trace(
+        "volta_dgemm_128x64_nn", [[2048, 2048], [2048, 2048]], ["double", "double"], 2_000
+    )
     result = findings(write_h200(t, tmp_path / "fp64.json"))
     assert ids(result)[0] == "fp64_compute"
     assert by_id(result, "fp32_no_tensor_cores") is None
@@ -166,10 +186,20 @@ def test_fp64_gemm_is_found(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("m", "found"), [(4096, False), (4095, True)])
 def test_gemm_misaligned_by_shape(tmp_path: Path, m: int, found: bool) -> None:
-    t = gemm_trace(BF16_GEMM, [[4096, 4096], [4096, 4096]], ["c10::BFloat16", "c10::BFloat16"], 200, repeat=3)
+    t = gemm_trace(
+        BF16_GEMM, [[4096, 4096], [4096, 4096]], ["c10::BFloat16", "c10::BFloat16"], 200, repeat=3
+    )
     ts = 1_000.0
     # The odd-shaped GEMM runs at half the aligned ones' rate.
-    t.host("aten::mm", ts - 10, 8, args={"Input Dims": [[m, 4096], [4096, 4096]], "Input type": ["c10::BFloat16", "c10::BFloat16"]})
+    t.host(
+        "aten::mm",
+        ts - 10,
+        8,
+        args={
+            "Input Dims": [[m, 4096], [4096, 4096]],
+            "Input type": ["c10::BFloat16", "c10::BFloat16"],
+        },
+    )
     t.gpu(BF16_GEMM, ts, 400, launch_ts=ts - 9)
     t.events[0]["dur"] = 1_500
     result = findings(write_h200(t, tmp_path / "mis.json"))
@@ -177,11 +207,15 @@ def test_gemm_misaligned_by_shape(tmp_path: Path, m: int, found: bool) -> None:
     assert (f is not None) is found
     if found:
         assert f.evidence.ops[0].shapes == f"[[{m},4096],[4096,4096]]"
-        assert f.saving_window_ns == pytest.approx(200_000, rel=0.05)  # 400 µs down to the aligned 200 µs
+        assert f.saving_window_ns == pytest.approx(
+            200_000, rel=0.05
+        )  # 400 µs down to the aligned 200 µs
 
 
 @pytest.mark.parametrize(("repeat", "found"), [(7, False), (8, True)])
-def test_sequential_small_gemms_needs_a_run_of_eight(tmp_path: Path, repeat: int, found: bool) -> None:
+def test_sequential_small_gemms_needs_a_run_of_eight(
+    tmp_path: Path, repeat: int, found: bool
+) -> None:
     t = gemm_trace(SGEMM, [[32, 32], [32, 32]], ["float", "float"], 3.0, repeat=repeat)
     result = findings(write_h200(t, tmp_path / "seq.json"))
     f = by_id(result, "sequential_small_gemms")
@@ -194,7 +228,15 @@ def test_sequential_small_gemms_needs_a_run_of_eight(tmp_path: Path, repeat: int
 # -- copies ------------------------------------------------------------------------------------
 
 
-def memcpy_trace(name: str, nbytes: int, dur_us: float, *, top_op: str = "aten::copy_", per_step: int = 1, steps: int = 1) -> HandMadeTrace:
+def memcpy_trace(
+    name: str,
+    nbytes: int,
+    dur_us: float,
+    *,
+    top_op: str = "aten::copy_",
+    per_step: int = 1,
+    steps: int = 1,
+) -> HandMadeTrace:
     """Hand-made: ``steps`` steps, each with ``per_step`` copies launched from ``top_op``."""
     t = HandMadeTrace()
     ts = 20.0
@@ -202,8 +244,15 @@ def memcpy_trace(name: str, nbytes: int, dur_us: float, *, top_op: str = "aten::
         start = ts - 20
         for _ in range(per_step):
             t.host(top_op, ts - 10, 9)
-            t.gpu(name, ts, dur_us, cat="gpu_memcpy", launch_ts=ts - 8, launch_name="cudaMemcpyAsync",
-                  args={"bytes": nbytes, "memory bandwidth (GB/s)": nbytes / dur_us / 1e3})
+            t.gpu(
+                name,
+                ts,
+                dur_us,
+                cat="gpu_memcpy",
+                launch_ts=ts - 8,
+                launch_name="cudaMemcpyAsync",
+                args={"bytes": nbytes, "memory bandwidth (GB/s)": nbytes / dur_us / 1e3},
+            )
             ts += dur_us + 20
         t.host("aten::add", ts - 10, 3)
         t.gpu(ADD, ts, 500, launch_ts=ts - 8)
@@ -222,8 +271,17 @@ def test_pageable_copies_are_priced_at_pinned_bandwidth(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("per_step", "found"), [(1, False), (2, True)])
-def test_cpu_tensor_creation_needs_two_small_copies_per_step(tmp_path: Path, per_step: int, found: bool) -> None:
-    t = memcpy_trace("Memcpy HtoD (Pageable -> Device)", 64, 2.0, top_op="aten::tensor", per_step=per_step, steps=3)
+def test_cpu_tensor_creation_needs_two_small_copies_per_step(
+    tmp_path: Path, per_step: int, found: bool
+) -> None:
+    t = memcpy_trace(
+        "Memcpy HtoD (Pageable -> Device)",
+        64,
+        2.0,
+        top_op="aten::tensor",
+        per_step=per_step,
+        steps=3,
+    )
     result = findings(write_h200(t, tmp_path / "cpu.json"))
     assert (by_id(result, "cpu_tensor_creation") is not None) is found
 
@@ -246,7 +304,9 @@ def test_noncontiguous_copy_under_contiguous_only(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("kernels", "found"), [(3, False), (4, True)])
-def test_unfused_optimizer_needs_more_than_three_kernels(tmp_path: Path, kernels: int, found: bool) -> None:
+def test_unfused_optimizer_needs_more_than_three_kernels(
+    tmp_path: Path, kernels: int, found: bool
+) -> None:
     t = HandMadeTrace()
     t.step(1, 0, 2_000)
     t.host("aten::add", 5, 3)
@@ -255,7 +315,12 @@ def test_unfused_optimizer_needs_more_than_three_kernels(tmp_path: Path, kernels
     ts = 1_100.0
     for _ in range(kernels):
         t.host("aten::_foreach_mul_", ts - 30, 20)
-        t.gpu("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<mul>", ts, 100, launch_ts=ts - 25)
+        t.gpu(
+            "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<mul>",
+            ts,
+            100,
+            launch_ts=ts - 25,
+        )
         ts += 150
     result = findings(write_h200(t, tmp_path / "opt.json"))
     f = by_id(result, "unfused_optimizer")
@@ -271,16 +336,23 @@ def comm_trace(overlapped: bool) -> HandMadeTrace:
     t.host("aten::mm", 5, 3)
     t.gpu(ADD, 10, 1_000, launch_ts=6)
     t.host("nccl:all_reduce", 1_000, 10)
-    t.gpu("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)", 1_020 if not overlapped else 20,
-          1_000 if not overlapped else 980,
-          launch_ts=1_002 if not overlapped else 8, stream=20, args={"Collective name": "allreduce", "Group size": 2})
+    t.gpu(
+        "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+        1_020 if not overlapped else 20,
+        1_000 if not overlapped else 980,
+        launch_ts=1_002 if not overlapped else 8,
+        stream=20,
+        args={"Collective name": "allreduce", "Group size": 2},
+    )
     t.host("aten::mm", 2_030, 3)
     t.gpu(ADD, 2_040, 900, launch_ts=2_032)
     return t
 
 
 def test_exposed_communication_only_when_not_overlapped(tmp_path: Path) -> None:
-    exposed = by_id(findings(write_h200(comm_trace(False), tmp_path / "c1.json")), "exposed_communication")
+    exposed = by_id(
+        findings(write_h200(comm_trace(False), tmp_path / "c1.json")), "exposed_communication"
+    )
     assert exposed is not None and exposed.saving_window_ns == 1_000_000
     assert exposed.evidence.regions[0].name == "allreduce"
     assert "bucket_cap_mb" in exposed.fix
@@ -298,16 +370,27 @@ def test_allocator_churn_ignores_the_warmup_step(tmp_path: Path) -> None:
         t.host("cudaMalloc", 1_500 if in_second_step else 500, 200, cat="cuda_runtime")
         return t
 
-    assert by_id(findings(write_h200(trace(False), tmp_path / "a1.json")), "allocator_churn") is None
-    assert by_id(findings(write_h200(trace(True), tmp_path / "a2.json")), "allocator_churn") is not None
+    assert (
+        by_id(findings(write_h200(trace(False), tmp_path / "a1.json")), "allocator_churn") is None
+    )
+    assert (
+        by_id(findings(write_h200(trace(True), tmp_path / "a2.json")), "allocator_churn")
+        is not None
+    )
 
 
 def test_memory_pressure_from_reserved_share(tmp_path: Path) -> None:
-    trace = write_h200(gemm_trace(BF16_GEMM, [[64, 64], [64, 64]], ["c10::BFloat16"] * 2, 50), tmp_path / "m.json")
+    trace = write_h200(
+        gemm_trace(BF16_GEMM, [[64, 64], [64, 64]], ["c10::BFloat16"] * 2, 50), tmp_path / "m.json"
+    )
     total = 143 * 2**30
 
     def peaks(reserved: int) -> MemoryResult:
-        return MemoryResult(peaks=pl.DataFrame({"device": ["cuda:0"], "device_index": [0], "peak_reserved_bytes": [reserved]}))
+        return MemoryResult(
+            peaks=pl.DataFrame(
+                {"device": ["cuda:0"], "device_index": [0], "peak_reserved_bytes": [reserved]}
+            )
+        )
 
     below = findings(trace, memory=peaks(int(0.89 * total)))
     above = findings(trace, memory=peaks(int(0.91 * total)))
@@ -320,15 +403,23 @@ def test_memory_pressure_from_reserved_share(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("regions", "found"), [(1.0, False), (2.0, True)])
-def test_graph_break_needs_several_regions_per_step(tmp_path: Path, regions: float, found: bool) -> None:
+def test_graph_break_needs_several_regions_per_step(
+    tmp_path: Path, regions: float, found: bool
+) -> None:
     trace = write_h200(gap_trace(tmp_path, 500, "aten::nonzero", cat="cpu_op"), tmp_path / "g.json")
-    ops = pl.DataFrame({"name": ["aten::nonzero"], "calls_per_step": [1.0], "host_ns_per_step": [400_000.0]})
-    comp = CompileResult(steps=1, regions_per_step=regions, graph_break_ops=ops, cache_lookup_ns_per_step=50_000.0)
+    ops = pl.DataFrame(
+        {"name": ["aten::nonzero"], "calls_per_step": [1.0], "host_ns_per_step": [400_000.0]}
+    )
+    comp = CompileResult(
+        steps=1, regions_per_step=regions, graph_break_ops=ops, cache_lookup_ns_per_step=50_000.0
+    )
     assert (by_id(findings(trace, compile=comp), "graph_break") is not None) is found
 
 
 def test_recompile_and_first_compile_are_told_apart(tmp_path: Path) -> None:
-    trace = write_h200(gap_trace(tmp_path, 3_000, "OutputGraph.call_user_compiler"), tmp_path / "rc.json")
+    trace = write_h200(
+        gap_trace(tmp_path, 3_000, "OutputGraph.call_user_compiler"), tmp_path / "rc.json"
+    )
     comp = CompileResult(steps=1, compiles_in_trace=2, recompiles_in_trace=1, compile_ns=2_000_000)
     result = findings(trace, compile=comp)
     first, again = by_id(result, "compile_in_window"), by_id(result, "recompile")
@@ -344,17 +435,36 @@ def test_missing_inputs_do_not_crash(tmp_path: Path) -> None:
     trace = write_h200(gap_trace(tmp_path, 500, "preprocess"), tmp_path / "none.json")
     result = find(FindingContext(trace=trace))
     assert not result.available
-    bare = find(context(trace, bound=None, kernels=None, gaps=None, steps=None, memory=None, compile=None, ops=None))
+    bare = find(
+        context(
+            trace,
+            bound=None,
+            kernels=None,
+            gaps=None,
+            steps=None,
+            memory=None,
+            compile=None,
+            ops=None,
+        )
+    )
     assert bare.available and bare.findings == ()
 
 
 def test_claims_on_one_pool_never_exceed_it(tmp_path: Path) -> None:
     # The same idle claimed twice (sync and a hand-made copy culprit): capped at the idle time.
-    trace = write_h200(gap_trace(tmp_path, 2_000, "aten::item", cat="cpu_op", inner="aten::_local_scalar_dense"), tmp_path / "cap.json")
+    trace = write_h200(
+        gap_trace(tmp_path, 2_000, "aten::item", cat="cpu_op", inner="aten::_local_scalar_dense"),
+        tmp_path / "cap.json",
+    )
     ctx = context(trace)
     result = find(ctx)
     idle_ns = ctx.category_ns("idle")
-    assert sum(f.saving_window_ns for f in (*result.findings, *result.not_material) if f.pool == "idle") <= idle_ns
+    assert (
+        sum(
+            f.saving_window_ns for f in (*result.findings, *result.not_material) if f.pool == "idle"
+        )
+        <= idle_ns
+    )
     assert result.total_saving_pct <= 100.0
 
 
@@ -366,5 +476,9 @@ def test_result_is_json_safe_and_tabular(tmp_path: Path) -> None:
     assert data["findings"][0]["evidence"]["rank"] is None
     table = result.to_polars()
     assert table.height == len(result.findings) + len(result.not_material)
-    assert table["saving_pct"].to_list() == sorted(table.filter(pl.col("material"))["saving_pct"].to_list(), reverse=True) + table.filter(~pl.col("material"))["saving_pct"].to_list()
+    assert (
+        table["saving_pct"].to_list()
+        == sorted(table.filter(pl.col("material"))["saving_pct"].to_list(), reverse=True)
+        + table.filter(~pl.col("material"))["saving_pct"].to_list()
+    )
     assert MATERIALITY_PCT == 1.0

@@ -28,10 +28,14 @@ FIX_FINDING = {
     "bmm": "sequential_small_gemms",
     "launch": "launch_bound",
 }
-PAIRS = [("amp_off", "amp_on", "fp32_no_tensor_cores"), ("dataloader_w0", "dataloader_w4", "dataloader_stall")] + [
+PAIRS = [
+    ("amp_off", "amp_on", "fp32_no_tensor_cores"),
+    ("dataloader_w0", "dataloader_w4", "dataloader_stall"),
+] + [
     (f"fix_{name}_before", f"fix_{name}_after", finding)
     for name, finding in FIX_FINDING.items()
-    if (SAMPLES_DIR / f"fix_{name}_before.json.gz").exists() and (SAMPLES_DIR / f"fix_{name}_after.json.gz").exists()
+    if (SAMPLES_DIR / f"fix_{name}_before.json.gz").exists()
+    and (SAMPLES_DIR / f"fix_{name}_after.json.gz").exists()
 ]
 
 
@@ -105,10 +109,16 @@ def test_ddp_rank0_exposed_communication_names_its_rank_and_collective(result, s
     assert 0 < f.saving_ns < per_step
 
 
-@pytest.mark.parametrize("name", [n for n in sample_names() if "compiled" in n or "cudagraphs" in n])
+@pytest.mark.parametrize(
+    "name", [n for n in sample_names() if "compiled" in n or "cudagraphs" in n]
+)
 def test_compiled_samples_never_lead_with_dynamo_internals(result, name: str) -> None:  # type: ignore[no-untyped-def]
     top = result(name).findings[0]
-    named = [top.title, *(r.name for r in top.evidence.regions), *(o.name for o in top.evidence.ops)]
+    named = [
+        top.title,
+        *(r.name for r in top.evidence.regions),
+        *(o.name for o in top.evidence.ops),
+    ]
     assert not any(DYNAMO_INTERNAL.search(n) for n in named), named
 
 
@@ -121,7 +131,9 @@ def test_every_number_is_physically_possible(result, step_ns, name: str) -> None
     assert all(0.0 <= f.saving_pct <= 100.0 for f in listed)
     assert sum(f.saving_window_ns for f in listed) <= r.window_ns
     assert r.total_saving_pct <= 100.0
-    assert [f.saving_pct for f in r.findings] == sorted((f.saving_pct for f in r.findings), reverse=True)
+    assert [f.saving_pct for f in r.findings] == sorted(
+        (f.saving_pct for f in r.findings), reverse=True
+    )
     assert all(f.material for f in r.findings) and not any(f.material for f in r.not_material)
     for f in listed:
         assert f.saving_window_ns <= f.estimate_ns

@@ -12,7 +12,11 @@ from collections.abc import Callable
 from typing import Any
 
 from traceinsight.analysis.findings.catalogue import CATALOGUE, MATERIALITY_PCT
-from traceinsight.analysis.findings.compiled import detect_compile_in_window, detect_graph_break, detect_recompile
+from traceinsight.analysis.findings.compiled import (
+    detect_compile_in_window,
+    detect_graph_break,
+    detect_recompile,
+)
 from traceinsight.analysis.findings.context import FindingContext
 from traceinsight.analysis.findings.idle import (
     detect_allocator_churn,
@@ -74,16 +78,24 @@ DETECTORS: tuple[Detector, ...] = (
 def find(ctx: FindingContext) -> FindingsResult:
     """Run every detector, cap and rank the savings."""
     if ctx.window_ns <= 0:
-        return FindingsResult(available=False, reason="no analysed window: the trace has no GPU activity to diagnose")
+        return FindingsResult(
+            available=False, reason="no analysed window: the trace has no GPU activity to diagnose"
+        )
     estimates: list[Estimate] = []
     skipped: list[str] = []
     for detector in DETECTORS:
         found = detector(ctx)
         if found is not None:
             estimates.append(found)
-    missing = [n for n in ("gaps", "breakdown", "steps", "kernels", "bound") if getattr(ctx, n) is None]
+    missing = [
+        n for n in ("gaps", "breakdown", "steps", "kernels", "bound") if getattr(ctx, n) is None
+    ]
     if missing:
-        skipped.append("results not available: " + ", ".join(missing) + " (detectors reading them found nothing)")
+        skipped.append(
+            "results not available: "
+            + ", ".join(missing)
+            + " (detectors reading them found nothing)"
+        )
     material, minor = settle(ctx, estimates)
     total = min(100.0, sum(f.saving_pct for f in material))
     return FindingsResult(

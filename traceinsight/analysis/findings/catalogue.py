@@ -140,8 +140,12 @@ _ENTRIES = (
     ),
     # Built from several ranks' results by the job analyses; listed here so ids stay unique.
     Entry("rank_straggler", "One rank is slower than the others", "See the rank's own findings."),
-    Entry("collective_wait", "Ranks wait in collectives for each other", "Balance the ranks' work."),
-    Entry("load_imbalance", "Work is unevenly split across ranks", "Balance data and model shards."),
+    Entry(
+        "collective_wait", "Ranks wait in collectives for each other", "Balance the ranks' work."
+    ),
+    Entry(
+        "load_imbalance", "Work is unevenly split across ranks", "Balance data and model shards."
+    ),
 )
 
 CATALOGUE: dict[str, Entry] = {e.id: e for e in _ENTRIES}

@@ -19,7 +19,11 @@ def detect_graph_break(ctx: FindingContext) -> Estimate | None:
     if c.graph_break_ops.height > 0:
         eager_ns = float(c.graph_break_ops["host_ns_per_step"].sum()) * steps
         ops = [
-            OpEvidence(name=r["name"], calls=int(round(r["calls_per_step"] * steps)), dur_ns=int(r["host_ns_per_step"] * steps))
+            OpEvidence(
+                name=r["name"],
+                calls=round(r["calls_per_step"] * steps),
+                dur_ns=int(r["host_ns_per_step"] * steps),
+            )
             for r in c.graph_break_ops.head(5).iter_rows(named=True)
         ]
     return estimate(
@@ -48,7 +52,12 @@ def detect_recompile(ctx: FindingContext) -> Estimate | None:
         method="compile time inside the window spent on recompiles (compile events with compile id > 0); "
         "saving_ns is over the window, not per step",
         per_step=False,
-        evidence=Evidence(figures=(("recompiles", float(c.recompiles_in_trace)), ("compile_ns", float(c.compile_ns)))),
+        evidence=Evidence(
+            figures=(
+                ("recompiles", float(c.recompiles_in_trace)),
+                ("compile_ns", float(c.compile_ns)),
+            )
+        ),
     )
 
 

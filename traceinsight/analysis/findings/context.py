@@ -129,7 +129,9 @@ class FindingContext:
             .filter(~pl.col("name").str.contains(_LIBRARY_FRAME.pattern))
         )
         calls = (
-            events.filter((pl.col("kind") == "cpu_op") & pl.col("name").cast(pl.String).is_in(op_names))
+            events.filter(
+                (pl.col("kind") == "cpu_op") & pl.col("name").cast(pl.String).is_in(op_names)
+            )
             .select("pid", "tid", pl.col("ts_ns").alias("op_ts"), pl.col("end_ns").alias("op_end"))
             .unique(["pid", "tid", "op_ts"])
             .head(200)

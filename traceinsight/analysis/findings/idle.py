@@ -7,11 +7,26 @@ import polars as pl
 
 from traceinsight.analysis.findings.catalogue import LAUNCH_SHORT_PCT
 from traceinsight.analysis.findings.context import DYNAMO_INTERNAL, FindingContext
-from traceinsight.analysis.findings.model import Evidence, KernelEvidence, OpEvidence, RegionEvidence
+from traceinsight.analysis.findings.model import (
+    Evidence,
+    KernelEvidence,
+    OpEvidence,
+    RegionEvidence,
+)
 from traceinsight.analysis.findings.savings import Estimate, estimate
 
-SYNC_OPS = ("aten::item", "aten::_local_scalar_dense", "aten::nonzero", "aten::tolist", "aten::cpu",
-            "aten::to", "aten::_to_copy", "aten::copy_", "aten::masked_select", "aten::unique")
+SYNC_OPS = (
+    "aten::item",
+    "aten::_local_scalar_dense",
+    "aten::nonzero",
+    "aten::tolist",
+    "aten::cpu",
+    "aten::to",
+    "aten::_to_copy",
+    "aten::copy_",
+    "aten::masked_select",
+    "aten::unique",
+)
 ALLOCATOR_CALLS = r"^(cuda|hip)(Malloc|Free)(Async|Host)?$|^cuMem(Alloc|Free)"
 
 
@@ -19,7 +34,9 @@ def _culprits(ctx: FindingContext, cause: str, limit: int = 5) -> pl.DataFrame:
     if ctx.gaps is None:
         return pl.DataFrame()
     return (
-        ctx.gaps.culprits.filter((pl.col("cause") == cause) & ~pl.col("culprit").str.contains(DYNAMO_INTERNAL.pattern))
+        ctx.gaps.culprits.filter(
+            (pl.col("cause") == cause) & ~pl.col("culprit").str.contains(DYNAMO_INTERNAL.pattern)
+        )
         .sort("idle_ns", descending=True)
         .head(limit)
     )
@@ -55,8 +72,12 @@ def detect_dataloader_stall(ctx: FindingContext) -> Estimate | None:
         method="device idle time in gaps the host spent loading data: parallel loading that keeps "
         "ahead of the step removes all of it (at most; the loader must then be fast enough)",
         evidence=Evidence(
-            regions=tuple(RegionEvidence(name=n, calls=int(g), dur_ns=int(i))
-                          for n, g, i in zip(names, culprits["gaps"].to_list(), culprits["idle_ns"].to_list(), strict=True)),
+            regions=tuple(
+                RegionEvidence(name=n, calls=int(g), dur_ns=int(i))
+                for n, g, i in zip(
+                    names, culprits["gaps"].to_list(), culprits["idle_ns"].to_list(), strict=True
+                )
+            ),
             locations=ctx.locations_of(["enumerate(DataLoader)"]),
             figures=(("data_loading_idle_ns", float(idle)),),
         ),
@@ -73,9 +94,17 @@ def detect_host_sync(ctx: FindingContext) -> Estimate | None:
     name = pl.col("name").cast(pl.String)
     per_step = max(ctx.step_count, 1)
     calls = (
-        ev.filter((pl.col("kind") == "cpu_op") & name.is_in(["aten::item", "aten::_local_scalar_dense", "aten::nonzero"]))
+        ev.filter(
+            (pl.col("kind") == "cpu_op")
+            & name.is_in(["aten::item", "aten::_local_scalar_dense", "aten::nonzero"])
+        )
         .group_by(name.alias("name"))
-        .agg(pl.len().alias("calls"), pl.col("dur_ns").sum(), pl.col("input_dims").first(), pl.col("input_types").first())
+        .agg(
+            pl.len().alias("calls"),
+            pl.col("dur_ns").sum(),
+            pl.col("input_dims").first(),
+            pl.col("input_types").first(),
+        )
         .sort("calls", descending=True)
     )
     syncs = (
@@ -84,13 +113,22 @@ def detect_host_sync(ctx: FindingContext) -> Estimate | None:
         .agg(pl.len().alias("calls"), pl.col("dur_ns").sum())
     )
     ops = tuple(
-        OpEvidence(name=r["name"], shapes=r["input_dims"], dtypes=r["input_types"], calls=int(r["calls"]), dur_ns=int(r["dur_ns"]))
+        OpEvidence(
+            name=r["name"],
+            shapes=r["input_dims"],
+            dtypes=r["input_types"],
+            calls=int(r["calls"]),
+            dur_ns=int(r["dur_ns"]),
+        )
         for r in calls.iter_rows(named=True)
     )
     regions = tuple(
         RegionEvidence(name=str(r["culprit"]), calls=int(r["gaps"]), dur_ns=int(r["idle_ns"]))
         for r in culprits.iter_rows(named=True)
-    ) + tuple(RegionEvidence(name=r["name"], calls=int(r["calls"]), dur_ns=int(r["dur_ns"])) for r in syncs.iter_rows(named=True))
+    ) + tuple(
+        RegionEvidence(name=r["name"], calls=int(r["calls"]), dur_ns=int(r["dur_ns"]))
+        for r in syncs.iter_rows(named=True)
+    )
     n_item = int(calls["calls"].sum()) if calls.height else 0
     return estimate(
         ctx,
@@ -104,7 +142,14 @@ def detect_host_sync(ctx: FindingContext) -> Estimate | None:
         evidence=Evidence(
             ops=ops,
             regions=regions,
-            locations=ctx.locations_of(["aten::item", "aten::_local_scalar_dense", "aten::nonzero", *[str(c) for c in culprits["culprit"].to_list()]]),
+            locations=ctx.locations_of(
+                [
+                    "aten::item",
+                    "aten::_local_scalar_dense",
+                    "aten::nonzero",
+                    *[str(c) for c in culprits["culprit"].to_list()],
+                ]
+            ),
             figures=(("sync_idle_ns", float(idle)),),
         ),
     )
@@ -118,17 +163,25 @@ def detect_launch_bound(ctx: FindingContext) -> Estimate | None:
     gap_idle = ctx.idle_by_cause("launch_overhead")
     # Idle in gaps below the gap threshold sits between back-to-back kernels: launch latency
     # when most kernels are shorter than their launches.
-    short_idle = max(0, ctx.gaps.idle_ns - ctx.gaps.gap_idle_ns) if short_pct >= LAUNCH_SHORT_PCT else 0
+    short_idle = (
+        max(0, ctx.gaps.idle_ns - ctx.gaps.gap_idle_ns) if short_pct >= LAUNCH_SHORT_PCT else 0
+    )
     idle = gap_idle + short_idle
     if idle <= 0 or (short_pct < LAUNCH_SHORT_PCT and gap_idle <= 0):
         return None
     culprits = _culprits(ctx, "launch_overhead")
-    short = ctx.kernels.kernels.filter(pl.col("short_calls") > 0).sort("short_calls", descending=True).head(5)
+    short = (
+        ctx.kernels.kernels.filter(pl.col("short_calls") > 0)
+        .sort("short_calls", descending=True)
+        .head(5)
+    )
     graphs = ctx.compile is not None and ctx.compile.uses_cuda_graphs
     fix = None
     if graphs:
-        fix = ("The trace already replays CUDA graphs: capture more of the step in them (remove graph "
-               "breaks, avoid CPU work between replays) and fuse the remaining eager ops.")
+        fix = (
+            "The trace already replays CUDA graphs: capture more of the step in them (remove graph "
+            "breaks, avoid CPU work between replays) and fuse the remaining eager ops."
+        )
     return estimate(
         ctx,
         "launch_bound",
@@ -140,12 +193,25 @@ def detect_launch_bound(ctx: FindingContext) -> Estimate | None:
         f"between back-to-back kernels below the gap threshold when >= {LAUNCH_SHORT_PCT:.0f} % of "
         "kernels are shorter than their launch: fusion or CUDA graphs remove launch-bound idle",
         evidence=Evidence(
-            ops=tuple(OpEvidence(name=str(r["culprit"]), calls=int(r["gaps"]), dur_ns=int(r["idle_ns"])) for r in culprits.iter_rows(named=True)),
-            kernels=tuple(KernelEvidence(name=r["name"], calls=int(r["short_calls"]), dur_ns=int(r["total_ns"]), tensor_core=r["tensor_core"])
-                          for r in short.iter_rows(named=True)),
+            ops=tuple(
+                OpEvidence(name=str(r["culprit"]), calls=int(r["gaps"]), dur_ns=int(r["idle_ns"]))
+                for r in culprits.iter_rows(named=True)
+            ),
+            kernels=tuple(
+                KernelEvidence(
+                    name=r["name"],
+                    calls=int(r["short_calls"]),
+                    dur_ns=int(r["total_ns"]),
+                    tensor_core=r["tensor_core"],
+                )
+                for r in short.iter_rows(named=True)
+            ),
             locations=ctx.locations_of([str(c) for c in culprits["culprit"].to_list()]),
-            figures=(("launch_gap_idle_ns", float(gap_idle)), ("short_idle_ns", float(short_idle)),
-                     ("short_kernel_pct", round(short_pct, 2))),
+            figures=(
+                ("launch_gap_idle_ns", float(gap_idle)),
+                ("short_idle_ns", float(short_idle)),
+                ("short_kernel_pct", round(short_pct, 2)),
+            ),
         ),
         fix=fix,
     )
@@ -153,15 +219,24 @@ def detect_launch_bound(ctx: FindingContext) -> Estimate | None:
 
 def detect_allocator_churn(ctx: FindingContext) -> Estimate | None:
     ev = ctx.trace.events
-    calls = ev.filter(pl.col("kind").is_in(["runtime", "driver"]) & pl.col("name").cast(pl.String).str.contains(ALLOCATOR_CALLS))
+    calls = ev.filter(
+        pl.col("kind").is_in(["runtime", "driver"])
+        & pl.col("name").cast(pl.String).str.contains(ALLOCATOR_CALLS)
+    )
     if ctx.steps is not None and ctx.step_count > 1:
         # Steady state: the warm-up step (the first one when none is flagged) allocates by design.
-        first = ctx.steps.warmup_step if ctx.steps.warmup_step is not None else ctx.steps.steps["step"].min()
+        first = (
+            ctx.steps.warmup_step
+            if ctx.steps.warmup_step is not None
+            else ctx.steps.steps["step"].min()
+        )
         calls = calls.filter(pl.col("step").is_not_null() & (pl.col("step") != first))
     if calls.height == 0:
         return None
     host_ns = int(calls["dur_ns"].sum())
-    names = calls.group_by(pl.col("name").cast(pl.String)).agg(pl.len().alias("calls"), pl.col("dur_ns").sum())
+    names = calls.group_by(pl.col("name").cast(pl.String)).agg(
+        pl.len().alias("calls"), pl.col("dur_ns").sum()
+    )
     return estimate(
         ctx,
         "allocator_churn",
@@ -170,8 +245,12 @@ def detect_allocator_churn(ctx: FindingContext) -> Estimate | None:
         confidence_reason=f"{calls.height} allocator calls in steady-state steps (warm-up step left out)",
         method="host time in cudaMalloc/cudaFree during steady-state steps (cudaFree synchronises the "
         "device); capped by the idle time it can have caused",
-        evidence=Evidence(regions=tuple(RegionEvidence(name=r["name"], calls=int(r["calls"]), dur_ns=int(r["dur_ns"]))
-                                        for r in names.iter_rows(named=True))),
+        evidence=Evidence(
+            regions=tuple(
+                RegionEvidence(name=r["name"], calls=int(r["calls"]), dur_ns=int(r["dur_ns"]))
+                for r in names.iter_rows(named=True)
+            )
+        ),
     )
 
 
@@ -203,8 +282,12 @@ def detect_host_bound(ctx: FindingContext) -> Estimate | None:
         "CPU-heavy work, all of it, as if that work overlapped with queued GPU work",
         title=f"The GPU waits while the host works in {top}",
         evidence=Evidence(
-            regions=tuple(RegionEvidence(name=str(r["culprit"]), calls=int(r["gaps"]), dur_ns=int(r["idle_ns"]))
-                          for r in culprits.head(5).iter_rows(named=True)),
+            regions=tuple(
+                RegionEvidence(
+                    name=str(r["culprit"]), calls=int(r["gaps"]), dur_ns=int(r["idle_ns"])
+                )
+                for r in culprits.head(5).iter_rows(named=True)
+            ),
             locations=ctx.locations_of([str(c) for c in culprits["culprit"].head(3).to_list()]),
             figures=(("host_idle_ns", float(idle)),),
         ),

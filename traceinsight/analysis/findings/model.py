@@ -73,7 +73,9 @@ class Finding:
     estimate_ns: int = 0  # the detector's own estimate over the analysed time, before capping
     overlap: str | None = None  # set when the saving was scaled down because findings share time
     material: bool = True
-    per_step: bool = True  # False for one-off costs (compilation): saving_ns is then over the window
+    per_step: bool = (
+        True  # False for one-off costs (compilation): saving_ns is then over the window
+    )
 
 
 @dataclass(frozen=True)

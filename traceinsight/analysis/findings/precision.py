@@ -15,7 +15,7 @@ from traceinsight.analysis.findings.catalogue import (
     TENSOR_CORE_EFFICIENCY,
 )
 from traceinsight.analysis.findings.context import FindingContext
-from traceinsight.analysis.findings.model import Evidence, KernelEvidence, OpEvidence
+from traceinsight.analysis.findings.model import Confidence, Evidence, KernelEvidence, OpEvidence
 from traceinsight.analysis.findings.savings import Estimate, estimate
 from traceinsight.analysis.kernel_families import with_families
 
@@ -38,7 +38,9 @@ def _kernel_table(ctx: FindingContext) -> pl.DataFrame | None:
         table = table.join(costs, on="name", how="left")
     else:
         table = table.with_columns(
-            flops=pl.lit(None, pl.Float64), bytes=pl.lit(None, pl.Float64), dtype_class=pl.lit(None, pl.String)
+            flops=pl.lit(None, pl.Float64),
+            bytes=pl.lit(None, pl.Float64),
+            dtype_class=pl.lit(None, pl.String),
         )
     return table
 
@@ -46,7 +48,12 @@ def _kernel_table(ctx: FindingContext) -> pl.DataFrame | None:
 def _kernels_evidence(rows: pl.DataFrame, limit: int = 5) -> tuple[KernelEvidence, ...]:
     top = rows.sort("total_ns", descending=True).head(limit)
     return tuple(
-        KernelEvidence(name=r["name"], calls=int(r["calls"]), dur_ns=int(r["total_ns"]), tensor_core=r["tensor_core"])
+        KernelEvidence(
+            name=r["name"],
+            calls=int(r["calls"]),
+            dur_ns=int(r["total_ns"]),
+            tensor_core=r["tensor_core"],
+        )
         for r in top.iter_rows(named=True)
     )
 
@@ -67,13 +74,22 @@ def _ops_evidence(ctx: FindingContext, ops: pl.DataFrame, limit: int = 5) -> tup
 
 def _gemm_ops(ctx: FindingContext, dtype_classes: tuple[str, ...]) -> pl.DataFrame:
     if ctx.bound is None or ctx.bound.ops.height == 0:
-        return pl.DataFrame(schema={"name": pl.String, "shapes": pl.String, "calls": pl.Int64, "kernel_ns": pl.Int64})
+        return pl.DataFrame(
+            schema={
+                "name": pl.String,
+                "shapes": pl.String,
+                "calls": pl.Int64,
+                "kernel_ns": pl.Int64,
+            }
+        )
     return ctx.bound.ops.filter(
         pl.col("family").is_in(GEMM_FAMILIES) & pl.col("dtype_class").is_in(list(dtype_classes))
     )
 
 
-def _recoverable(rows: pl.DataFrame, target_tflops: float, fallback_tflops: float | None) -> tuple[float, float]:
+def _recoverable(
+    rows: pl.DataFrame, target_tflops: float, fallback_tflops: float | None
+) -> tuple[float, float]:
     """(saving ns, share of the time whose FLOPs were known) for kernels rerun at target_tflops.
 
     Per kernel name: time − max(FLOPs / target rate, calls × GEMM_FLOOR_NS), floored at 0: no
@@ -83,11 +99,19 @@ def _recoverable(rows: pl.DataFrame, target_tflops: float, fallback_tflops: floa
     known = flops > 0
     implied = pl.col("total_ns") * 1e-9 * (fallback_tflops or 0.0) * 1e12
     work = pl.when(known).then(flops).otherwise(implied)
-    new_ns = pl.max_horizontal(work / (target_tflops * 1e12) * 1e9, pl.col("calls") * float(GEMM_FLOOR_NS))
+    new_ns = pl.max_horizontal(
+        work / (target_tflops * 1e12) * 1e9, pl.col("calls") * float(GEMM_FLOOR_NS)
+    )
     saving = (pl.col("total_ns") - new_ns).clip(lower_bound=0)
-    got = rows.select(saving=saving.sum(), known_ns=pl.col("total_ns").filter(known).sum(), all_ns=pl.col("total_ns").sum())
+    got = rows.select(
+        saving=saving.sum(),
+        known_ns=pl.col("total_ns").filter(known).sum(),
+        all_ns=pl.col("total_ns").sum(),
+    )
     all_ns = float(got["all_ns"][0] or 0)
-    return float(got["saving"][0] or 0.0), (float(got["known_ns"][0] or 0) / all_ns if all_ns else 0.0)
+    return float(got["saving"][0] or 0.0), (
+        float(got["known_ns"][0] or 0) / all_ns if all_ns else 0.0
+    )
 
 
 def detect_fp32_no_tensor_cores(ctx: FindingContext) -> Estimate | None:
@@ -99,7 +123,10 @@ def detect_fp32_no_tensor_cores(ctx: FindingContext) -> Estimate | None:
         pl.col("family").is_in(GEMM_FAMILIES)
         & ~pl.col("tensor_core")
         & ~name.str.contains(_FP64_NAME)
-        & ((pl.col("dtype_class") == "fp32") | (pl.col("dtype_class").is_null() & name.str.contains(_FP32_NAME)))
+        & (
+            (pl.col("dtype_class") == "fp32")
+            | (pl.col("dtype_class").is_null() & name.str.contains(_FP32_NAME))
+        )
     )
     if rows.height == 0:
         return None
@@ -116,10 +143,14 @@ def detect_fp32_no_tensor_cores(ctx: FindingContext) -> Estimate | None:
             f"fp32 GEMM/conv kernel time ({gemm_ns / 1e6:.2f} ms over the window) minus the same FLOPs at "
             f"{TENSOR_CORE_EFFICIENCY:.0%} of the TF32 tensor-core peak ({tf32:g} TFLOP/s), per kernel, "
             f"each call at least {GEMM_FLOOR_NS / 1e3:g} µs; FLOPs from the op shapes for {known:.0%} of that time"
-            + ("" if known >= 0.999 else f", the rest assumed to run at {SIMT_EFFICIENCY:.0%} of the fp32 peak")
+            + (
+                ""
+                if known >= 0.999
+                else f", the rest assumed to run at {SIMT_EFFICIENCY:.0%} of the fp32 peak"
+            )
             + ". bf16 autocast would save more (its peak is twice TF32's)."
         )
-    confidence = "high" if known >= 0.8 else "medium" if tf32 is not None else "low"
+    confidence: Confidence = "high" if known >= 0.8 else "medium" if tf32 is not None else "low"
     reason = (
         f"kernel names show no tensor-core path; FLOPs known for {known:.0%} of the time"
         if tf32 is not None
@@ -129,7 +160,9 @@ def detect_fp32_no_tensor_cores(ctx: FindingContext) -> Estimate | None:
     evidence = Evidence(
         kernels=_kernels_evidence(rows),
         ops=_ops_evidence(ctx, _gemm_ops(ctx, ("fp32",))),
-        locations=ctx.locations_of(["aten::mm", "aten::addmm", "aten::bmm", "aten::linear", "aten::matmul"]),
+        locations=ctx.locations_of(
+            ["aten::mm", "aten::addmm", "aten::bmm", "aten::linear", "aten::matmul"]
+        ),
         figures=(("fp32_gemm_ns", float(gemm_ns)), ("share_of_kernel_time_pct", round(share, 2))),
     )
     return estimate(
@@ -157,7 +190,9 @@ def detect_fp64_compute(ctx: FindingContext) -> Estimate | None:
     others = rows.filter(~pl.col("family").is_in(GEMM_FAMILIES))
     fp64 = ctx.peak_tflops("fp64")
     if fp32 is not None:
-        gemm_saving, _ = _recoverable(gemms, fp32 * SIMT_EFFICIENCY, None if fp64 is None else fp64 * SIMT_EFFICIENCY)
+        gemm_saving, _ = _recoverable(
+            gemms, fp32 * SIMT_EFFICIENCY, None if fp64 is None else fp64 * SIMT_EFFICIENCY
+        )
     else:
         gemm_saving = 0.5 * float(gemms["total_ns"].sum())
     other_saving = 0.5 * float(others["total_ns"].sum())  # memory-bound: half the bytes in fp32
@@ -201,14 +236,22 @@ def detect_gemm_misaligned(ctx: FindingContext) -> Estimate | None:
     by_name = gemm.filter(pl.col("name").str.contains(_MISALIGNED_NAME))
     ops = _gemm_ops(ctx, ("bf16", "fp16", "tf32", "fp8"))
     if ops.height > 0:
-        multiple = pl.when(pl.col("dtype_class") == "tf32").then(4).when(pl.col("dtype_class") == "fp8").then(16).otherwise(8)
+        multiple = (
+            pl.when(pl.col("dtype_class") == "tf32")
+            .then(4)
+            .when(pl.col("dtype_class") == "fp8")
+            .then(16)
+            .otherwise(8)
+        )
         flagged = ops.with_columns(
             off=pl.struct("shapes", m=multiple).map_elements(
                 lambda s: _dims_misaligned(s["shapes"], s["m"]), return_dtype=pl.Boolean
             )
         )
         bad_ops = flagged.filter(pl.col("off"))
-        good_ops = flagged.filter(~pl.col("off") & (pl.col("flops") > 0) & (pl.col("kernel_ns") > 0))
+        good_ops = flagged.filter(
+            ~pl.col("off") & (pl.col("flops") > 0) & (pl.col("kernel_ns") > 0)
+        )
     else:
         bad_ops = good_ops = ops
     if by_name.height == 0 and bad_ops.height == 0:
@@ -229,7 +272,9 @@ def detect_gemm_misaligned(ctx: FindingContext) -> Estimate | None:
         dtype = str(bad_ops["dtype_class"][0]) if bad_ops.height else "bf16"
         peak = ctx.peak_tflops(dtype) or 0.0
         rate = peak * TENSOR_CORE_EFFICIENCY
-        rate_src = f"{TENSOR_CORE_EFFICIENCY:.0%} of the {dtype} tensor-core peak ({peak:g} TFLOP/s)"
+        rate_src = (
+            f"{TENSOR_CORE_EFFICIENCY:.0%} of the {dtype} tensor-core peak ({peak:g} TFLOP/s)"
+        )
     saving = max(0.0, slow_ns - flops / (rate * 1e12) * 1e9) if rate > 0 and flops > 0 else 0.0
     evidence = Evidence(
         kernels=_kernels_evidence(by_name if by_name.height else gemm.head(0)),
@@ -256,20 +301,37 @@ def detect_sequential_small_gemms(ctx: FindingContext) -> Estimate | None:
         return None
     kern = with_families(
         k.filter(pl.col("kind") == "kernel").select(
-            "device", "stream", "ts_ns", "end_ns", "dur_ns", pl.col("name").cast(pl.String), "op_id", "step"
+            "device",
+            "stream",
+            "ts_ns",
+            "end_ns",
+            "dur_ns",
+            pl.col("name").cast(pl.String),
+            "op_id",
+            "step",
         )
     )
-    dims = ctx.trace.events.filter(pl.col("kind") == "cpu_op").select(pl.col("id").alias("op_id"), "input_dims", op=pl.col("name").cast(pl.String))
+    dims = ctx.trace.events.filter(pl.col("kind") == "cpu_op").select(
+        pl.col("id").alias("op_id"), "input_dims", op=pl.col("name").cast(pl.String)
+    )
     kern = kern.join(dims, on="op_id", how="left").sort("device", "stream", "ts_ns")
     # Keyed by the launching op and its shapes: one GEMM call may run as several kernels
     # (a split-K GEMM plus its reduction).
-    key = pl.concat_str([pl.col("op").fill_null(pl.col("name")), pl.col("input_dims").fill_null("")], separator="|")
+    key = pl.concat_str(
+        [pl.col("op").fill_null(pl.col("name")), pl.col("input_dims").fill_null("")], separator="|"
+    )
     runs = (
         kern.with_columns(
-            is_small_gemm=pl.col("family").is_in(GEMM_FAMILIES) & (pl.col("dur_ns") < SMALL_GEMM_NS), key=key
+            is_small_gemm=pl.col("family").is_in(GEMM_FAMILIES)
+            & (pl.col("dur_ns") < SMALL_GEMM_NS),
+            key=key,
         )
         .with_columns(
-            run=((pl.col("key") != pl.col("key").shift(1)) | ~pl.col("is_small_gemm") | (pl.col("stream") != pl.col("stream").shift(1)))
+            run=(
+                (pl.col("key") != pl.col("key").shift(1))
+                | ~pl.col("is_small_gemm")
+                | (pl.col("stream") != pl.col("stream").shift(1))
+            )
             .fill_null(True)
             .cum_sum()
         )
@@ -299,12 +361,21 @@ def detect_sequential_small_gemms(ctx: FindingContext) -> Estimate | None:
         .sort("kernel_ns", descending=True)
     )
     ops = tuple(
-        OpEvidence(name=r["op"] or "?", shapes=r["input_dims"], dtypes=ctx.op_dtypes(r["op"], r["input_dims"]) if r["op"] else None,
-                   calls=int(r["n"]), dur_ns=int(r["kernel_ns"]))
+        OpEvidence(
+            name=r["op"] or "?",
+            shapes=r["input_dims"],
+            dtypes=ctx.op_dtypes(r["op"], r["input_dims"]) if r["op"] else None,
+            calls=int(r["n"]),
+            dur_ns=int(r["kernel_ns"]),
+        )
         for r in groups.head(5).iter_rows(named=True)
     )
-    kernels = tuple(KernelEvidence(name=r["name"], calls=int(r["n"]), dur_ns=int(r["kernel_ns"]), tensor_core=None)
-                    for r in groups.head(3).iter_rows(named=True))
+    kernels = tuple(
+        KernelEvidence(
+            name=r["name"], calls=int(r["n"]), dur_ns=int(r["kernel_ns"]), tensor_core=None
+        )
+        for r in groups.head(3).iter_rows(named=True)
+    )
     return estimate(
         ctx,
         "sequential_small_gemms",
@@ -315,5 +386,7 @@ def detect_sequential_small_gemms(ctx: FindingContext) -> Estimate | None:
         "batching needs them to be independent of each other, which the trace cannot show",
         method="per run: its device span (kernels plus the idle between them) minus the mean time of "
         "one of its GEMM calls, the time one batched call of such small GEMMs is assumed to take",
-        evidence=Evidence(ops=ops, kernels=kernels, locations=ctx.locations_of([o.name for o in ops])),
+        evidence=Evidence(
+            ops=ops, kernels=kernels, locations=ctx.locations_of([o.name for o in ops])
+        ),
     )

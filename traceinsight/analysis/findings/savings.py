@@ -79,9 +79,15 @@ def _nest(estimates: list[Estimate]) -> tuple[list[Estimate], dict[str, list[str
                 continue
             taken = min(part, claims[parent][pool])
             claims[parent][pool] -= taken
-            notes[parent].append(f"{taken / 1e6:.2f} ms of its {pool} time is counted under {est.finding.id}")
-            notes[est.finding.id].append(f"its {pool} time is part of what {parent} reports; counted once, here")
-    return [Estimate(e.finding, tuple(claims[e.finding.id].items()), e.within) for e in estimates], notes
+            notes[parent].append(
+                f"{taken / 1e6:.2f} ms of its {pool} time is counted under {est.finding.id}"
+            )
+            notes[est.finding.id].append(
+                f"its {pool} time is part of what {parent} reports; counted once, here"
+            )
+    return [
+        Estimate(e.finding, tuple(claims[e.finding.id].items()), e.within) for e in estimates
+    ], notes
 
 
 def pool_sizes(ctx: FindingContext) -> dict[Pool, int]:
@@ -128,7 +134,7 @@ def settle(ctx: FindingContext, estimates: list[Estimate]) -> tuple[list[Finding
             if ns > 0 and scale[pool] < 1.0
         ]
         pct = 100.0 * kept / window if window > 0 else 0.0
-        per_step = int(round(pct / 100.0 * step_ns)) if step_ns and est.finding.per_step else kept
+        per_step = round(pct / 100.0 * step_ns) if step_ns and est.finding.per_step else kept
         f = replace(
             est.finding,
             saving_window_ns=kept,
@@ -136,6 +142,8 @@ def settle(ctx: FindingContext, estimates: list[Estimate]) -> tuple[list[Finding
             saving_ns=per_step,
             overlap="; ".join(notes) or None,
         )
-        out.append(replace(f, material=f.saving_pct >= MATERIALITY_PCT or f.id == "memory_pressure"))
+        out.append(
+            replace(f, material=f.saving_pct >= MATERIALITY_PCT or f.id == "memory_pressure")
+        )
     out.sort(key=lambda f: (-f.saving_pct, f.id))
     return [f for f in out if f.material], [f for f in out if not f.material]

@@ -12,7 +12,12 @@ from traceinsight.analysis.findings.catalogue import (
     MEMORY_PRESSURE_SHARE,
 )
 from traceinsight.analysis.findings.context import FindingContext
-from traceinsight.analysis.findings.model import Evidence, KernelEvidence, RegionEvidence
+from traceinsight.analysis.findings.model import (
+    Confidence,
+    Evidence,
+    KernelEvidence,
+    RegionEvidence,
+)
 from traceinsight.analysis.findings.savings import Estimate, estimate
 
 OPTIMIZER_PREFIX = "Optimizer.step#"
@@ -53,7 +58,9 @@ def _param_count(ctx: FindingContext, step: int | None) -> int | None:
 
 
 def detect_unfused_optimizer(ctx: FindingContext) -> Estimate | None:
-    k = ctx.trace.kernels.filter(pl.col("annotation").cast(pl.String).str.starts_with(OPTIMIZER_PREFIX))
+    k = ctx.trace.kernels.filter(
+        pl.col("annotation").cast(pl.String).str.starts_with(OPTIMIZER_PREFIX)
+    )
     if k.height == 0:
         return None
     names = k["name"].cast(pl.String)
@@ -80,14 +87,16 @@ def detect_unfused_optimizer(ctx: FindingContext) -> Estimate | None:
     span_ns = float(per_step["span_ns"].sum())
     kernel_ns = float(per_step["kernel_ns"].sum())
     if params and bw:
-        fused_per_step = params * FUSED_ADAM_BYTES_PER_PARAM / (bw * 1e12 * BANDWIDTH_EFFICIENCY) * 1e9
+        fused_per_step = (
+            params * FUSED_ADAM_BYTES_PER_PARAM / (bw * 1e12 * BANDWIDTH_EFFICIENCY) * 1e9
+        )
         fused_ns = fused_per_step * per_step.height
         method = (
             f"optimizer device span per step minus one fused pass: {params:,} parameters × "
             f"{FUSED_ADAM_BYTES_PER_PARAM} bytes (fp32 AdamW state read and written once) at "
             f"{BANDWIDTH_EFFICIENCY:.0%} of {bw:g} TB/s"
         )
-        confidence = "medium"
+        confidence: Confidence = "medium"
         reason = f"{kernels_per_step:.0f} optimizer kernels per step, none fused; parameter count from the optimizer ops' shapes"
     else:
         fused_ns = kernel_ns * 0.5
@@ -96,7 +105,11 @@ def detect_unfused_optimizer(ctx: FindingContext) -> Estimate | None:
         reason = f"{kernels_per_step:.0f} optimizer kernels per step; parameter count unknown"
     idle_claim = max(0.0, span_ns - kernel_ns)
     compute_claim = max(0.0, kernel_ns - fused_ns)
-    top = k.group_by(pl.col("name").cast(pl.String)).agg(pl.len().alias("calls"), pl.col("dur_ns").sum()).sort("dur_ns", descending=True)
+    top = (
+        k.group_by(pl.col("name").cast(pl.String))
+        .agg(pl.len().alias("calls"), pl.col("dur_ns").sum())
+        .sort("dur_ns", descending=True)
+    )
     foreach = bool(names.str.contains("multi_tensor_apply").any())
     return estimate(
         ctx,
@@ -107,10 +120,18 @@ def detect_unfused_optimizer(ctx: FindingContext) -> Estimate | None:
         confidence_reason=reason,
         method=method,
         title=f"The optimizer step runs as {kernels_per_step:.0f} kernels per step ("
-        + ("foreach, not fused" if foreach else "one or more per parameter") + ")",
+        + ("foreach, not fused" if foreach else "one or more per parameter")
+        + ")",
         evidence=Evidence(
-            kernels=tuple(KernelEvidence(name=r["name"], calls=int(r["calls"]), dur_ns=int(r["dur_ns"])) for r in top.head(5).iter_rows(named=True)),
-            regions=(RegionEvidence(name=str(k["annotation"][0]), calls=per_step.height, dur_ns=int(span_ns)),),
+            kernels=tuple(
+                KernelEvidence(name=r["name"], calls=int(r["calls"]), dur_ns=int(r["dur_ns"]))
+                for r in top.head(5).iter_rows(named=True)
+            ),
+            regions=(
+                RegionEvidence(
+                    name=str(k["annotation"][0]), calls=per_step.height, dur_ns=int(span_ns)
+                ),
+            ),
             locations=ctx.locations_of([str(k["annotation"][0])]),
             figures=(("kernels_per_step", kernels_per_step), ("params", float(params or 0))),
         ),
@@ -128,7 +149,9 @@ def detect_exposed_communication(ctx: FindingContext) -> Estimate | None:
         .sort("dur_ns", descending=True)
     )
     kernels = (
-        k.group_by(pl.col("name").cast(pl.String)).agg(pl.len().alias("calls"), pl.col("dur_ns").sum()).sort("dur_ns", descending=True)
+        k.group_by(pl.col("name").cast(pl.String))
+        .agg(pl.len().alias("calls"), pl.col("dur_ns").sum())
+        .sort("dur_ns", descending=True)
     )
     compute = ctx.category_ns("compute")
     return estimate(
@@ -141,9 +164,18 @@ def detect_exposed_communication(ctx: FindingContext) -> Estimate | None:
         method="collective kernel time during which no compute kernel ran (the breakdown's communication "
         "share), capped by the compute time available to hide it behind",
         evidence=Evidence(
-            regions=tuple(RegionEvidence(name=r["name"], calls=int(r["calls"]), dur_ns=int(r["dur_ns"])) for r in by.iter_rows(named=True)),
-            kernels=tuple(KernelEvidence(name=r["name"], calls=int(r["calls"]), dur_ns=int(r["dur_ns"])) for r in kernels.head(3).iter_rows(named=True)),
-            figures=(("exposed_communication_ns", float(exposed)), ("collective_kernel_ns", float(k["dur_ns"].sum()))),
+            regions=tuple(
+                RegionEvidence(name=r["name"], calls=int(r["calls"]), dur_ns=int(r["dur_ns"]))
+                for r in by.iter_rows(named=True)
+            ),
+            kernels=tuple(
+                KernelEvidence(name=r["name"], calls=int(r["calls"]), dur_ns=int(r["dur_ns"]))
+                for r in kernels.head(3).iter_rows(named=True)
+            ),
+            figures=(
+                ("exposed_communication_ns", float(exposed)),
+                ("collective_kernel_ns", float(k["dur_ns"].sum())),
+            ),
         ),
     )
 
@@ -171,5 +203,11 @@ def detect_memory_pressure(ctx: FindingContext) -> Estimate | None:
         confidence="high",
         confidence_reason=f"peak reserved {reserved / 2**30:.1f} GiB of {total / 2**30:.1f} GiB",
         method="no time saving is claimed: this is a risk (out-of-memory, allocator retries), listed whatever its size",
-        evidence=Evidence(figures=(("peak_reserved_bytes", float(reserved)), ("device_bytes", float(total)), ("share_pct", round(100 * share, 2)))),
+        evidence=Evidence(
+            figures=(
+                ("peak_reserved_bytes", float(reserved)),
+                ("device_bytes", float(total)),
+                ("share_pct", round(100 * share, 2)),
+            )
+        ),
     )

@@ -11,21 +11,47 @@ from traceinsight.analysis.findings.model import Evidence, KernelEvidence, OpEvi
 from traceinsight.analysis.findings.savings import Estimate, estimate
 
 # Host ops that build a tensor on the CPU and copy it over in one call, or copy one.
-CREATION_OPS = ("aten::tensor", "aten::as_tensor", "aten::scalar_tensor", "aten::lift_fresh",
-                "aten::to", "aten::_to_copy", "aten::copy_", "aten::arange", "aten::full", "aten::ones",
-                "aten::zeros", "aten::randn", "aten::rand", "aten::randint", "aten::empty", "aten::from_numpy")
+CREATION_OPS = (
+    "aten::tensor",
+    "aten::as_tensor",
+    "aten::scalar_tensor",
+    "aten::lift_fresh",
+    "aten::to",
+    "aten::_to_copy",
+    "aten::copy_",
+    "aten::arange",
+    "aten::full",
+    "aten::ones",
+    "aten::zeros",
+    "aten::randn",
+    "aten::rand",
+    "aten::randint",
+    "aten::empty",
+    "aten::from_numpy",
+)
 SMALL_COPY_BYTES = 1 << 20  # a "small" H2D copy: not a data batch
-CAUSE_FINDING = {"sync": "host_sync", "launch_overhead": "launch_bound", "host_compute": "host_bound",
-                 "untraced": "host_bound", "data_loading": "dataloader_stall"}
+CAUSE_FINDING = {
+    "sync": "host_sync",
+    "launch_overhead": "launch_bound",
+    "host_compute": "host_bound",
+    "untraced": "host_bound",
+    "data_loading": "dataloader_stall",
+}
 LAYOUT_OPS = ("aten::contiguous", "aten::reshape", "aten::flatten")
 
 
 def _memcpys(ctx: FindingContext) -> pl.DataFrame:
-    return ctx.trace.kernels.filter(pl.col("kind") == "memcpy").with_columns(pl.col("name").cast(pl.String))
+    return ctx.trace.kernels.filter(pl.col("kind") == "memcpy").with_columns(
+        pl.col("name").cast(pl.String)
+    )
 
 
 def _pinned_gbps(copies: pl.DataFrame, direction: str) -> tuple[float, str]:
-    pinned = copies.filter(pl.col("name").str.contains(direction) & pl.col("name").str.contains("Pinned") & (pl.col("bytes") >= 1 << 20))
+    pinned = copies.filter(
+        pl.col("name").str.contains(direction)
+        & pl.col("name").str.contains("Pinned")
+        & (pl.col("bytes") >= 1 << 20)
+    )
     if pinned.height > 0:
         gbps = float(pinned["bytes"].sum()) / float(pinned["dur_ns"].sum())
         return gbps, f"the pinned {direction} copies of this trace ({gbps:.1f} GB/s)"
@@ -44,7 +70,9 @@ def detect_pageable_memcpy(ctx: FindingContext) -> Estimate | None:
         if rows.height == 0:
             continue
         gbps, src = _pinned_gbps(copies, direction)
-        saving += max(0.0, float(rows["dur_ns"].sum()) - float(rows["bytes"].fill_null(0).sum()) / gbps)
+        saving += max(
+            0.0, float(rows["dur_ns"].sum()) - float(rows["bytes"].fill_null(0).sum()) / gbps
+        )
         sources.append(src)
     ops = (
         pageable.group_by(pl.col("top_op_name").cast(pl.String).fill_null("(no op)").alias("op"))
@@ -57,12 +85,19 @@ def detect_pageable_memcpy(ctx: FindingContext) -> Estimate | None:
         {"memcpy": saving},
         confidence="medium",
         confidence_reason=f"{pageable.height} copies marked Pageable by the profiler",
-        method="pageable copy time minus the same bytes at " + " and ".join(sources)
+        method="pageable copy time minus the same bytes at "
+        + " and ".join(sources)
         + "; the overlap non_blocking copies allow is not counted",
         evidence=Evidence(
-            ops=tuple(OpEvidence(name=r["op"], calls=int(r["calls"]), dur_ns=int(r["dur_ns"])) for r in ops.head(5).iter_rows(named=True)),
+            ops=tuple(
+                OpEvidence(name=r["op"], calls=int(r["calls"]), dur_ns=int(r["dur_ns"]))
+                for r in ops.head(5).iter_rows(named=True)
+            ),
             locations=ctx.locations_of([o for o in ops["op"].to_list() if o != "(no op)"]),
-            figures=(("pageable_copy_ns", float(pageable["dur_ns"].sum())), ("pageable_bytes", float(pageable["bytes"].sum()))),
+            figures=(
+                ("pageable_copy_ns", float(pageable["dur_ns"].sum())),
+                ("pageable_bytes", float(pageable["bytes"].sum())),
+            ),
         ),
     )
 
@@ -80,17 +115,25 @@ def detect_cpu_tensor_creation(ctx: FindingContext) -> Estimate | None:
     idle = 0
     parent: dict[Pool, str] = {}
     if ctx.gaps is not None:
-        gaps = ctx.gaps.gaps.filter(pl.col("culprit").is_in(op_names + ["aten::copy_", "aten::_to_copy"]))
+        gaps = ctx.gaps.gaps.filter(
+            pl.col("culprit").is_in([*op_names, "aten::copy_", "aten::_to_copy"])
+        )
         idle = int(gaps["dur_ns"].sum())
         if gaps.height:
             # These gaps were also attributed to a cause; the finding for that cause gives them up.
-            cause = str(gaps.group_by("cause").agg(pl.col("dur_ns").sum()).sort("dur_ns")["cause"][-1])
+            cause = str(
+                gaps.group_by("cause").agg(pl.col("dur_ns").sum()).sort("dur_ns")["cause"][-1]
+            )
             owner = CAUSE_FINDING.get(cause)
             if owner:
                 parent["idle"] = owner
     by_op = (
         copies.group_by(pl.col("top_op_name").cast(pl.String).alias("op"))
-        .agg(pl.len().alias("calls"), pl.col("dur_ns").sum(), pl.col("bytes").mean().alias("mean_bytes"))
+        .agg(
+            pl.len().alias("calls"),
+            pl.col("dur_ns").sum(),
+            pl.col("bytes").mean().alias("mean_bytes"),
+        )
         .sort("calls", descending=True)
     )
     return estimate(
@@ -103,7 +146,10 @@ def detect_cpu_tensor_creation(ctx: FindingContext) -> Estimate | None:
         method="the copies' device time plus the idle gaps whose host culprit is one of those copying ops "
         "(a pageable copy blocks the host, so the GPU runs dry); creating on the device removes both",
         evidence=Evidence(
-            ops=tuple(OpEvidence(name=r["op"], calls=int(r["calls"]), dur_ns=int(r["dur_ns"])) for r in by_op.head(5).iter_rows(named=True)),
+            ops=tuple(
+                OpEvidence(name=r["op"], calls=int(r["calls"]), dur_ns=int(r["dur_ns"]))
+                for r in by_op.head(5).iter_rows(named=True)
+            ),
             locations=ctx.locations_of(op_names),
             figures=(("copies_per_step", copies.height / steps), ("copy_idle_ns", float(idle))),
         ),
@@ -114,14 +160,18 @@ def detect_noncontiguous_copy(ctx: FindingContext) -> Estimate | None:
     if ctx.kernels is None:
         return None
     ev = ctx.trace.events.select("id", "parent", pl.col("name").cast(pl.String))
-    k = ctx.trace.kernels.filter(pl.col("kind") == "kernel").select("op_id", "dur_ns", pl.col("name").cast(pl.String).alias("kernel"))
+    k = ctx.trace.kernels.filter(pl.col("kind") == "kernel").select(
+        "op_id", "dur_ns", pl.col("name").cast(pl.String).alias("kernel")
+    )
     chain = k.join(ev.rename({"id": "op_id", "parent": "p1", "name": "n0"}), on="op_id", how="left")
     chain = chain.join(ev.rename({"id": "p1", "parent": "p2", "name": "n1"}), on="p1", how="left")
     chain = chain.join(ev.rename({"id": "p2", "parent": "p3", "name": "n2"}), on="p2", how="left")
     layout = pl.lit(False)
     for col in ("n0", "n1", "n2"):
         layout = layout | pl.col(col).is_in(LAYOUT_OPS)
-    rows = chain.filter(layout & pl.col("n0").is_in(["aten::copy_", "aten::clone", "aten::_to_copy"]))
+    rows = chain.filter(
+        layout & pl.col("n0").is_in(["aten::copy_", "aten::clone", "aten::_to_copy"])
+    )
     if rows.height == 0:
         return None
     origin = pl.coalesce(
@@ -129,8 +179,16 @@ def detect_noncontiguous_copy(ctx: FindingContext) -> Estimate | None:
         pl.when(pl.col("n1").is_in(LAYOUT_OPS)).then(pl.col("n1")),
         pl.col("n0"),
     )
-    by_op = rows.group_by(origin.alias("op")).agg(pl.len().alias("calls"), pl.col("dur_ns").sum()).sort("dur_ns", descending=True)
-    by_kernel = rows.group_by("kernel").agg(pl.len().alias("calls"), pl.col("dur_ns").sum()).sort("dur_ns", descending=True)
+    by_op = (
+        rows.group_by(origin.alias("op"))
+        .agg(pl.len().alias("calls"), pl.col("dur_ns").sum())
+        .sort("dur_ns", descending=True)
+    )
+    by_kernel = (
+        rows.group_by("kernel")
+        .agg(pl.len().alias("calls"), pl.col("dur_ns").sum())
+        .sort("dur_ns", descending=True)
+    )
     return estimate(
         ctx,
         "noncontiguous_copy",
@@ -140,8 +198,14 @@ def detect_noncontiguous_copy(ctx: FindingContext) -> Estimate | None:
         method="device time of copy kernels launched by .contiguous()/reshape of non-contiguous tensors, "
         "all of it, as if the layout copy disappeared",
         evidence=Evidence(
-            ops=tuple(OpEvidence(name=r["op"], calls=int(r["calls"]), dur_ns=int(r["dur_ns"])) for r in by_op.head(5).iter_rows(named=True)),
-            kernels=tuple(KernelEvidence(name=r["kernel"], calls=int(r["calls"]), dur_ns=int(r["dur_ns"])) for r in by_kernel.head(3).iter_rows(named=True)),
+            ops=tuple(
+                OpEvidence(name=r["op"], calls=int(r["calls"]), dur_ns=int(r["dur_ns"]))
+                for r in by_op.head(5).iter_rows(named=True)
+            ),
+            kernels=tuple(
+                KernelEvidence(name=r["kernel"], calls=int(r["calls"]), dur_ns=int(r["dur_ns"]))
+                for r in by_kernel.head(3).iter_rows(named=True)
+            ),
             locations=ctx.locations_of(list(LAYOUT_OPS)),
         ),
     )
