@@ -11,7 +11,7 @@ import pytest
 
 from traceinsight.analysis.compile import CompileResult
 from traceinsight.analysis.findings import FindingContext, find
-from traceinsight.analysis.findings.catalogue import MATERIALITY_PCT
+from traceinsight.analysis.findings.catalogue import MATERIALITY_PCT, TENSOR_CORE_EFFICIENCY
 from traceinsight.analysis.memory import MemoryResult
 
 from .findings_helpers import by_id, context, findings, ids, write_h200
@@ -148,12 +148,12 @@ def gemm_trace(
 
 
 def test_fp32_gemm_without_tensor_cores_is_found_with_its_saving(tmp_path: Path) -> None:
-    # 4096^3 fp32 GEMM in 2.8 ms (~49 TFLOP/s): at 60 % of 494.5 TF32 TFLOP/s it takes 0.46 ms.
+    # 4096^3 fp32 GEMM in 2.8 ms (~49 TFLOP/s): at 75 % of 494.5 TF32 TFLOP/s it takes 0.37 ms.
     t = gemm_trace(SGEMM, [[4096, 4096], [4096, 4096]], ["float", "float"], 2_800)
     result = findings(write_h200(t, tmp_path / "fp32.json"))
     assert ids(result)[0] == "fp32_no_tensor_cores"
     f = result.findings[0]
-    expected_ns = 2_800_000 - 2 * 4096**3 / (494.5e12 * 0.6) * 1e9
+    expected_ns = 2_800_000 - 2 * 4096**3 / (494.5e12 * TENSOR_CORE_EFFICIENCY) * 1e9
     assert f.saving_window_ns == pytest.approx(expected_ns, rel=0.01)
     assert f.confidence == "high"
     assert "set_float32_matmul_precision('high')" in f.fix
@@ -236,12 +236,15 @@ def memcpy_trace(
     top_op: str = "aten::copy_",
     per_step: int = 1,
     steps: int = 1,
+    lead_us: float = 0.0,
 ) -> HandMadeTrace:
-    """Hand-made: ``steps`` steps, each with ``per_step`` copies launched from ``top_op``."""
+    """Hand-made: ``steps`` steps, each ``lead_us`` of nothing on the GPU then ``per_step``
+    copies launched from ``top_op``."""
     t = HandMadeTrace()
     ts = 20.0
     for s in range(steps):
         start = ts - 20
+        ts += lead_us
         for _ in range(per_step):
             t.host(top_op, ts - 10, 9)
             t.gpu(
@@ -270,20 +273,40 @@ def test_pageable_copies_are_priced_at_pinned_bandwidth(tmp_path: Path) -> None:
     assert by_id(findings(write_h200(pinned, tmp_path / "pin.json")), "pageable_memcpy") is None
 
 
-@pytest.mark.parametrize(("per_step", "found"), [(1, False), (2, True)])
-def test_cpu_tensor_creation_needs_two_small_copies_per_step(
-    tmp_path: Path, per_step: int, found: bool
+@pytest.mark.parametrize(
+    ("source", "found"), [(None, False), ("aten::randn", True), ("aten::arange", True)]
+)
+def test_cpu_tensor_creation_needs_a_cpu_made_tensor_per_step(
+    tmp_path: Path, source: str | None, found: bool
 ) -> None:
+    # Hand-made: each step copies a 4 MiB tensor with aten::to; with a source, the step first
+    # builds it on the CPU (an op that launches nothing) while the GPU idles for 300 µs.
     t = memcpy_trace(
         "Memcpy HtoD (Pageable -> Device)",
-        64,
-        2.0,
-        top_op="aten::tensor",
-        per_step=per_step,
+        4 << 20,
+        400.0,
+        top_op="aten::to",
         steps=3,
+        lead_us=300.0,
     )
+    if source:
+        for step in (e for e in list(t.events) if e["name"].startswith("ProfilerStep#")):
+            t.host(source, step["ts"] + 1, 290)
     result = findings(write_h200(t, tmp_path / "cpu.json"))
-    assert (by_id(result, "cpu_tensor_creation") is not None) is found
+    f = by_id(result, "cpu_tensor_creation")
+    assert (f is not None) is found
+    if found:
+        assert f.evidence.ops[0].name == source
+        # The copies' time is counted here, not again under pageable_memcpy.
+        page = by_id(result, "pageable_memcpy")
+        assert page is None or page.saving_window_ns < f.saving_window_ns
+
+
+def test_torch_tensor_with_device_is_its_own_source(tmp_path: Path) -> None:
+    t = memcpy_trace("Memcpy HtoD (Pageable -> Device)", 64, 2.0, top_op="aten::tensor", steps=3)
+    assert (
+        by_id(findings(write_h200(t, tmp_path / "tensor.json")), "cpu_tensor_creation") is not None
+    )
 
 
 def test_noncontiguous_copy_under_contiguous_only(tmp_path: Path) -> None:

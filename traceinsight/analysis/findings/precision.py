@@ -185,13 +185,15 @@ def detect_fp64_compute(ctx: FindingContext) -> Estimate | None:
     rows = rows.filter(~pl.col("family").is_in(["memcpy", "memset"]))
     if rows.height == 0:
         return None
-    fp32 = ctx.peak_tflops("fp32")
+    # The fix is float32 with TF32 matmuls (set_float32_matmul_precision("high"), the usual
+    # training setting), so the GEMMs are priced at the TF32 tensor-core rate.
+    tf32 = ctx.peak_tflops("tf32")
     gemms = rows.filter(pl.col("family").is_in(GEMM_FAMILIES))
     others = rows.filter(~pl.col("family").is_in(GEMM_FAMILIES))
     fp64 = ctx.peak_tflops("fp64")
-    if fp32 is not None:
+    if tf32 is not None:
         gemm_saving, _ = _recoverable(
-            gemms, fp32 * SIMT_EFFICIENCY, None if fp64 is None else fp64 * SIMT_EFFICIENCY
+            gemms, tf32 * TENSOR_CORE_EFFICIENCY, None if fp64 is None else fp64 * SIMT_EFFICIENCY
         )
     else:
         gemm_saving = 0.5 * float(gemms["total_ns"].sum())
@@ -205,7 +207,8 @@ def detect_fp64_compute(ctx: FindingContext) -> Estimate | None:
         confidence_reason="dtype from op inputs or kernel names; the fp32 result may need checking for accuracy",
         method=(
             "fp64 GEMM time minus the same FLOPs at "
-            f"{SIMT_EFFICIENCY:.0%} of the fp32 peak, plus half of the other fp64 kernels' time "
+            f"{TENSOR_CORE_EFFICIENCY:.0%} of the TF32 tensor-core peak (each call at least "
+            f"{GEMM_FLOOR_NS / 1e3:g} µs), plus half of the other fp64 kernels' time "
             "(memory-bound kernels move half the bytes in fp32)"
         ),
         evidence=Evidence(
@@ -293,6 +296,37 @@ def detect_gemm_misaligned(ctx: FindingContext) -> Estimate | None:
     )
 
 
+def _flops_per_call(ctx: FindingContext) -> pl.DataFrame:
+    """FLOPs of one call of each GEMM op shape and the rate a batched call could reach."""
+    schema = {
+        "op": pl.String,
+        "input_dims": pl.String,
+        "call_flops": pl.Float64,
+        "rate_flops_per_ns": pl.Float64,
+    }
+    if ctx.bound is None or ctx.bound.ops.height == 0:
+        return pl.DataFrame(schema=schema)
+    rates = {
+        cls: (ctx.peak_tflops(cls) or 0.0)
+        * (SIMT_EFFICIENCY if cls in ("fp32", "fp64") else TENSOR_CORE_EFFICIENCY)
+        * 1e3
+        for cls in ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8")
+    }
+    ops = ctx.bound.ops.filter(pl.col("family").is_in(GEMM_FAMILIES) & (pl.col("calls") > 0))
+    return (
+        ops.select(
+            op=pl.col("name"),
+            input_dims=pl.col("shapes"),
+            call_flops=pl.col("flops") / pl.col("calls"),
+            rate_flops_per_ns=pl.col("dtype_class").replace_strict(
+                rates, default=None, return_dtype=pl.Float64
+            ),
+        )
+        .filter(pl.col("rate_flops_per_ns") > 0)
+        .unique(["op", "input_dims"])
+    )
+
+
 def detect_sequential_small_gemms(ctx: FindingContext) -> Estimate | None:
     """Runs of >= SMALL_GEMM_RUN adjacent GEMM kernels on one stream, same name and input
     shapes, each shorter than SMALL_GEMM_NS."""
@@ -350,10 +384,16 @@ def detect_sequential_small_gemms(ctx: FindingContext) -> Estimate | None:
     )
     if runs.height == 0:
         return None
-    # One batched call does the run's FLOPs in about the time of one member call (these
-    # GEMMs leave most of the GPU unused); the rest of the run's span, kernels and the gaps
-    # between their launches, is what batching removes.
-    saving_kernel = float((runs["kernel_ns"] - runs["longest_ns"]).clip(lower_bound=0).sum())
+    # One batched call takes the longer of one member call (these GEMMs leave most of the GPU
+    # unused) and the run's FLOPs at the dtype's achievable rate; the rest of the run's span,
+    # kernels and the gaps between their launches, is what batching removes.
+    runs = runs.join(_flops_per_call(ctx), on=["op", "input_dims"], how="left").with_columns(
+        batched_ns=pl.max_horizontal(
+            pl.col("longest_ns"),
+            (pl.col("n") * pl.col("call_flops") / pl.col("rate_flops_per_ns")).fill_null(0.0),
+        )
+    )
+    saving_kernel = float((runs["kernel_ns"] - runs["batched_ns"]).clip(lower_bound=0).sum())
     saving_idle = float((runs["span_ns"] - runs["kernel_ns"]).clip(lower_bound=0).sum())
     groups = (
         runs.group_by("op", "input_dims", "name")
@@ -384,8 +424,10 @@ def detect_sequential_small_gemms(ctx: FindingContext) -> Estimate | None:
         confidence="medium",
         confidence_reason=f"{int(runs['n'].sum())} GEMMs in {runs.height} runs of >= {SMALL_GEMM_RUN}; "
         "batching needs them to be independent of each other, which the trace cannot show",
-        method="per run: its device span (kernels plus the idle between them) minus the mean time of "
-        "one of its GEMM calls, the time one batched call of such small GEMMs is assumed to take",
+        method="per run: its device span (kernels plus the idle between them) minus the time of one "
+        "batched call, taken as the longer of one member call and the run's FLOPs at "
+        f"{TENSOR_CORE_EFFICIENCY:.0%} of the dtype's tensor-core peak ({SIMT_EFFICIENCY:.0%} of "
+        "the fp32/fp64 peak off tensor cores)",
         evidence=Evidence(
             ops=ops, kernels=kernels, locations=ctx.locations_of([o.name for o in ops])
         ),

@@ -9,16 +9,13 @@ from traceinsight.analysis.findings.catalogue import PINNED_GBPS
 from traceinsight.analysis.findings.context import FindingContext
 from traceinsight.analysis.findings.model import Evidence, KernelEvidence, OpEvidence, Pool
 from traceinsight.analysis.findings.savings import Estimate, estimate
+from traceinsight.analysis.gaps import DATA_LOADING_PATTERN
 
-# Host ops that build a tensor on the CPU and copy it over in one call, or copy one.
-CREATION_OPS = (
+# Host ops that make a tensor from nothing or from Python data.
+SOURCE_OPS = (
     "aten::tensor",
     "aten::as_tensor",
     "aten::scalar_tensor",
-    "aten::lift_fresh",
-    "aten::to",
-    "aten::_to_copy",
-    "aten::copy_",
     "aten::arange",
     "aten::full",
     "aten::ones",
@@ -26,10 +23,23 @@ CREATION_OPS = (
     "aten::randn",
     "aten::rand",
     "aten::randint",
-    "aten::empty",
-    "aten::from_numpy",
+    "aten::randperm",
+    "aten::linspace",
+    "aten::normal",
+    "aten::eye",
 )
-SMALL_COPY_BYTES = 1 << 20  # a "small" H2D copy: not a data batch
+SELF_COPYING_OPS = ("aten::tensor", "aten::as_tensor", "aten::scalar_tensor")
+# Top-level ops whose host-to-device copies move a tensor made on the CPU.
+COPY_OPS = (
+    "aten::tensor",
+    "aten::as_tensor",
+    "aten::scalar_tensor",
+    "aten::lift_fresh",
+    "aten::to",
+    "aten::_to_copy",
+    "aten::copy_",
+    "aten::cuda",
+)
 CAUSE_FINDING = {
     "sync": "host_sync",
     "launch_overhead": "launch_bound",
@@ -102,22 +112,57 @@ def detect_pageable_memcpy(ctx: FindingContext) -> Estimate | None:
     )
 
 
+def _ancestors(ctx: FindingContext, ids: pl.DataFrame, levels: int = 3) -> pl.DataFrame:
+    """``id`` plus the names of its first ``levels`` ancestors (``a1`` .. ``aN``)."""
+    ev = ctx.trace.events.select("id", "parent", pl.col("name").cast(pl.String))
+    out = ids.join(ev.select("id", p0="parent"), on="id", how="left")
+    for level in range(1, levels + 1):
+        step = ev.rename({"id": f"p{level - 1}", "parent": f"p{level}", "name": f"a{level}"})
+        out = out.join(step, on=f"p{level - 1}", how="left")
+    return out
+
+
+def _cpu_sources(ctx: FindingContext) -> pl.DataFrame:
+    """Calls of tensor-making ops inside steps that launched no GPU work (so they ran on the
+    CPU), outside data loading (the DataLoader builds batches on the CPU by design)."""
+    ev = ctx.trace.events
+    calls = ev.filter(
+        (pl.col("kind") == "cpu_op")
+        & pl.col("name").cast(pl.String).is_in(SOURCE_OPS)
+        & pl.col("step").is_not_null()
+    ).select("id", pl.col("name").cast(pl.String), "step")
+    if calls.height == 0:
+        return calls
+    launched = ctx.trace.kernels.select(pl.col("op_id").alias("id")).drop_nulls().unique()
+    with_gpu = _ancestors(ctx, launched, levels=2)
+    gpu_ids = pl.concat([with_gpu["id"], with_gpu["p0"], with_gpu["p1"]]).drop_nulls().unique()
+    calls = calls.filter(~pl.col("id").is_in(gpu_ids.implode()))
+    lineage = _ancestors(ctx, calls.select("id"))
+    in_loader = pl.any_horizontal(
+        [pl.col(f"a{i}").fill_null("").str.contains(DATA_LOADING_PATTERN) for i in (1, 2, 3)]
+    )
+    return calls.join(lineage.filter(~in_loader).select("id"), on="id", how="semi")
+
+
 def detect_cpu_tensor_creation(ctx: FindingContext) -> Estimate | None:
     copies = _memcpys(ctx).filter(
         pl.col("name").str.contains("HtoD")
-        & (pl.col("bytes").fill_null(0) < SMALL_COPY_BYTES)
-        & pl.col("top_op_name").cast(pl.String).is_in(CREATION_OPS)
+        & pl.col("top_op_name").cast(pl.String).is_in(COPY_OPS)
+        & pl.col("step").is_not_null()
     )
+    sources = _cpu_sources(ctx)
+    # torch.tensor(data, device="cuda") makes and copies in one op: it is its own source.
+    self_made = copies.filter(pl.col("top_op_name").cast(pl.String).is_in(SELF_COPYING_OPS)).height
     steps = max(ctx.step_count, 1)
-    if copies.height < 2 * steps:
-        return None  # fewer than two small copies per step: not a per-step habit
-    op_names = copies["top_op_name"].cast(pl.String).unique().to_list()
+    if copies.height < steps or sources.height + self_made < steps:
+        return None  # not a per-step habit: fewer than one CPU-made tensor copied per step
+    op_names = sorted(
+        {*copies["top_op_name"].cast(pl.String).to_list(), *sources["name"].to_list()}
+    )
     idle = 0
-    parent: dict[Pool, str] = {}
+    parent: dict[Pool, str] = {"memcpy": "pageable_memcpy"}
     if ctx.gaps is not None:
-        gaps = ctx.gaps.gaps.filter(
-            pl.col("culprit").is_in([*op_names, "aten::copy_", "aten::_to_copy"])
-        )
+        gaps = ctx.gaps.gaps.filter(pl.col("culprit").is_in(op_names))
         idle = int(gaps["dur_ns"].sum())
         if gaps.height:
             # These gaps were also attributed to a cause; the finding for that cause gives them up.
@@ -127,14 +172,16 @@ def detect_cpu_tensor_creation(ctx: FindingContext) -> Estimate | None:
             owner = CAUSE_FINDING.get(cause)
             if owner:
                 parent["idle"] = owner
-    by_op = (
-        copies.group_by(pl.col("top_op_name").cast(pl.String).alias("op"))
-        .agg(
-            pl.len().alias("calls"),
-            pl.col("dur_ns").sum(),
-            pl.col("bytes").mean().alias("mean_bytes"),
-        )
-        .sort("calls", descending=True)
+    made = sources.group_by("name").agg(pl.len().alias("calls"))
+    copied = copies.group_by(pl.col("top_op_name").cast(pl.String).alias("name")).agg(
+        pl.len().alias("calls"), pl.col("dur_ns").sum(), pl.col("bytes").sum()
+    )
+    ops = tuple(
+        OpEvidence(name=r["name"], calls=int(r["calls"]))
+        for r in made.sort("calls", descending=True).head(3).iter_rows(named=True)
+    ) + tuple(
+        OpEvidence(name=r["name"], calls=int(r["calls"]), dur_ns=int(r["dur_ns"]))
+        for r in copied.sort("dur_ns", descending=True).head(3).iter_rows(named=True)
     )
     return estimate(
         ctx,
@@ -142,16 +189,20 @@ def detect_cpu_tensor_creation(ctx: FindingContext) -> Estimate | None:
         {"memcpy": float(copies["dur_ns"].sum()), "idle": idle},
         within=parent,
         confidence="medium",
-        confidence_reason=f"{copies.height / steps:.0f} small host-to-device copies per step from tensor-creating ops",
-        method="the copies' device time plus the idle gaps whose host culprit is one of those copying ops "
-        "(a pageable copy blocks the host, so the GPU runs dry); creating on the device removes both",
+        confidence_reason=f"{(sources.height + self_made) / steps:.0f} tensors made on the CPU and "
+        f"{copies.height / steps:.0f} host-to-device copies per step",
+        method="the host-to-device copies' device time plus the idle gaps whose host culprit is one of "
+        "the making or copying ops (the GPU runs dry while the CPU builds and copies); making the "
+        "tensors on the device removes both, its own kernels being negligible",
         evidence=Evidence(
-            ops=tuple(
-                OpEvidence(name=r["op"], calls=int(r["calls"]), dur_ns=int(r["dur_ns"]))
-                for r in by_op.head(5).iter_rows(named=True)
-            ),
+            ops=ops,
             locations=ctx.locations_of(op_names),
-            figures=(("copies_per_step", copies.height / steps), ("copy_idle_ns", float(idle))),
+            figures=(
+                ("cpu_tensors_per_step", (sources.height + self_made) / steps),
+                ("copies_per_step", copies.height / steps),
+                ("copy_bytes", float(copies["bytes"].fill_null(0).sum())),
+                ("creation_idle_ns", float(idle)),
+            ),
         ),
     )
 
