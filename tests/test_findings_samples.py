@@ -27,6 +27,7 @@ FIX_FINDING = {
     "misaligned": "gemm_misaligned",
     "bmm": "sequential_small_gemms",
     "launch": "launch_bound",
+    "churn": "allocator_churn",
 }
 PAIRS = [
     ("amp_off", "amp_on", "fp32_no_tensor_cores"),
