@@ -29,6 +29,9 @@ FIX_FINDING = {
     "launch": "launch_bound",
     "churn": "allocator_churn",
 }
+# Pairs whose "before" step is launch-bound whatever the fix: the fix's finding is reported
+# (and its saving checked) but launch overhead is the larger finding, rightly.
+NOT_LEADING = {"item_sync", "churn"}
 PAIRS = [
     ("amp_off", "amp_on", "fp32_no_tensor_cores"),
     ("dataloader_w0", "dataloader_w4", "dataloader_stall"),
@@ -147,9 +150,14 @@ def test_every_number_is_physically_possible(result, step_ns, name: str) -> None
 @pytest.mark.parametrize(("before", "after", "finding"), PAIRS, ids=[p[0] for p in PAIRS])
 def test_before_after_pairs(result, step_ns, before: str, after: str, finding: str) -> None:  # type: ignore[no-untyped-def]
     measured_pct = 100.0 * (1.0 - step_ns(after) / step_ns(before))
-    top = result(before).findings[0]
-    assert top.id == finding
-    assert measured_pct / 2 <= top.saving_pct <= measured_pct * 2, (top.saving_pct, measured_pct)
+    found = by_id(result(before), finding)
+    assert found is not None and found.material
+    if before.removeprefix("fix_").removesuffix("_before") not in NOT_LEADING:
+        assert result(before).findings[0].id == finding
+    assert measured_pct / 2 <= found.saving_pct <= measured_pct * 2, (
+        found.saving_pct,
+        measured_pct,
+    )
     fixed = by_id(result(after), finding)
     if finding != "dataloader_stall":  # four workers still do not keep up: the stall remains
         assert fixed is None or not fixed.material

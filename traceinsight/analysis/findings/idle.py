@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from traceinsight.analysis import intervals
+from traceinsight.analysis.breakdown import busy_intervals
 from traceinsight.analysis.findings.catalogue import LAUNCH_SHORT_PCT
 from traceinsight.analysis.findings.context import DYNAMO_INTERNAL, FindingContext
 from traceinsight.analysis.findings.model import (
@@ -14,6 +16,7 @@ from traceinsight.analysis.findings.model import (
     RegionEvidence,
 )
 from traceinsight.analysis.findings.savings import Estimate, estimate
+from traceinsight.analysis.gaps import SYNC_CALL_PATTERN
 
 SYNC_OPS = (
     "aten::item",
@@ -85,10 +88,29 @@ def detect_dataloader_stall(ctx: FindingContext) -> Estimate | None:
     )
 
 
+def _host_blocked_ns(ctx: FindingContext) -> int:
+    """Host time spent blocked on the device: synchronising runtime calls, and the launch
+    calls of device-to-host copies (a copy to pageable memory returns when it is done)."""
+    ev = ctx.trace.events
+    sync_calls = ev.filter(
+        pl.col("kind").is_in(["runtime", "driver"])
+        & pl.col("name").cast(pl.String).str.contains(SYNC_CALL_PATTERN)
+    )
+    d2h = ctx.trace.kernels.filter(
+        (pl.col("kind") == "memcpy") & pl.col("name").cast(pl.String).str.contains("DtoH")
+    )
+    launch_ns = (d2h["launch_end_ns"] - d2h["launch_ts_ns"]).drop_nulls().clip(lower_bound=0)
+    return int(sync_calls["dur_ns"].sum()) + int(launch_ns.sum())
+
+
 def detect_host_sync(ctx: FindingContext) -> Estimate | None:
-    idle = ctx.idle_by_cause("sync")
-    if idle <= 0:
+    gap_idle = ctx.idle_by_cause("sync")
+    if gap_idle <= 0:
         return None
+    # Without the sync the host runs ahead only by the time it was blocked: when the host is
+    # the bottleneck anyway (launch-bound), the GPU idle behind a sync stays as launch idle.
+    blocked = _host_blocked_ns(ctx)
+    idle = min(gap_idle, blocked)
     culprits = _culprits(ctx, "sync")
     ev = ctx.trace.events
     name = pl.col("name").cast(pl.String)
@@ -137,8 +159,9 @@ def detect_host_sync(ctx: FindingContext) -> Estimate | None:
         confidence="high" if culprits.height else "medium",
         confidence_reason=f"{_gap_counts(ctx, 'sync')} idle gaps behind synchronising calls; "
         f"{n_item / per_step:.0f} .item()/nonzero-style calls per step",
-        method="device idle time in gaps that follow a host synchronisation (the GPU drains, then "
-        "waits for the host to launch again): asynchronous code keeps the queue full and removes it",
+        method="device idle time in gaps behind a host synchronisation (the GPU drains, then waits "
+        "for the host to launch again), capped by the host time blocked in synchronising calls and "
+        "device-to-host copies: removing the syncs frees the host for that long, no more",
         evidence=Evidence(
             ops=ops,
             regions=regions,
@@ -150,7 +173,7 @@ def detect_host_sync(ctx: FindingContext) -> Estimate | None:
                     *[str(c) for c in culprits["culprit"].to_list()],
                 ]
             ),
-            figures=(("sync_idle_ns", float(idle)),),
+            figures=(("sync_idle_ns", float(gap_idle)), ("host_blocked_ns", float(blocked))),
         ),
     )
 
@@ -160,7 +183,14 @@ def detect_launch_bound(ctx: FindingContext) -> Estimate | None:
         return None
     launch = ctx.kernels.launch
     short_pct = launch.shorter_than_launch_pct or 0.0
-    gap_idle = ctx.idle_by_cause("launch_overhead")
+    # Launch-overhead gaps behind torch.compile's own wrappers (between CUDA graph replays, in
+    # guards) are the compiled runtime's overhead, not eager launches: not counted here.
+    gap_idle = int(
+        ctx.gaps.gaps.filter(
+            (pl.col("cause") == "launch_overhead")
+            & ~pl.col("culprit").fill_null("").str.contains(DYNAMO_INTERNAL.pattern)
+        )["dur_ns"].sum()
+    )
     # Idle in gaps below the gap threshold sits between back-to-back kernels: launch latency
     # when most kernels are shorter than their launches.
     short_idle = (
@@ -234,17 +264,25 @@ def detect_allocator_churn(ctx: FindingContext) -> Estimate | None:
     if calls.height == 0:
         return None
     host_ns = int(calls["dur_ns"].sum())
+    # Only the part of those calls during which the device sat idle costs time: cudaFree
+    # waits for the device, and a blocked host launches nothing meanwhile.
+    spans = calls.select(pl.col("ts_ns").alias("start_ns"), "end_ns")
+    busy = busy_intervals(ctx.trace).select("start_ns", "end_ns")
+    idle_during = intervals.difference(spans, busy)
+    idle_ns = int((idle_during["end_ns"] - idle_during["start_ns"]).sum())
     names = calls.group_by(pl.col("name").cast(pl.String)).agg(
         pl.len().alias("calls"), pl.col("dur_ns").sum()
     )
     return estimate(
         ctx,
         "allocator_churn",
-        {"idle": host_ns},
+        {"idle": idle_ns},
         confidence="medium",
-        confidence_reason=f"{calls.height} allocator calls in steady-state steps (warm-up step left out)",
-        method="host time in cudaMalloc/cudaFree during steady-state steps (cudaFree synchronises the "
-        "device); capped by the idle time it can have caused",
+        confidence_reason=f"{calls.height} allocator calls in steady-state steps (warm-up step left out), "
+        f"{host_ns / 1e6:.2f} ms of host time",
+        method="the time inside cudaMalloc/cudaFree calls of steady-state steps during which the "
+        "device was idle (cudaFree synchronises; a blocked host launches nothing): a warm caching "
+        "allocator makes no such calls",
         evidence=Evidence(
             regions=tuple(
                 RegionEvidence(name=r["name"], calls=int(r["calls"]), dur_ns=int(r["dur_ns"]))
@@ -262,11 +300,18 @@ def detect_host_bound(ctx: FindingContext) -> Estimate | None:
     """Idle gaps while the host ran untraced code or CPU-heavy ops inside a named region."""
     if ctx.gaps is None:
         return None
-    culprits = ctx.gaps.culprits.filter(
-        pl.col("cause").is_in(HOST_CAUSES)
-        & (pl.col("culprit") != NO_CULPRIT)
-        & ~pl.col("culprit").str.contains(DYNAMO_INTERNAL.pattern)
-    ).sort("idle_ns", descending=True)
+    # From every gap (the result's culprit table keeps only the top ones).
+    culprits = (
+        ctx.gaps.gaps.filter(
+            pl.col("cause").is_in(HOST_CAUSES)
+            & pl.col("culprit").is_not_null()
+            & (pl.col("culprit") != NO_CULPRIT)
+            & ~pl.col("culprit").str.contains(DYNAMO_INTERNAL.pattern)
+        )
+        .group_by("culprit")
+        .agg(pl.col("dur_ns").sum().alias("idle_ns"), pl.len().alias("gaps"))
+        .sort(["idle_ns", "culprit"], descending=[True, False])
+    )
     if culprits.height == 0:
         return None
     idle = int(culprits["idle_ns"].sum())

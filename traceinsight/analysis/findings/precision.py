@@ -235,7 +235,15 @@ def detect_gemm_misaligned(ctx: FindingContext) -> Estimate | None:
     table = _kernel_table(ctx)
     if table is None:
         return None
-    gemm = table.filter(pl.col("family").is_in(GEMM_FAMILIES) & pl.col("tensor_core"))
+    gemm = table.filter(
+        pl.col("family").is_in(GEMM_FAMILIES)
+        & pl.col("tensor_core")
+        & ~pl.col("name").str.contains(_FP64_NAME)
+        & (
+            pl.col("dtype_class").is_null()
+            | pl.col("dtype_class").is_in(["bf16", "fp16", "tf32", "fp8"])
+        )
+    )
     by_name = gemm.filter(pl.col("name").str.contains(_MISALIGNED_NAME))
     ops = _gemm_ops(ctx, ("bf16", "fp16", "tf32", "fp8"))
     if ops.height > 0:
@@ -365,6 +373,8 @@ def detect_sequential_small_gemms(ctx: FindingContext) -> Estimate | None:
                 (pl.col("key") != pl.col("key").shift(1))
                 | ~pl.col("is_small_gemm")
                 | (pl.col("stream") != pl.col("stream").shift(1))
+                # a batched call cannot span steps
+                | (pl.col("step").fill_null(-1) != pl.col("step").fill_null(-1).shift(1))
             )
             .fill_null(True)
             .cum_sum()

@@ -27,7 +27,7 @@ class Estimate:
     claims: tuple[tuple[Pool, int], ...]
     # (pool, finding id): this claim on the pool is part of that finding's claim (the same
     # idle seen from a narrower cause); the wider finding gives that part up.
-    within: tuple[tuple[Pool, str], ...] = ()
+    within: tuple[tuple[Pool, str, int | None], ...] = ()  # (pool, parent, ns or all)
 
 
 def estimate(
@@ -43,6 +43,7 @@ def estimate(
     fix: str | None = None,
     per_step: bool = True,
     within: dict[Pool, str] | None = None,
+    within_parts: tuple[tuple[Pool, str, int], ...] = (),
 ) -> Estimate:
     entry = CATALOGUE[finding_id]
     clean = tuple((pool, max(0, int(ns))) for pool, ns in claims.items())
@@ -62,7 +63,10 @@ def estimate(
         estimate_ns=total,
         per_step=per_step,
     )
-    return Estimate(finding, clean, tuple((within or {}).items()))
+    nested: tuple[tuple[Pool, str, int | None], ...] = tuple(
+        (pool, parent, None) for pool, parent in (within or {}).items()
+    )
+    return Estimate(finding, clean, nested + within_parts)
 
 
 def _nest(estimates: list[Estimate]) -> tuple[list[Estimate], dict[str, list[str]]]:
@@ -71,10 +75,11 @@ def _nest(estimates: list[Estimate]) -> tuple[list[Estimate], dict[str, list[str
     claims = {e.finding.id: dict(e.claims) for e in estimates}
     notes: dict[str, list[str]] = {e.finding.id: [] for e in estimates}
     for est in estimates:
-        for pool, parent in est.within:
+        for pool, parent, share in est.within:
             if parent not in by_id:
                 continue
             part = dict(est.claims).get(pool, 0)
+            part = part if share is None else min(part, share)
             if part <= 0 or claims[parent].get(pool, 0) <= 0:
                 continue
             taken = min(part, claims[parent][pool])
@@ -82,9 +87,9 @@ def _nest(estimates: list[Estimate]) -> tuple[list[Estimate], dict[str, list[str
             notes[parent].append(
                 f"{taken / 1e6:.2f} ms of its {pool} time is counted under {est.finding.id}"
             )
-            notes[est.finding.id].append(
-                f"its {pool} time is part of what {parent} reports; counted once, here"
-            )
+            note = f"its {pool} time is part of what {parent} reports; counted once, here"
+            if note not in notes[est.finding.id]:
+                notes[est.finding.id].append(note)
     return [
         Estimate(e.finding, tuple(claims[e.finding.id].items()), e.within) for e in estimates
     ], notes

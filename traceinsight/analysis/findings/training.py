@@ -16,6 +16,7 @@ from traceinsight.analysis.findings.model import (
     Confidence,
     Evidence,
     KernelEvidence,
+    Pool,
     RegionEvidence,
 )
 from traceinsight.analysis.findings.savings import Estimate, estimate
@@ -104,6 +105,27 @@ def detect_unfused_optimizer(ctx: FindingContext) -> Estimate | None:
         confidence = "low"
         reason = f"{kernels_per_step:.0f} optimizer kernels per step; parameter count unknown"
     idle_claim = max(0.0, span_ns - kernel_ns)
+    # The idle inside the optimizer's span was also attributed to a cause by the gaps analysis:
+    # the finding for that cause gives up what the fused optimizer removes.
+    parts: list[tuple[Pool, str, int]] = []
+    if ctx.gaps is not None and ctx.gaps.gaps.height > 0:
+        spans = k.group_by("step").agg(lo=pl.col("ts_ns").min(), hi=pl.col("end_ns").max())
+        inside = (
+            ctx.gaps.gaps.join(spans, on="step")
+            .filter((pl.col("start_ns") >= pl.col("lo")) & (pl.col("end_ns") <= pl.col("hi")))
+            .group_by("cause")
+            .agg(pl.col("dur_ns").sum())
+        )
+        owner = {
+            "launch_overhead": "launch_bound",
+            "untraced": "host_bound",
+            "host_compute": "host_bound",
+            "python": "host_bound",
+        }
+        parts = [("idle", owner[c], int(ns)) for c, ns in inside.iter_rows() if c in owner]
+        gap_ns = sum(ns for _, _, ns in parts)
+        # What is left is idle below the gap threshold: launch latency between kernels.
+        parts.append(("idle", "launch_bound", max(0, int(idle_claim) - gap_ns)))
     compute_claim = max(0.0, kernel_ns - fused_ns)
     top = (
         k.group_by(pl.col("name").cast(pl.String))
@@ -115,7 +137,7 @@ def detect_unfused_optimizer(ctx: FindingContext) -> Estimate | None:
         ctx,
         "unfused_optimizer",
         {"compute": compute_claim, "idle": idle_claim},
-        within={"idle": "launch_bound"},
+        within_parts=tuple(parts),
         confidence=confidence,
         confidence_reason=reason,
         method=method,

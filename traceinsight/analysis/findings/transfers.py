@@ -162,7 +162,14 @@ def detect_cpu_tensor_creation(ctx: FindingContext) -> Estimate | None:
     idle = 0
     parent: dict[Pool, str] = {"memcpy": "pageable_memcpy"}
     if ctx.gaps is not None:
-        gaps = ctx.gaps.gaps.filter(pl.col("culprit").is_in(op_names))
+        # Gaps whose culprit is one of those calls or runs inside one (randn -> normal_).
+        owners = pl.concat([sources["id"], copies["top_op_id"].drop_nulls()]).unique()
+        gaps = ctx.gaps.gaps.filter(pl.col("culprit_id").is_not_null())
+        lineage = _ancestors(ctx, gaps.select(pl.col("culprit_id").alias("id")).unique())
+        inside = lineage.filter(
+            pl.any_horizontal([pl.col(c).is_in(owners.implode()) for c in ("id", "p0", "p1", "p2")])
+        )["id"]
+        gaps = gaps.filter(pl.col("culprit_id").is_in(inside.implode()))
         idle = int(gaps["dur_ns"].sum())
         if gaps.height:
             # These gaps were also attributed to a cause; the finding for that cause gives them up.
