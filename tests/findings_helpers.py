@@ -1,0 +1,55 @@
+"""Helpers for the findings tests: hand-made traces (not recorded by a profiler) and running
+every input analysis directly, the way the analysis runner will."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from traceinsight.analysis import bound, breakdown, compile, gaps, kernels, memory, ops, steps
+from traceinsight.analysis.base import AnalysisConfig
+from traceinsight.analysis.findings import FindingContext, FindingsResult, find
+from traceinsight.trace.loader import load
+from traceinsight.trace.model import Trace
+
+from .timeline_fixtures import HandMadeTrace
+
+INPUTS = (gaps, breakdown, steps, ops, kernels, bound, memory, compile)
+
+
+def context(trace: Trace, **override: Any) -> FindingContext:
+    cfg = AnalysisConfig()
+    results: dict[str, Any] = {m.__name__.rsplit(".", 1)[-1]: m.run(trace, cfg) for m in INPUTS}
+    results.update(override)
+    return FindingContext(trace=trace, **results)
+
+
+def findings(trace: Trace, **override: Any) -> FindingsResult:
+    return find(context(trace, **override))
+
+
+def write_h200(t: HandMadeTrace, path: Path) -> Trace:
+    """A hand-made trace on a device the peaks table knows (an H200), so savings have peaks."""
+    doc = {
+        "schemaVersion": 1,
+        "deviceProperties": [
+            {"id": 0, "name": "NVIDIA H200", "totalGlobalMem": 143 * 2**30, "numSms": 132}
+        ],
+        "baseTimeNanoseconds": t.base_ns,
+        "traceEvents": t.events,
+    }
+    path.write_text(json.dumps(doc))
+    return load(path, cache=False)
+
+
+def ids(result: FindingsResult, *, material_only: bool = True) -> list[str]:
+    listed = result.findings if material_only else (*result.findings, *result.not_material)
+    return [f.id for f in listed]
+
+
+def by_id(result: FindingsResult, finding_id: str) -> Any:
+    for f in (*result.findings, *result.not_material):
+        if f.id == finding_id:
+            return f
+    return None

@@ -1,0 +1,134 @@
+"""Findings: what to fix first, with the saving each fix would bring.
+
+Reads the other analyses' results (gaps, breakdown, steps, ops, kernels, bound, memory,
+compile) through a :class:`FindingContext`, runs one detector per catalogue entry, caps the
+savings so that findings sharing the same device time never add up to more than it, and ranks
+them. ``SPEC`` and ``run(trace, config, inputs)`` live in :mod:`.spec`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from traceinsight.analysis.findings.catalogue import CATALOGUE, MATERIALITY_PCT
+from traceinsight.analysis.findings.compiled import (
+    detect_compile_in_window,
+    detect_graph_break,
+    detect_recompile,
+)
+from traceinsight.analysis.findings.context import FindingContext
+from traceinsight.analysis.findings.idle import (
+    detect_allocator_churn,
+    detect_dataloader_stall,
+    detect_host_bound,
+    detect_host_sync,
+    detect_launch_bound,
+)
+from traceinsight.analysis.findings.model import (
+    Evidence,
+    Finding,
+    FindingsResult,
+    KernelEvidence,
+    OpEvidence,
+    RegionEvidence,
+)
+from traceinsight.analysis.findings.precision import (
+    detect_fp32_no_tensor_cores,
+    detect_fp64_compute,
+    detect_gemm_misaligned,
+    detect_sequential_small_gemms,
+)
+from traceinsight.analysis.findings.savings import Estimate, settle
+from traceinsight.analysis.findings.training import (
+    detect_exposed_communication,
+    detect_memory_pressure,
+    detect_unfused_optimizer,
+)
+from traceinsight.analysis.findings.transfers import (
+    detect_cpu_tensor_creation,
+    detect_noncontiguous_copy,
+    detect_pageable_memcpy,
+)
+
+Detector = Callable[[FindingContext], Estimate | None]
+
+DETECTORS: tuple[Detector, ...] = (
+    detect_dataloader_stall,
+    detect_pageable_memcpy,
+    detect_cpu_tensor_creation,
+    detect_host_sync,
+    detect_fp64_compute,
+    detect_fp32_no_tensor_cores,
+    detect_gemm_misaligned,
+    detect_launch_bound,
+    detect_host_bound,
+    detect_sequential_small_gemms,
+    detect_unfused_optimizer,
+    detect_noncontiguous_copy,
+    detect_graph_break,
+    detect_recompile,
+    detect_compile_in_window,
+    detect_exposed_communication,
+    detect_allocator_churn,
+    detect_memory_pressure,
+)
+
+
+def find(ctx: FindingContext) -> FindingsResult:
+    """Run every detector, cap and rank the savings."""
+    if ctx.window_ns <= 0:
+        return FindingsResult(
+            available=False, reason="no analysed window: the trace has no GPU activity to diagnose"
+        )
+    estimates: list[Estimate] = []
+    skipped: list[str] = []
+    for detector in DETECTORS:
+        found = detector(ctx)
+        if found is not None:
+            estimates.append(found)
+    missing = [
+        n for n in ("gaps", "breakdown", "steps", "kernels", "bound") if getattr(ctx, n) is None
+    ]
+    if missing:
+        skipped.append(
+            "results not available: "
+            + ", ".join(missing)
+            + " (detectors reading them found nothing)"
+        )
+    material, minor = settle(ctx, estimates)
+    total = min(100.0, sum(f.saving_pct for f in material))
+    return FindingsResult(
+        findings=tuple(material),
+        not_material=tuple(minor),
+        step_ns=ctx.step_ns,
+        steps=ctx.step_count,
+        window_ns=ctx.window_ns,
+        total_saving_pct=round(total, 3),
+        materiality_pct=MATERIALITY_PCT,
+        rank=ctx.rank,
+        skipped=tuple(skipped),
+    )
+
+
+def __getattr__(name: str) -> Any:
+    # The spec needs the analysis runner's Inputs; load it only when asked for.
+    if name in ("SPEC", "run"):
+        from traceinsight.analysis.findings import spec
+
+        return getattr(spec, name)
+    raise AttributeError(name)
+
+
+__all__ = [
+    "CATALOGUE",
+    "DETECTORS",
+    "Evidence",
+    "Finding",
+    "FindingContext",
+    "FindingsResult",
+    "KernelEvidence",
+    "OpEvidence",
+    "RegionEvidence",
+    "find",
+]

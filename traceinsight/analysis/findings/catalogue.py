@@ -1,0 +1,178 @@
+"""The catalogue of findings: stable ids, plain titles, the fix, and the shared thresholds.
+
+The ids are part of the output contract (``docs/findings.md`` documents each one); add new
+ones, never rename. Multi-rank ids are listed so that one catalogue covers both kinds of input.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Entry:
+    id: str
+    title: str
+    fix: str
+
+
+_ENTRIES = (
+    Entry(
+        "dataloader_stall",
+        "The GPU waits for the DataLoader",
+        "Load batches in parallel with the step: DataLoader(..., num_workers=N (e.g. the CPU "
+        "cores per GPU), pin_memory=True, persistent_workers=True, prefetch_factor=2..4); move "
+        "heavy per-item transforms to the GPU or precompute them.",
+    ),
+    Entry(
+        "pageable_memcpy",
+        "Host-device copies from pageable memory",
+        "Copy from pinned memory: DataLoader(pin_memory=True) or tensor.pin_memory(), then "
+        ".to(device, non_blocking=True) so the copy overlaps with compute.",
+    ),
+    Entry(
+        "cpu_tensor_creation",
+        "Tensors created on the CPU each step and copied to the GPU",
+        "Create them on the device (torch.arange(n, device='cuda'), torch.full(..., device=...), "
+        "torch.tensor(x, device=...)) or build them once outside the loop and reuse them.",
+    ),
+    Entry(
+        "host_sync",
+        "The host waits for the GPU inside the loop",
+        "Remove synchronising calls from the step: keep losses/metrics on the GPU and read them "
+        "every N steps (no .item(), .cpu(), .tolist(), print(tensor) per step), avoid "
+        "data-dependent shapes (nonzero, boolean-mask indexing), drop explicit "
+        "torch.cuda.synchronize(); torch.cuda.set_sync_debug_mode('warn') points at each one.",
+    ),
+    Entry(
+        "fp64_compute",
+        "Kernels compute in float64",
+        "Keep tensors in float32 or lower: model.float() / dtype=torch.float32, convert NumPy "
+        "input with torch.from_numpy(a).float(), avoid torch.set_default_dtype(torch.float64); "
+        "with torch.set_float32_matmul_precision('high') the matmuls then use TF32 tensor cores.",
+    ),
+    Entry(
+        "fp32_no_tensor_cores",
+        "float32 matrix multiplies run without tensor cores",
+        "Let matmuls and convolutions use tensor cores: torch.set_float32_matmul_precision('high') "
+        "(or torch.backends.cuda.matmul.allow_tf32 = True; torch.backends.cudnn.allow_tf32 = True), "
+        "or train in mixed precision with torch.autocast('cuda', dtype=torch.bfloat16).",
+    ),
+    Entry(
+        "gemm_misaligned",
+        "Matrix multiplies with dimensions that are not multiples of 8",
+        "Pad the GEMM dimensions (hidden sizes, vocabulary, batch x sequence) to multiples of 8 "
+        "for 16-bit types (of 4 for TF32), e.g. vocab_size rounded up to a multiple of 64.",
+    ),
+    Entry(
+        "launch_bound",
+        "Kernels are shorter than their launches: the GPU waits for the CPU to launch work",
+        "Cut launches: torch.compile(model) to fuse small ops, CUDA graphs "
+        "(torch.compile(mode='reduce-overhead') or torch.cuda.graphs), or larger batches so each "
+        "kernel does more work.",
+    ),
+    Entry(
+        "sequential_small_gemms",
+        "Many small same-shape matrix multiplies run one after another",
+        "Stack the operands and issue one batched call: torch.bmm / torch.matmul on a [B, M, K] "
+        "tensor (or torch.baddbmm), instead of a Python loop of small matmuls.",
+    ),
+    Entry(
+        "unfused_optimizer",
+        "The optimizer step runs as many small kernels",
+        "Use the fused optimizer: torch.optim.AdamW(params, ..., fused=True) (or foreach=True "
+        "where fused is not available for the optimizer).",
+    ),
+    Entry(
+        "noncontiguous_copy",
+        "Time spent making tensors contiguous",
+        "Avoid layout copies: keep tensors in the layout the next op wants (no .contiguous() "
+        "after transpose/permute where the consumer accepts strides), use channels_last "
+        "consistently, fuse the permute into the producer (torch.compile).",
+    ),
+    Entry(
+        "graph_break",
+        "torch.compile splits the step into several graphs",
+        "Remove the graph breaks: run with TORCH_LOGS=graph_breaks (or torch._dynamo.explain) "
+        "and rewrite the reported lines (data-dependent Python control flow, .item(), print, "
+        "unsupported calls); fullgraph=True makes a break an error.",
+    ),
+    Entry(
+        "recompile",
+        "torch.compile recompiles in steady state",
+        "Stop guard failures: run with TORCH_LOGS=recompiles; mark varying sizes dynamic "
+        "(torch._dynamo.mark_dynamic or dynamic=True), keep Python scalars that change per step "
+        "out of the compiled function or pass them as tensors.",
+    ),
+    Entry(
+        "compile_in_window",
+        "Compilation runs inside the profiled window",
+        "Profile after warm-up: torch.profiler.schedule(wait=1, warmup=2, active=N) with the "
+        "compiled model already called once; if it recurs every run, cache it "
+        "(TORCHINDUCTOR_FX_GRAPH_CACHE=1, torch.compiler.save_cache_artifacts).",
+    ),
+    Entry(
+        "host_bound",
+        "The GPU waits while the host works on something else",
+        "Find what the host does in the named region (profile with with_stack=True, or py-spy) and "
+        "take it off the training thread's critical path: move it to DataLoader workers or a "
+        "background thread, do it every N steps, or overlap it with queued GPU work.",
+    ),
+    Entry(
+        "exposed_communication",
+        "Collectives run while no compute overlaps them",
+        "Overlap communication with the backward pass: DDP(model, bucket_cap_mb=25..100, "
+        "gradient_as_bucket_view=True, static_graph=True) and no extra synchronisation between "
+        "backward and step; accumulate gradients with model.no_sync(); for FSDP set "
+        "backward_prefetch=BackwardPrefetch.BACKWARD_PRE.",
+    ),
+    Entry(
+        "allocator_churn",
+        "cudaMalloc/cudaFree in steady-state steps",
+        "Keep the caching allocator warm: no torch.cuda.empty_cache() in the loop, fixed or "
+        "bucketed shapes, PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to limit fragmentation.",
+    ),
+    Entry(
+        "memory_pressure",
+        "Reserved GPU memory is close to the device's capacity",
+        "Lower the peak: activation checkpointing (torch.utils.checkpoint), smaller micro-batches "
+        "with gradient accumulation, mixed precision, set_to_none=True in zero_grad, "
+        "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.",
+    ),
+    # Built from several ranks' results by the job analyses; listed here so ids stay unique.
+    Entry("rank_straggler", "One rank is slower than the others", "See the rank's own findings."),
+    Entry(
+        "collective_wait", "Ranks wait in collectives for each other", "Balance the ranks' work."
+    ),
+    Entry(
+        "load_imbalance", "Work is unevenly split across ranks", "Balance data and model shards."
+    ),
+)
+
+CATALOGUE: dict[str, Entry] = {e.id: e for e in _ENTRIES}
+
+# A finding saving less than this share of the analysed time is listed as not material.
+MATERIALITY_PCT = 1.0
+# Share of the tensor-core peak a large, well-shaped cuBLAS GEMM reaches in practice: the bf16
+# GEMMs of the H200 samples run at 73 % (mm_sweep_4096, 4096^3) to 81 % (amp_on) of the peak.
+TENSOR_CORE_EFFICIENCY = 0.75
+# No GEMM kernel finishes faster than this, however few its FLOPs: the shortest GEMM kernels in
+# the H200 samples (64x64 bf16 on tensor cores) take 1.8 µs.
+GEMM_FLOOR_NS = 2_000
+# Share of the non-tensor-core fp32/fp64 peak SIMT GEMMs reach (train_eager's run at ~0.75).
+SIMT_EFFICIENCY = 0.7
+# Share of peak DRAM bandwidth a streaming kernel (fused optimizer, elementwise) reaches.
+BANDWIDTH_EFFICIENCY = 0.7
+# Host-to-device bandwidth from pinned memory when the trace has no pinned copy to measure.
+PINNED_GBPS = 25.0
+# A kernel counts as short when it runs for less than its launch; this share of kernels
+# being short makes sub-threshold idle launch overhead.
+LAUNCH_SHORT_PCT = 30.0
+# Same-shape GEMMs adjacent on a stream, each below this, this many in a row: one batched call.
+SMALL_GEMM_NS = 50_000
+SMALL_GEMM_RUN = 8
+# Reserved memory above this share of the device's memory is pressure.
+MEMORY_PRESSURE_SHARE = 0.9
+# Bytes an AdamW-style fused step moves per parameter element (fp32): reads param, grad,
+# exp_avg, exp_avg_sq; writes param, exp_avg, exp_avg_sq.
+FUSED_ADAM_BYTES_PER_PARAM = 28

@@ -1,0 +1,80 @@
+"""Findings about torch.compile: graph breaks, recompiles, and compilation inside the window."""
+
+from __future__ import annotations
+
+from traceinsight.analysis.findings.context import FindingContext
+from traceinsight.analysis.findings.model import Evidence, OpEvidence
+from traceinsight.analysis.findings.savings import Estimate, estimate
+
+
+def detect_graph_break(ctx: FindingContext) -> Estimate | None:
+    c = ctx.compile
+    if c is None or c.regions_per_step < 2:
+        return None
+    steps = max(c.steps, 1)
+    extra = (c.regions_per_step - 1) / c.regions_per_step
+    glue_ns = c.cache_lookup_ns_per_step * extra * steps
+    eager_ns = 0.0
+    ops: list[OpEvidence] = []
+    if c.graph_break_ops.height > 0:
+        eager_ns = float(c.graph_break_ops["host_ns_per_step"].sum()) * steps
+        ops = [
+            OpEvidence(
+                name=r["name"],
+                calls=round(r["calls_per_step"] * steps),
+                dur_ns=int(r["host_ns_per_step"] * steps),
+            )
+            for r in c.graph_break_ops.head(5).iter_rows(named=True)
+        ]
+    return estimate(
+        ctx,
+        "graph_break",
+        {"idle": glue_ns + eager_ns},
+        confidence="low",
+        confidence_reason=f"{c.regions_per_step:.1f} compiled regions per step; several compiled functions look the same",
+        method="host time of the eager ops between compiled graphs plus the guard checks of the extra "
+        "regions, as device idle it can cause (capped by the idle time)",
+        evidence=Evidence(ops=tuple(ops), figures=(("regions_per_step", c.regions_per_step),)),
+    )
+
+
+def detect_recompile(ctx: FindingContext) -> Estimate | None:
+    c = ctx.compile
+    if c is None or c.recompiles_in_trace <= 0 or c.compiles_in_trace <= 0:
+        return None
+    share = c.recompiles_in_trace / c.compiles_in_trace
+    return estimate(
+        ctx,
+        "recompile",
+        {"idle": c.compile_ns * share},
+        confidence="medium",
+        confidence_reason=f"{c.recompiles_in_trace} recompile(s) inside the traced steps",
+        method="compile time inside the window spent on recompiles (compile events with compile id > 0); "
+        "saving_ns is over the window, not per step",
+        per_step=False,
+        evidence=Evidence(
+            figures=(
+                ("recompiles", float(c.recompiles_in_trace)),
+                ("compile_ns", float(c.compile_ns)),
+            )
+        ),
+    )
+
+
+def detect_compile_in_window(ctx: FindingContext) -> Estimate | None:
+    c = ctx.compile
+    if c is None or c.compiles_in_trace <= c.recompiles_in_trace or c.compile_ns <= 0:
+        return None
+    first = (c.compiles_in_trace - c.recompiles_in_trace) / c.compiles_in_trace
+    return estimate(
+        ctx,
+        "compile_in_window",
+        {"idle": c.compile_ns * first},
+        confidence="high",
+        confidence_reason=f"{c.compiles_in_trace - c.recompiles_in_trace} first compilation(s) inside the traced steps",
+        method="compile time inside the window: a one-off cost that steady-state steps do not pay; the "
+        "shares of the other findings are diluted by it until it is profiled out; saving_ns is over the "
+        "window, not per step",
+        per_step=False,
+        evidence=Evidence(figures=(("compile_ns", float(c.compile_ns)),)),
+    )

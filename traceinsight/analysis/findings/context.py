@@ -1,0 +1,164 @@
+"""What the detectors read: the trace, the results it already has, and shared helpers.
+
+Every result is optional: a detector whose inputs are missing or unavailable returns None.
+The few figures no result holds (python stack locations, dtypes of an op's inputs, runtime
+calls by name, memcpy kinds by op) are read here from the trace's frames with cheap filters.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TypeVar
+
+import polars as pl
+
+from traceinsight.analysis.base import Result
+from traceinsight.analysis.bound import BoundResult
+from traceinsight.analysis.breakdown import BreakdownResult
+from traceinsight.analysis.compile import CompileResult
+from traceinsight.analysis.gaps import GapsResult
+from traceinsight.analysis.kernels import KernelsResult
+from traceinsight.analysis.memory import MemoryResult
+from traceinsight.analysis.ops import OpsResult
+from traceinsight.analysis.steps import StepsResult
+from traceinsight.trace.model import Trace
+
+R = TypeVar("R", bound=Result)
+
+# Python frames that are not the user's code: the innermost frame outside them is reported.
+_LIBRARY_FRAME = re.compile(
+    r"(^<built-in|^<frozen|^nn\.Module:|^torch/|/torch/|site-packages|dist-packages|"
+    r"^threading\.py|/threading\.py|^contextlib\.py|traceinsight/capture|^\w+\.py\(\d+\): __call__$)"
+)
+_FRAME = re.compile(r"^(.*?)\((\d+)\): (.*)$")
+# Host annotations of torch.compile's own machinery: never shown as the thing to fix.
+DYNAMO_INTERNAL = re.compile(
+    r"(?i)(^TorchDynamo|dynamo|^Torch-Compiled Region|^CompiledFunction|^## Call CompiledFxGraph|"
+    r"^AOTDispatcher|^Pregraph bytecode|^OutputGraph|compile_inner|AOTAutogradCache|inductor)"
+)
+
+
+def _usable(result: R | None) -> R | None:
+    return result if result is not None and result.available else None
+
+
+@dataclass(frozen=True)
+class FindingContext:
+    trace: Trace
+    gaps: GapsResult | None = None
+    breakdown: BreakdownResult | None = None
+    steps: StepsResult | None = None
+    ops: OpsResult | None = None
+    kernels: KernelsResult | None = None
+    bound: BoundResult | None = None
+    memory: MemoryResult | None = None
+    compile: CompileResult | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("gaps", "breakdown", "steps", "ops", "kernels", "bound", "memory", "compile"):
+            object.__setattr__(self, name, _usable(getattr(self, name)))
+
+    # -- denominators -------------------------------------------------------------------
+    @property
+    def window_ns(self) -> int:
+        """The analysed time every share is of: the breakdown's (and gaps') window."""
+        if self.breakdown is not None and self.breakdown.window_ns > 0:
+            return self.breakdown.window_ns
+        if self.gaps is not None:
+            return self.gaps.window_ns
+        return 0
+
+    @property
+    def step_count(self) -> int:
+        return 0 if self.steps is None else self.steps.steps.height
+
+    @property
+    def step_ns(self) -> int | None:
+        """Mean device time of a step, the warm-up step left out when there are others."""
+        if self.steps is None or self.steps.steps.height == 0:
+            return None
+        steps = self.steps.steps
+        steady = steps.filter(~pl.col("is_warmup"))
+        use = steady if steady.height > 0 else steps
+        mean = use["device_dur_ns"].mean()
+        return int(mean) if isinstance(mean, (int, float)) and mean > 0 else None
+
+    @property
+    def rank(self) -> int | None:
+        return self.trace.meta.rank
+
+    def peak_tflops(self, dtype_class: str) -> float | None:
+        if self.bound is None or not self.bound.peaks:
+            return None
+        value = self.bound.peaks.get("tflops", {}).get(dtype_class)
+        return float(value) if isinstance(value, (int, float)) and value > 0 else None
+
+    @property
+    def mem_bw_tbps(self) -> float | None:
+        if self.bound is None or not self.bound.peaks:
+            return None
+        value = self.bound.peaks.get("mem_bw_tbps")
+        return float(value) if isinstance(value, (int, float)) and value > 0 else None
+
+    # -- pools of device time (what a fix can give back at most) ------------------------
+    def category_ns(self, *categories: str) -> int:
+        if self.breakdown is None:
+            return 0
+        rows = self.breakdown.by_device.filter(pl.col("category").is_in(list(categories)))
+        return int(rows["dur_ns"].sum())
+
+    def idle_by_cause(self, cause: str) -> int:
+        if self.gaps is None:
+            return 0
+        return int(self.gaps.by_cause.filter(pl.col("cause") == cause)["idle_ns"].sum())
+
+    # -- evidence read from the frames --------------------------------------------------
+    def locations_of(self, op_names: list[str], limit: int = 3) -> tuple[str, ...]:
+        """``file:line`` of the innermost user Python frame around calls of these ops.
+
+        Needs ``with_stack=True`` (python_function events); empty otherwise. The frames are
+        matched by time on the op's thread: the innermost non-library frame enclosing it.
+        """
+        events = self.trace.events
+        if not op_names or not bool((events["kind"] == "python").any()):
+            return ()
+        py = (
+            events.filter(pl.col("kind") == "python")
+            .select("pid", "tid", "ts_ns", "end_ns", pl.col("name").cast(pl.String))
+            .filter(~pl.col("name").str.contains(_LIBRARY_FRAME.pattern))
+        )
+        calls = (
+            events.filter(
+                (pl.col("kind") == "cpu_op") & pl.col("name").cast(pl.String).is_in(op_names)
+            )
+            .select("pid", "tid", pl.col("ts_ns").alias("op_ts"), pl.col("end_ns").alias("op_end"))
+            .unique(["pid", "tid", "op_ts"])
+            .head(200)
+        )
+        if calls.height == 0 or py.height == 0:
+            return ()
+        enclosing = (
+            calls.join(py, on=["pid", "tid"])
+            .filter((pl.col("ts_ns") <= pl.col("op_ts")) & (pl.col("end_ns") >= pl.col("op_end")))
+            .sort("ts_ns", descending=True)
+            .group_by("pid", "tid", "op_ts", maintain_order=True)
+            .first()
+        )
+        counted = enclosing.group_by("name").len().sort(["len", "name"], descending=[True, False])
+        out: list[str] = []
+        for name in counted["name"].to_list():
+            match = _FRAME.match(name)
+            out.append(f"{match.group(1)}:{match.group(2)}" if match else name)
+            if len(out) >= limit:
+                break
+        return tuple(out)
+
+    def op_dtypes(self, name: str, shapes: str | None) -> str | None:
+        """The recorded input dtypes of an op with these input dims (first call's)."""
+        ev = self.trace.events
+        filt = (pl.col("kind") == "cpu_op") & (pl.col("name").cast(pl.String) == name)
+        if shapes is not None:
+            filt = filt & (pl.col("input_dims") == shapes)
+        rows = ev.filter(filt).select("input_types").drop_nulls().head(1)
+        return None if rows.height == 0 else str(rows["input_types"][0])

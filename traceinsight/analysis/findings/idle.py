@@ -1,0 +1,339 @@
+"""Findings about device idle time and its host-side causes, read from the gaps analysis:
+data loading, synchronisation, launch overhead, allocator calls."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from traceinsight.analysis import intervals
+from traceinsight.analysis.breakdown import busy_intervals
+from traceinsight.analysis.findings.catalogue import LAUNCH_SHORT_PCT
+from traceinsight.analysis.findings.context import DYNAMO_INTERNAL, FindingContext
+from traceinsight.analysis.findings.model import (
+    Evidence,
+    KernelEvidence,
+    OpEvidence,
+    RegionEvidence,
+)
+from traceinsight.analysis.findings.savings import Estimate, estimate
+from traceinsight.analysis.gaps import SYNC_CALL_PATTERN
+
+SYNC_OPS = (
+    "aten::item",
+    "aten::_local_scalar_dense",
+    "aten::nonzero",
+    "aten::tolist",
+    "aten::cpu",
+    "aten::to",
+    "aten::_to_copy",
+    "aten::copy_",
+    "aten::masked_select",
+    "aten::unique",
+)
+ALLOCATOR_CALLS = r"^(cuda|hip)(Malloc|Free)(Async|Host)?$|^cuMem(Alloc|Free)"
+
+
+def _culprits(ctx: FindingContext, cause: str, limit: int = 5) -> pl.DataFrame:
+    if ctx.gaps is None:
+        return pl.DataFrame()
+    return (
+        ctx.gaps.culprits.filter(
+            (pl.col("cause") == cause) & ~pl.col("culprit").str.contains(DYNAMO_INTERNAL.pattern)
+        )
+        .sort("idle_ns", descending=True)
+        .head(limit)
+    )
+
+
+def _gap_counts(ctx: FindingContext, cause: str) -> int:
+    if ctx.gaps is None:
+        return 0
+    return int(ctx.gaps.by_cause.filter(pl.col("cause") == cause)["gaps"].sum())
+
+
+def detect_dataloader_stall(ctx: FindingContext) -> Estimate | None:
+    idle = ctx.idle_by_cause("data_loading")
+    if idle <= 0:
+        return None
+    culprits = _culprits(ctx, "data_loading")
+    names = [str(n) for n in culprits["culprit"].to_list()]
+    workers = any("MultiProcessing" in n for n in names)
+    fix = None
+    if workers:
+        fix = (
+            "The DataLoader already uses worker processes but they do not keep up: raise "
+            "num_workers (up to the CPU cores per GPU) and prefetch_factor, keep "
+            "persistent_workers=True and pin_memory=True, and make the per-item work cheaper "
+            "(move transforms to the GPU, precompute, use a faster decoder)."
+        )
+    return estimate(
+        ctx,
+        "dataloader_stall",
+        {"idle": idle},
+        confidence="high" if names else "medium",
+        confidence_reason=f"{_gap_counts(ctx, 'data_loading')} idle gaps while the host was inside the DataLoader",
+        method="device idle time in gaps the host spent loading data: parallel loading that keeps "
+        "ahead of the step removes all of it (at most; the loader must then be fast enough)",
+        evidence=Evidence(
+            regions=tuple(
+                RegionEvidence(name=n, calls=int(g), dur_ns=int(i))
+                for n, g, i in zip(
+                    names, culprits["gaps"].to_list(), culprits["idle_ns"].to_list(), strict=True
+                )
+            ),
+            locations=ctx.locations_of(["enumerate(DataLoader)"]),
+            figures=(("data_loading_idle_ns", float(idle)),),
+        ),
+        fix=fix,
+    )
+
+
+def _host_blocked_ns(ctx: FindingContext) -> int:
+    """Host time spent blocked on the device: synchronising runtime calls, and the launch
+    calls of device-to-host copies (a copy to pageable memory returns when it is done)."""
+    ev = ctx.trace.events
+    sync_calls = ev.filter(
+        pl.col("kind").is_in(["runtime", "driver"])
+        & pl.col("name").cast(pl.String).str.contains(SYNC_CALL_PATTERN)
+    )
+    d2h = ctx.trace.kernels.filter(
+        (pl.col("kind") == "memcpy") & pl.col("name").cast(pl.String).str.contains("DtoH")
+    )
+    launch_ns = (d2h["launch_end_ns"] - d2h["launch_ts_ns"]).drop_nulls().clip(lower_bound=0)
+    return int(sync_calls["dur_ns"].sum()) + int(launch_ns.sum())
+
+
+def detect_host_sync(ctx: FindingContext) -> Estimate | None:
+    gap_idle = ctx.idle_by_cause("sync")
+    if gap_idle <= 0:
+        return None
+    # Without the sync the host runs ahead only by the time it was blocked: when the host is
+    # the bottleneck anyway (launch-bound), the GPU idle behind a sync stays as launch idle.
+    blocked = _host_blocked_ns(ctx)
+    idle = min(gap_idle, blocked)
+    culprits = _culprits(ctx, "sync")
+    ev = ctx.trace.events
+    name = pl.col("name").cast(pl.String)
+    per_step = max(ctx.step_count, 1)
+    calls = (
+        ev.filter(
+            (pl.col("kind") == "cpu_op")
+            & name.is_in(["aten::item", "aten::_local_scalar_dense", "aten::nonzero"])
+        )
+        .group_by(name.alias("name"))
+        .agg(
+            pl.len().alias("calls"),
+            pl.col("dur_ns").sum(),
+            pl.col("input_dims").first(),
+            pl.col("input_types").first(),
+        )
+        .sort("calls", descending=True)
+    )
+    syncs = (
+        ev.filter(pl.col("kind").is_in(["runtime", "driver"]) & name.str.contains(r"Synchronize"))
+        .group_by(name.alias("name"))
+        .agg(pl.len().alias("calls"), pl.col("dur_ns").sum())
+    )
+    ops = tuple(
+        OpEvidence(
+            name=r["name"],
+            shapes=r["input_dims"],
+            dtypes=r["input_types"],
+            calls=int(r["calls"]),
+            dur_ns=int(r["dur_ns"]),
+        )
+        for r in calls.iter_rows(named=True)
+    )
+    regions = tuple(
+        RegionEvidence(name=str(r["culprit"]), calls=int(r["gaps"]), dur_ns=int(r["idle_ns"]))
+        for r in culprits.iter_rows(named=True)
+    ) + tuple(
+        RegionEvidence(name=r["name"], calls=int(r["calls"]), dur_ns=int(r["dur_ns"]))
+        for r in syncs.iter_rows(named=True)
+    )
+    n_item = int(calls["calls"].sum()) if calls.height else 0
+    return estimate(
+        ctx,
+        "host_sync",
+        {"idle": idle},
+        confidence="high" if culprits.height else "medium",
+        confidence_reason=f"{_gap_counts(ctx, 'sync')} idle gaps behind synchronising calls; "
+        f"{n_item / per_step:.0f} .item()/nonzero-style calls per step",
+        method="device idle time in gaps behind a host synchronisation (the GPU drains, then waits "
+        "for the host to launch again), capped by the host time blocked in synchronising calls and "
+        "device-to-host copies: removing the syncs frees the host for that long, no more",
+        evidence=Evidence(
+            ops=ops,
+            regions=regions,
+            locations=ctx.locations_of(
+                [
+                    "aten::item",
+                    "aten::_local_scalar_dense",
+                    "aten::nonzero",
+                    *[str(c) for c in culprits["culprit"].to_list()],
+                ]
+            ),
+            figures=(("sync_idle_ns", float(gap_idle)), ("host_blocked_ns", float(blocked))),
+        ),
+    )
+
+
+def detect_launch_bound(ctx: FindingContext) -> Estimate | None:
+    if ctx.kernels is None or ctx.gaps is None:
+        return None
+    launch = ctx.kernels.launch
+    short_pct = launch.shorter_than_launch_pct or 0.0
+    # Launch-overhead gaps behind torch.compile's own wrappers (between CUDA graph replays, in
+    # guards) are the compiled runtime's overhead, not eager launches: not counted here.
+    gap_idle = int(
+        ctx.gaps.gaps.filter(
+            (pl.col("cause") == "launch_overhead")
+            & ~pl.col("culprit").fill_null("").str.contains(DYNAMO_INTERNAL.pattern)
+        )["dur_ns"].sum()
+    )
+    # Idle in gaps below the gap threshold sits between back-to-back kernels: launch latency
+    # when most kernels are shorter than their launches.
+    short_idle = (
+        max(0, ctx.gaps.idle_ns - ctx.gaps.gap_idle_ns) if short_pct >= LAUNCH_SHORT_PCT else 0
+    )
+    idle = gap_idle + short_idle
+    if idle <= 0 or (short_pct < LAUNCH_SHORT_PCT and gap_idle <= 0):
+        return None
+    culprits = _culprits(ctx, "launch_overhead")
+    short = (
+        ctx.kernels.kernels.filter(pl.col("short_calls") > 0)
+        .sort("short_calls", descending=True)
+        .head(5)
+    )
+    graphs = ctx.compile is not None and ctx.compile.uses_cuda_graphs
+    fix = None
+    if graphs:
+        fix = (
+            "The trace already replays CUDA graphs: capture more of the step in them (remove graph "
+            "breaks, avoid CPU work between replays) and fuse the remaining eager ops."
+        )
+    return estimate(
+        ctx,
+        "launch_bound",
+        {"idle": idle},
+        confidence="high" if short_pct >= 50 else "medium",
+        confidence_reason=f"{short_pct:.0f} % of kernels run shorter than their launch call "
+        f"(mean launch {(launch.launch_cpu_mean_ns or 0) / 1e3:.1f} µs, median kernel {(launch.kernel_p50_ns or 0) / 1e3:.1f} µs)",
+        method="device idle time in gaps where the host was launching (launch-overhead gaps) plus the idle "
+        f"between back-to-back kernels below the gap threshold when >= {LAUNCH_SHORT_PCT:.0f} % of "
+        "kernels are shorter than their launch: fusion or CUDA graphs remove launch-bound idle",
+        evidence=Evidence(
+            ops=tuple(
+                OpEvidence(name=str(r["culprit"]), calls=int(r["gaps"]), dur_ns=int(r["idle_ns"]))
+                for r in culprits.iter_rows(named=True)
+            ),
+            kernels=tuple(
+                KernelEvidence(
+                    name=r["name"],
+                    calls=int(r["short_calls"]),
+                    dur_ns=int(r["total_ns"]),
+                    tensor_core=r["tensor_core"],
+                )
+                for r in short.iter_rows(named=True)
+            ),
+            locations=ctx.locations_of([str(c) for c in culprits["culprit"].to_list()]),
+            figures=(
+                ("launch_gap_idle_ns", float(gap_idle)),
+                ("short_idle_ns", float(short_idle)),
+                ("short_kernel_pct", round(short_pct, 2)),
+            ),
+        ),
+        fix=fix,
+    )
+
+
+def detect_allocator_churn(ctx: FindingContext) -> Estimate | None:
+    ev = ctx.trace.events
+    calls = ev.filter(
+        pl.col("kind").is_in(["runtime", "driver"])
+        & pl.col("name").cast(pl.String).str.contains(ALLOCATOR_CALLS)
+    )
+    if ctx.steps is not None and ctx.step_count > 1:
+        # Steady state: the warm-up step (the first one when none is flagged) allocates by design.
+        first = (
+            ctx.steps.warmup_step
+            if ctx.steps.warmup_step is not None
+            else ctx.steps.steps["step"].min()
+        )
+        calls = calls.filter(pl.col("step").is_not_null() & (pl.col("step") != first))
+    if calls.height == 0:
+        return None
+    host_ns = int(calls["dur_ns"].sum())
+    # Only the part of those calls during which the device sat idle costs time: cudaFree
+    # waits for the device, and a blocked host launches nothing meanwhile.
+    spans = calls.select(pl.col("ts_ns").alias("start_ns"), "end_ns")
+    busy = busy_intervals(ctx.trace).select("start_ns", "end_ns")
+    idle_during = intervals.difference(spans, busy)
+    idle_ns = int((idle_during["end_ns"] - idle_during["start_ns"]).sum())
+    names = calls.group_by(pl.col("name").cast(pl.String)).agg(
+        pl.len().alias("calls"), pl.col("dur_ns").sum()
+    )
+    return estimate(
+        ctx,
+        "allocator_churn",
+        {"idle": idle_ns},
+        confidence="medium",
+        confidence_reason=f"{calls.height} allocator calls in steady-state steps (warm-up step left out), "
+        f"{host_ns / 1e6:.2f} ms of host time",
+        method="the time inside cudaMalloc/cudaFree calls of steady-state steps during which the "
+        "device was idle (cudaFree synchronises; a blocked host launches nothing): a warm caching "
+        "allocator makes no such calls",
+        evidence=Evidence(
+            regions=tuple(
+                RegionEvidence(name=r["name"], calls=int(r["calls"]), dur_ns=int(r["dur_ns"]))
+                for r in names.iter_rows(named=True)
+            )
+        ),
+    )
+
+
+HOST_CAUSES = ("untraced", "host_compute", "python")
+NO_CULPRIT = "(no host op)"
+
+
+def detect_host_bound(ctx: FindingContext) -> Estimate | None:
+    """Idle gaps while the host ran untraced code or CPU-heavy ops inside a named region."""
+    if ctx.gaps is None:
+        return None
+    # From every gap (the result's culprit table keeps only the top ones).
+    culprits = (
+        ctx.gaps.gaps.filter(
+            pl.col("cause").is_in(HOST_CAUSES)
+            & pl.col("culprit").is_not_null()
+            & (pl.col("culprit") != NO_CULPRIT)
+            & ~pl.col("culprit").str.contains(DYNAMO_INTERNAL.pattern)
+        )
+        .group_by("culprit")
+        .agg(pl.col("dur_ns").sum().alias("idle_ns"), pl.len().alias("gaps"))
+        .sort(["idle_ns", "culprit"], descending=[True, False])
+    )
+    if culprits.height == 0:
+        return None
+    idle = int(culprits["idle_ns"].sum())
+    top = str(culprits["culprit"][0])
+    return estimate(
+        ctx,
+        "host_bound",
+        {"idle": idle},
+        confidence="low",
+        confidence_reason="the trace shows where the host was, not what it did there; moving it off the "
+        "critical path may not be possible",
+        method="device idle time in gaps while the host was inside these regions doing untraced or "
+        "CPU-heavy work, all of it, as if that work overlapped with queued GPU work",
+        title=f"The GPU waits while the host works in {top}",
+        evidence=Evidence(
+            regions=tuple(
+                RegionEvidence(
+                    name=str(r["culprit"]), calls=int(r["gaps"]), dur_ns=int(r["idle_ns"])
+                )
+                for r in culprits.head(5).iter_rows(named=True)
+            ),
+            locations=ctx.locations_of([str(c) for c in culprits["culprit"].head(3).to_list()]),
+            figures=(("host_idle_ns", float(idle)),),
+        ),
+    )

@@ -1,0 +1,444 @@
+"""Findings about the arithmetic path of GEMMs: no tensor cores, float64, misaligned shapes,
+and runs of small same-shape GEMMs that one batched call would replace."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+
+from traceinsight.analysis.findings.catalogue import (
+    GEMM_FLOOR_NS,
+    SIMT_EFFICIENCY,
+    SMALL_GEMM_NS,
+    SMALL_GEMM_RUN,
+    TENSOR_CORE_EFFICIENCY,
+)
+from traceinsight.analysis.findings.context import FindingContext
+from traceinsight.analysis.findings.model import Confidence, Evidence, KernelEvidence, OpEvidence
+from traceinsight.analysis.findings.savings import Estimate, estimate
+from traceinsight.analysis.kernel_families import with_families
+
+GEMM_FAMILIES = ("gemm", "conv")
+_FP64_NAME = r"(?i)dgemm|zgemm|f64f64|_f64_|fp64"
+_FP32_NAME = r"(?i)sgemm|f32f32|_f32_|fp32|float"
+_MISALIGNED_NAME = r"(?i)align[12](\b|_|$)"
+
+
+def _kernel_table(ctx: FindingContext) -> pl.DataFrame | None:
+    """Kernel names with family, tensor-core flag, time, and FLOPs / dtype where the bound
+    analysis could cost them."""
+    if ctx.kernels is None:
+        return None
+    table = ctx.kernels.kernels.select("name", "family", "tensor_core", "calls", "total_ns")
+    if ctx.bound is not None and ctx.bound.kernels.height > 0:
+        costs = ctx.bound.kernels.group_by("name").agg(
+            pl.col("flops").sum(), pl.col("bytes").sum(), pl.col("dtype_class").drop_nulls().first()
+        )
+        table = table.join(costs, on="name", how="left")
+    else:
+        table = table.with_columns(
+            flops=pl.lit(None, pl.Float64),
+            bytes=pl.lit(None, pl.Float64),
+            dtype_class=pl.lit(None, pl.String),
+        )
+    return table
+
+
+def _kernels_evidence(rows: pl.DataFrame, limit: int = 5) -> tuple[KernelEvidence, ...]:
+    top = rows.sort("total_ns", descending=True).head(limit)
+    return tuple(
+        KernelEvidence(
+            name=r["name"],
+            calls=int(r["calls"]),
+            dur_ns=int(r["total_ns"]),
+            tensor_core=r["tensor_core"],
+        )
+        for r in top.iter_rows(named=True)
+    )
+
+
+def _ops_evidence(ctx: FindingContext, ops: pl.DataFrame, limit: int = 5) -> tuple[OpEvidence, ...]:
+    top = ops.sort("kernel_ns", descending=True).head(limit)
+    return tuple(
+        OpEvidence(
+            name=r["name"],
+            shapes=r["shapes"],
+            dtypes=ctx.op_dtypes(r["name"], r["shapes"]),
+            calls=int(r["calls"]),
+            dur_ns=int(r["kernel_ns"]),
+        )
+        for r in top.iter_rows(named=True)
+    )
+
+
+def _gemm_ops(ctx: FindingContext, dtype_classes: tuple[str, ...]) -> pl.DataFrame:
+    if ctx.bound is None or ctx.bound.ops.height == 0:
+        return pl.DataFrame(
+            schema={
+                "name": pl.String,
+                "shapes": pl.String,
+                "calls": pl.Int64,
+                "kernel_ns": pl.Int64,
+            }
+        )
+    return ctx.bound.ops.filter(
+        pl.col("family").is_in(GEMM_FAMILIES) & pl.col("dtype_class").is_in(list(dtype_classes))
+    )
+
+
+def _recoverable(
+    rows: pl.DataFrame, target_tflops: float, fallback_tflops: float | None
+) -> tuple[float, float]:
+    """(saving ns, share of the time whose FLOPs were known) for kernels rerun at target_tflops.
+
+    Per kernel name: time − max(FLOPs / target rate, calls × GEMM_FLOOR_NS), floored at 0: no
+    GEMM kernel runs faster than the floor however few its FLOPs. Where the FLOPs are unknown,
+    the kernel is assumed to run at ``fallback_tflops`` today (the FLOPs that rate implies)."""
+    flops = pl.col("flops").fill_null(0.0)
+    known = flops > 0
+    implied = pl.col("total_ns") * 1e-9 * (fallback_tflops or 0.0) * 1e12
+    work = pl.when(known).then(flops).otherwise(implied)
+    new_ns = pl.max_horizontal(
+        work / (target_tflops * 1e12) * 1e9, pl.col("calls") * float(GEMM_FLOOR_NS)
+    )
+    saving = (pl.col("total_ns") - new_ns).clip(lower_bound=0)
+    got = rows.select(
+        saving=saving.sum(),
+        known_ns=pl.col("total_ns").filter(known).sum(),
+        all_ns=pl.col("total_ns").sum(),
+    )
+    all_ns = float(got["all_ns"][0] or 0)
+    return float(got["saving"][0] or 0.0), (
+        float(got["known_ns"][0] or 0) / all_ns if all_ns else 0.0
+    )
+
+
+def detect_fp32_no_tensor_cores(ctx: FindingContext) -> Estimate | None:
+    table = _kernel_table(ctx)
+    if table is None:
+        return None
+    name = pl.col("name")
+    rows = table.filter(
+        pl.col("family").is_in(GEMM_FAMILIES)
+        & ~pl.col("tensor_core")
+        & ~name.str.contains(_FP64_NAME)
+        & (
+            (pl.col("dtype_class") == "fp32")
+            | (pl.col("dtype_class").is_null() & name.str.contains(_FP32_NAME))
+        )
+    )
+    if rows.height == 0:
+        return None
+    gemm_ns = int(rows["total_ns"].sum())
+    tf32 = ctx.peak_tflops("tf32")
+    fp32 = ctx.peak_tflops("fp32")
+    if tf32 is None:
+        saving, known = gemm_ns * 0.5, 0.0
+        method = "no device peaks known: assumed half of the fp32 GEMM time recoverable"
+    else:
+        target = tf32 * TENSOR_CORE_EFFICIENCY
+        saving, known = _recoverable(rows, target, None if fp32 is None else fp32 * SIMT_EFFICIENCY)
+        method = (
+            f"fp32 GEMM/conv kernel time ({gemm_ns / 1e6:.2f} ms over the window) minus the same FLOPs at "
+            f"{TENSOR_CORE_EFFICIENCY:.0%} of the TF32 tensor-core peak ({tf32:g} TFLOP/s), per kernel, "
+            f"each call at least {GEMM_FLOOR_NS / 1e3:g} µs; FLOPs from the op shapes for {known:.0%} of that time"
+            + (
+                ""
+                if known >= 0.999
+                else f", the rest assumed to run at {SIMT_EFFICIENCY:.0%} of the fp32 peak"
+            )
+            + ". bf16 autocast would save more (its peak is twice TF32's)."
+        )
+    confidence: Confidence = "high" if known >= 0.8 else "medium" if tf32 is not None else "low"
+    reason = (
+        f"kernel names show no tensor-core path; FLOPs known for {known:.0%} of the time"
+        if tf32 is not None
+        else "device peaks unknown"
+    )
+    share = 100.0 * gemm_ns / ctx.kernels.total_ns if ctx.kernels and ctx.kernels.total_ns else 0.0
+    evidence = Evidence(
+        kernels=_kernels_evidence(rows),
+        ops=_ops_evidence(ctx, _gemm_ops(ctx, ("fp32",))),
+        locations=ctx.locations_of(
+            ["aten::mm", "aten::addmm", "aten::bmm", "aten::linear", "aten::matmul"]
+        ),
+        figures=(("fp32_gemm_ns", float(gemm_ns)), ("share_of_kernel_time_pct", round(share, 2))),
+    )
+    return estimate(
+        ctx,
+        "fp32_no_tensor_cores",
+        {"compute": saving},
+        confidence=confidence,
+        confidence_reason=reason,
+        method=method,
+        evidence=evidence,
+        title=f"float32 GEMMs run without tensor cores ({share:.0f} % of GPU kernel time)",
+    )
+
+
+def detect_fp64_compute(ctx: FindingContext) -> Estimate | None:
+    table = _kernel_table(ctx)
+    if table is None:
+        return None
+    rows = table.filter((pl.col("dtype_class") == "fp64") | pl.col("name").str.contains(_FP64_NAME))
+    rows = rows.filter(~pl.col("family").is_in(["memcpy", "memset"]))
+    if rows.height == 0:
+        return None
+    # The fix is float32 with TF32 matmuls (set_float32_matmul_precision("high"), the usual
+    # training setting), so the GEMMs are priced at the TF32 tensor-core rate.
+    tf32 = ctx.peak_tflops("tf32")
+    gemms = rows.filter(pl.col("family").is_in(GEMM_FAMILIES))
+    others = rows.filter(~pl.col("family").is_in(GEMM_FAMILIES))
+    fp64 = ctx.peak_tflops("fp64")
+    if tf32 is not None:
+        gemm_saving, _ = _recoverable(
+            gemms, tf32 * TENSOR_CORE_EFFICIENCY, None if fp64 is None else fp64 * SIMT_EFFICIENCY
+        )
+    else:
+        gemm_saving = 0.5 * float(gemms["total_ns"].sum())
+    other_saving = 0.5 * float(others["total_ns"].sum())  # memory-bound: half the bytes in fp32
+    total_ns = int(rows["total_ns"].sum())
+    return estimate(
+        ctx,
+        "fp64_compute",
+        {"compute": gemm_saving + other_saving},
+        confidence="medium",
+        confidence_reason="dtype from op inputs or kernel names; the fp32 result may need checking for accuracy",
+        method=(
+            "fp64 GEMM time minus the same FLOPs at "
+            f"{TENSOR_CORE_EFFICIENCY:.0%} of the TF32 tensor-core peak (each call at least "
+            f"{GEMM_FLOOR_NS / 1e3:g} µs), plus half of the other fp64 kernels' time "
+            "(memory-bound kernels move half the bytes in fp32)"
+        ),
+        evidence=Evidence(
+            kernels=_kernels_evidence(rows),
+            ops=_ops_evidence(ctx, _gemm_ops(ctx, ("fp64",))),
+            figures=(("fp64_kernel_ns", float(total_ns)),),
+        ),
+    )
+
+
+def _dims_misaligned(shapes: str | None, multiple: int) -> bool:
+    """Whether a GEMM op's M, N or K (last two dims of its first two inputs) is off the multiple."""
+    if not shapes:
+        return False
+    try:
+        dims = json.loads(shapes)
+    except ValueError:
+        return False
+    mats = [d for d in dims[:3] if isinstance(d, list) and len(d) >= 2]
+    return any(int(x) % multiple != 0 for m in mats for x in m[-2:])
+
+
+def detect_gemm_misaligned(ctx: FindingContext) -> Estimate | None:
+    table = _kernel_table(ctx)
+    if table is None:
+        return None
+    gemm = table.filter(
+        pl.col("family").is_in(GEMM_FAMILIES)
+        & pl.col("tensor_core")
+        & ~pl.col("name").str.contains(_FP64_NAME)
+        & (
+            pl.col("dtype_class").is_null()
+            | pl.col("dtype_class").is_in(["bf16", "fp16", "tf32", "fp8"])
+        )
+    )
+    by_name = gemm.filter(pl.col("name").str.contains(_MISALIGNED_NAME))
+    ops = _gemm_ops(ctx, ("bf16", "fp16", "tf32", "fp8"))
+    if ops.height > 0:
+        multiple = (
+            pl.when(pl.col("dtype_class") == "tf32")
+            .then(4)
+            .when(pl.col("dtype_class") == "fp8")
+            .then(16)
+            .otherwise(8)
+        )
+        flagged = ops.with_columns(
+            off=pl.struct("shapes", m=multiple).map_elements(
+                lambda s: _dims_misaligned(s["shapes"], s["m"]), return_dtype=pl.Boolean
+            )
+        )
+        bad_ops = flagged.filter(pl.col("off"))
+        good_ops = flagged.filter(
+            ~pl.col("off") & (pl.col("flops") > 0) & (pl.col("kernel_ns") > 0)
+        )
+    else:
+        bad_ops = good_ops = ops
+    if by_name.height == 0 and bad_ops.height == 0:
+        return None
+    if bad_ops.height > 0 and "flops" in bad_ops.columns:
+        slow_ns = float(bad_ops["kernel_ns"].sum())
+        flops = float(bad_ops["flops"].fill_null(0).sum())
+    else:
+        slow_ns = float(by_name["total_ns"].sum())
+        flops = float(by_name["flops"].fill_null(0).sum())
+    # The rate to reach: the aligned GEMMs of this trace when there are enough of them, else
+    # the dtype's tensor-core peak at the usual efficiency.
+    good_ns = float(good_ops["kernel_ns"].sum()) if good_ops.height else 0.0
+    if good_ns > 0.2 * slow_ns and good_ops.height:
+        rate = float(good_ops["flops"].sum()) / (good_ns * 1e-9) / 1e12
+        rate_src = f"the aligned GEMMs of this trace ({rate:.0f} TFLOP/s achieved)"
+    else:
+        dtype = str(bad_ops["dtype_class"][0]) if bad_ops.height else "bf16"
+        peak = ctx.peak_tflops(dtype) or 0.0
+        rate = peak * TENSOR_CORE_EFFICIENCY
+        rate_src = (
+            f"{TENSOR_CORE_EFFICIENCY:.0%} of the {dtype} tensor-core peak ({peak:g} TFLOP/s)"
+        )
+    saving = max(0.0, slow_ns - flops / (rate * 1e12) * 1e9) if rate > 0 and flops > 0 else 0.0
+    evidence = Evidence(
+        kernels=_kernels_evidence(by_name if by_name.height else gemm.head(0)),
+        ops=_ops_evidence(ctx, bad_ops) if bad_ops.height else (),
+        locations=ctx.locations_of(list(bad_ops["name"].unique())) if bad_ops.height else (),
+        figures=(("misaligned_gemm_ns", slow_ns),),
+    )
+    return estimate(
+        ctx,
+        "gemm_misaligned",
+        {"compute": saving},
+        confidence="medium" if flops > 0 else "low",
+        confidence_reason="shapes off the multiple (or align1/align2 kernels); padding may change the model",
+        method=f"misaligned GEMM time minus the same FLOPs at the rate of {rate_src}",
+        evidence=evidence,
+    )
+
+
+def _flops_per_call(ctx: FindingContext) -> pl.DataFrame:
+    """FLOPs of one call of each GEMM op shape and the rate a batched call could reach."""
+    schema = {
+        "op": pl.String,
+        "input_dims": pl.String,
+        "call_flops": pl.Float64,
+        "rate_flops_per_ns": pl.Float64,
+    }
+    if ctx.bound is None or ctx.bound.ops.height == 0:
+        return pl.DataFrame(schema=schema)
+    rates = {
+        cls: (ctx.peak_tflops(cls) or 0.0)
+        * (SIMT_EFFICIENCY if cls in ("fp32", "fp64") else TENSOR_CORE_EFFICIENCY)
+        * 1e3
+        for cls in ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8")
+    }
+    ops = ctx.bound.ops.filter(pl.col("family").is_in(GEMM_FAMILIES) & (pl.col("calls") > 0))
+    return (
+        ops.select(
+            op=pl.col("name"),
+            input_dims=pl.col("shapes"),
+            call_flops=pl.col("flops") / pl.col("calls"),
+            rate_flops_per_ns=pl.col("dtype_class").replace_strict(
+                rates, default=None, return_dtype=pl.Float64
+            ),
+        )
+        .filter(pl.col("rate_flops_per_ns") > 0)
+        .unique(["op", "input_dims"])
+    )
+
+
+def detect_sequential_small_gemms(ctx: FindingContext) -> Estimate | None:
+    """Runs of >= SMALL_GEMM_RUN adjacent GEMM kernels on one stream, same name and input
+    shapes, each shorter than SMALL_GEMM_NS."""
+    k = ctx.trace.kernels
+    if k.height == 0 or ctx.kernels is None:
+        return None
+    kern = with_families(
+        k.filter(pl.col("kind") == "kernel").select(
+            "device",
+            "stream",
+            "ts_ns",
+            "end_ns",
+            "dur_ns",
+            pl.col("name").cast(pl.String),
+            "op_id",
+            "step",
+        )
+    )
+    dims = ctx.trace.events.filter(pl.col("kind") == "cpu_op").select(
+        pl.col("id").alias("op_id"), "input_dims", op=pl.col("name").cast(pl.String)
+    )
+    kern = kern.join(dims, on="op_id", how="left").sort("device", "stream", "ts_ns")
+    # Keyed by the launching op and its shapes: one GEMM call may run as several kernels
+    # (a split-K GEMM plus its reduction).
+    key = pl.concat_str(
+        [pl.col("op").fill_null(pl.col("name")), pl.col("input_dims").fill_null("")], separator="|"
+    )
+    runs = (
+        kern.with_columns(
+            is_small_gemm=pl.col("family").is_in(GEMM_FAMILIES)
+            & (pl.col("dur_ns") < SMALL_GEMM_NS),
+            key=key,
+        )
+        .with_columns(
+            run=(
+                (pl.col("key") != pl.col("key").shift(1))
+                | ~pl.col("is_small_gemm")
+                | (pl.col("stream") != pl.col("stream").shift(1))
+                # a batched call cannot span steps
+                | (pl.col("step").fill_null(-1) != pl.col("step").fill_null(-1).shift(1))
+            )
+            .fill_null(True)
+            .cum_sum()
+        )
+        .filter(pl.col("is_small_gemm"))
+        .group_by("run")
+        .agg(
+            pl.col("op_id").n_unique().alias("n"),
+            pl.col("dur_ns").sum().alias("kernel_ns"),
+            (pl.col("end_ns").max() - pl.col("ts_ns").min()).alias("span_ns"),
+            (pl.col("dur_ns").sum() / pl.col("op_id").n_unique()).alias("longest_ns"),
+            pl.col("name").first(),
+            pl.col("op").first(),
+            pl.col("input_dims").first(),
+        )
+        .filter(pl.col("n") >= SMALL_GEMM_RUN)
+    )
+    if runs.height == 0:
+        return None
+    # One batched call takes the longer of one member call (these GEMMs leave most of the GPU
+    # unused) and the run's FLOPs at the dtype's achievable rate; the rest of the run's span,
+    # kernels and the gaps between their launches, is what batching removes.
+    runs = runs.join(_flops_per_call(ctx), on=["op", "input_dims"], how="left").with_columns(
+        batched_ns=pl.max_horizontal(
+            pl.col("longest_ns"),
+            (pl.col("n") * pl.col("call_flops") / pl.col("rate_flops_per_ns")).fill_null(0.0),
+        )
+    )
+    saving_kernel = float((runs["kernel_ns"] - runs["batched_ns"]).clip(lower_bound=0).sum())
+    saving_idle = float((runs["span_ns"] - runs["kernel_ns"]).clip(lower_bound=0).sum())
+    groups = (
+        runs.group_by("op", "input_dims", "name")
+        .agg(pl.col("n").sum(), pl.col("kernel_ns").sum(), pl.len().alias("runs"))
+        .sort("kernel_ns", descending=True)
+    )
+    ops = tuple(
+        OpEvidence(
+            name=r["op"] or "?",
+            shapes=r["input_dims"],
+            dtypes=ctx.op_dtypes(r["op"], r["input_dims"]) if r["op"] else None,
+            calls=int(r["n"]),
+            dur_ns=int(r["kernel_ns"]),
+        )
+        for r in groups.head(5).iter_rows(named=True)
+    )
+    kernels = tuple(
+        KernelEvidence(
+            name=r["name"], calls=int(r["n"]), dur_ns=int(r["kernel_ns"]), tensor_core=None
+        )
+        for r in groups.head(3).iter_rows(named=True)
+    )
+    return estimate(
+        ctx,
+        "sequential_small_gemms",
+        {"compute": saving_kernel, "idle": saving_idle},
+        within={"idle": "launch_bound"},
+        confidence="medium",
+        confidence_reason=f"{int(runs['n'].sum())} GEMMs in {runs.height} runs of >= {SMALL_GEMM_RUN}; "
+        "batching needs them to be independent of each other, which the trace cannot show",
+        method="per run: its device span (kernels plus the idle between them) minus the time of one "
+        "batched call, taken as the longer of one member call and the run's FLOPs at "
+        f"{TENSOR_CORE_EFFICIENCY:.0%} of the dtype's tensor-core peak ({SIMT_EFFICIENCY:.0%} of "
+        "the fp32/fp64 peak off tensor cores)",
+        evidence=Evidence(
+            ops=ops, kernels=kernels, locations=ctx.locations_of([o.name for o in ops])
+        ),
+    )

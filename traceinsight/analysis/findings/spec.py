@@ -1,0 +1,44 @@
+"""The registry entry: ``run(trace, config, inputs)`` reads the required results and finds."""
+
+from __future__ import annotations
+
+from traceinsight.analysis.base import AnalysisConfig, AnalysisSpec, Inputs
+from traceinsight.analysis.bound import BoundResult
+from traceinsight.analysis.breakdown import BreakdownResult
+from traceinsight.analysis.compile import CompileResult
+from traceinsight.analysis.findings import find
+from traceinsight.analysis.findings.context import FindingContext
+from traceinsight.analysis.findings.model import FindingsResult
+from traceinsight.analysis.gaps import GapsResult
+from traceinsight.analysis.kernels import KernelsResult
+from traceinsight.analysis.memory import MemoryResult
+from traceinsight.analysis.ops import OpsResult
+from traceinsight.analysis.steps import StepsResult
+from traceinsight.trace.model import Trace
+
+REQUIRES = ("gaps", "breakdown", "steps", "ops", "kernels", "bound", "memory", "compile")
+
+
+def run(trace: Trace, config: AnalysisConfig, inputs: Inputs) -> FindingsResult:
+    del config  # the thresholds are the catalogue's; the inputs carry the config's effects
+    ctx = FindingContext(
+        trace=trace,
+        gaps=inputs.maybe("gaps", GapsResult),
+        breakdown=inputs.maybe("breakdown", BreakdownResult),
+        steps=inputs.maybe("steps", StepsResult),
+        ops=inputs.maybe("ops", OpsResult),
+        kernels=inputs.maybe("kernels", KernelsResult),
+        bound=inputs.maybe("bound", BoundResult),
+        memory=inputs.maybe("memory", MemoryResult),
+        compile=inputs.maybe("compile", CompileResult),
+    )
+    return find(ctx)
+
+
+SPEC = AnalysisSpec(
+    name="findings",
+    title="Findings",
+    run=run,
+    requires=REQUIRES,
+    description="What to fix first: each finding with its estimated saving, method, confidence, fix and evidence",
+)

@@ -1,0 +1,235 @@
+"""Findings about the training loop's structure: optimizer step, communication, memory."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+
+from traceinsight.analysis.findings.catalogue import (
+    BANDWIDTH_EFFICIENCY,
+    FUSED_ADAM_BYTES_PER_PARAM,
+    MEMORY_PRESSURE_SHARE,
+)
+from traceinsight.analysis.findings.context import FindingContext
+from traceinsight.analysis.findings.model import (
+    Confidence,
+    Evidence,
+    KernelEvidence,
+    Pool,
+    RegionEvidence,
+)
+from traceinsight.analysis.findings.savings import Estimate, estimate
+
+OPTIMIZER_PREFIX = "Optimizer.step#"
+# The first input of these ops is every parameter once per step (foreach) or one parameter
+# per call (for-loop implementation): their sizes add up to the parameter count.
+PARAM_OPS = ("aten::_foreach_addcdiv_", "aten::addcdiv_", "aten::_foreach_lerp_", "aten::lerp_")
+
+
+def _numel(dims: object) -> int:
+    if isinstance(dims, list) and all(isinstance(d, int) for d in dims):
+        n = 1
+        for d in dims:
+            n *= d
+        return n
+    if isinstance(dims, list):  # a TensorList: a list of shapes
+        return sum(_numel(d) for d in dims)
+    return 0
+
+
+def _param_count(ctx: FindingContext, step: int | None) -> int | None:
+    ev = ctx.trace.events.filter(pl.col("kind") == "cpu_op")
+    for op in PARAM_OPS:
+        rows = ev.filter(pl.col("name").cast(pl.String) == op)
+        if step is not None:
+            rows = rows.filter(pl.col("step") == step)
+        if rows.height == 0:
+            continue
+        total = 0
+        for text in rows["input_dims"].drop_nulls().to_list():
+            try:
+                dims = json.loads(text)
+            except ValueError:
+                continue
+            total += _numel(dims[0]) if dims else 0
+        if total > 0:
+            return total
+    return None
+
+
+def detect_unfused_optimizer(ctx: FindingContext) -> Estimate | None:
+    k = ctx.trace.kernels.filter(
+        pl.col("annotation").cast(pl.String).str.starts_with(OPTIMIZER_PREFIX)
+    )
+    if k.height == 0:
+        return None
+    names = k["name"].cast(pl.String)
+    if bool(names.str.contains(r"(?i)fused").any()):
+        return None
+    per_step = (
+        k.group_by("step")
+        .agg(
+            pl.len().alias("kernels"),
+            pl.col("dur_ns").sum().alias("kernel_ns"),
+            (pl.col("end_ns").max() - pl.col("ts_ns").min()).alias("span_ns"),
+        )
+        .sort("step")
+    )
+    steady = per_step
+    if ctx.steps is not None and ctx.steps.warmup_step is not None and per_step.height > 1:
+        steady = per_step.filter(pl.col("step") != ctx.steps.warmup_step)
+    kernels_per_step = float(steady["kernels"].mean() or 0)  # type: ignore[arg-type]
+    if kernels_per_step <= 3:
+        return None  # already one or a few kernels per step
+    last_step = steady["step"][-1] if steady.height else None
+    params = _param_count(ctx, last_step)
+    bw = ctx.mem_bw_tbps
+    span_ns = float(per_step["span_ns"].sum())
+    kernel_ns = float(per_step["kernel_ns"].sum())
+    if params and bw:
+        fused_per_step = (
+            params * FUSED_ADAM_BYTES_PER_PARAM / (bw * 1e12 * BANDWIDTH_EFFICIENCY) * 1e9
+        )
+        fused_ns = fused_per_step * per_step.height
+        method = (
+            f"optimizer device span per step minus one fused pass: {params:,} parameters × "
+            f"{FUSED_ADAM_BYTES_PER_PARAM} bytes (fp32 AdamW state read and written once) at "
+            f"{BANDWIDTH_EFFICIENCY:.0%} of {bw:g} TB/s"
+        )
+        confidence: Confidence = "medium"
+        reason = f"{kernels_per_step:.0f} optimizer kernels per step, none fused; parameter count from the optimizer ops' shapes"
+    else:
+        fused_ns = kernel_ns * 0.5
+        method = "optimizer device span minus half its kernel time (no parameter count or bandwidth known)"
+        confidence = "low"
+        reason = f"{kernels_per_step:.0f} optimizer kernels per step; parameter count unknown"
+    idle_claim = max(0.0, span_ns - kernel_ns)
+    # The idle inside the optimizer's span was also attributed to a cause by the gaps analysis:
+    # the finding for that cause gives up what the fused optimizer removes.
+    parts: list[tuple[Pool, str, int]] = []
+    if ctx.gaps is not None and ctx.gaps.gaps.height > 0:
+        spans = k.group_by("step").agg(lo=pl.col("ts_ns").min(), hi=pl.col("end_ns").max())
+        inside = (
+            ctx.gaps.gaps.join(spans, on="step")
+            .filter((pl.col("start_ns") >= pl.col("lo")) & (pl.col("end_ns") <= pl.col("hi")))
+            .group_by("cause")
+            .agg(pl.col("dur_ns").sum())
+        )
+        owner = {
+            "launch_overhead": "launch_bound",
+            "untraced": "host_bound",
+            "host_compute": "host_bound",
+            "python": "host_bound",
+        }
+        parts = [("idle", owner[c], int(ns)) for c, ns in inside.iter_rows() if c in owner]
+        gap_ns = sum(ns for _, _, ns in parts)
+        # What is left is idle below the gap threshold: launch latency between kernels.
+        parts.append(("idle", "launch_bound", max(0, int(idle_claim) - gap_ns)))
+    compute_claim = max(0.0, kernel_ns - fused_ns)
+    top = (
+        k.group_by(pl.col("name").cast(pl.String))
+        .agg(pl.len().alias("calls"), pl.col("dur_ns").sum())
+        .sort("dur_ns", descending=True)
+    )
+    foreach = bool(names.str.contains("multi_tensor_apply").any())
+    return estimate(
+        ctx,
+        "unfused_optimizer",
+        {"compute": compute_claim, "idle": idle_claim},
+        within_parts=tuple(parts),
+        confidence=confidence,
+        confidence_reason=reason,
+        method=method,
+        title=f"The optimizer step runs as {kernels_per_step:.0f} kernels per step ("
+        + ("foreach, not fused" if foreach else "one or more per parameter")
+        + ")",
+        evidence=Evidence(
+            kernels=tuple(
+                KernelEvidence(name=r["name"], calls=int(r["calls"]), dur_ns=int(r["dur_ns"]))
+                for r in top.head(5).iter_rows(named=True)
+            ),
+            regions=(
+                RegionEvidence(
+                    name=str(k["annotation"][0]), calls=per_step.height, dur_ns=int(span_ns)
+                ),
+            ),
+            locations=ctx.locations_of([str(k["annotation"][0])]),
+            figures=(("kernels_per_step", kernels_per_step), ("params", float(params or 0))),
+        ),
+    )
+
+
+def detect_exposed_communication(ctx: FindingContext) -> Estimate | None:
+    exposed = ctx.category_ns("communication")
+    if exposed <= 0:
+        return None
+    k = ctx.trace.kernels.filter(pl.col("collective_name").is_not_null())
+    by = (
+        k.group_by(pl.col("collective_name").cast(pl.String).alias("name"))
+        .agg(pl.len().alias("calls"), pl.col("dur_ns").sum())
+        .sort("dur_ns", descending=True)
+    )
+    kernels = (
+        k.group_by(pl.col("name").cast(pl.String))
+        .agg(pl.len().alias("calls"), pl.col("dur_ns").sum())
+        .sort("dur_ns", descending=True)
+    )
+    compute = ctx.category_ns("compute")
+    return estimate(
+        ctx,
+        "exposed_communication",
+        {"communication": min(exposed, compute)},
+        confidence="medium",
+        confidence_reason="collective time not overlapped by any compute kernel; part of it may be waiting "
+        "for a slower rank, which overlap cannot hide",
+        method="collective kernel time during which no compute kernel ran (the breakdown's communication "
+        "share), capped by the compute time available to hide it behind",
+        evidence=Evidence(
+            regions=tuple(
+                RegionEvidence(name=r["name"], calls=int(r["calls"]), dur_ns=int(r["dur_ns"]))
+                for r in by.iter_rows(named=True)
+            ),
+            kernels=tuple(
+                KernelEvidence(name=r["name"], calls=int(r["calls"]), dur_ns=int(r["dur_ns"]))
+                for r in kernels.head(3).iter_rows(named=True)
+            ),
+            figures=(
+                ("exposed_communication_ns", float(exposed)),
+                ("collective_kernel_ns", float(k["dur_ns"].sum())),
+            ),
+        ),
+    )
+
+
+def detect_memory_pressure(ctx: FindingContext) -> Estimate | None:
+    if ctx.memory is None or ctx.memory.peaks.height == 0:
+        return None
+    worst: tuple[float, int, int] | None = None
+    for row in ctx.memory.peaks.iter_rows(named=True):
+        index = row.get("device_index")
+        dev = ctx.trace.meta.device(int(index)) if index is not None else None
+        total = dev.total_global_mem_bytes if dev is not None else None
+        reserved = row.get("peak_reserved_bytes") or 0
+        if total and reserved:
+            share = reserved / total
+            if worst is None or share > worst[0]:
+                worst = (share, int(reserved), int(total))
+    if worst is None or worst[0] < MEMORY_PRESSURE_SHARE:
+        return None
+    share, reserved, total = worst
+    return estimate(
+        ctx,
+        "memory_pressure",
+        {},
+        confidence="high",
+        confidence_reason=f"peak reserved {reserved / 2**30:.1f} GiB of {total / 2**30:.1f} GiB",
+        method="no time saving is claimed: this is a risk (out-of-memory, allocator retries), listed whatever its size",
+        evidence=Evidence(
+            figures=(
+                ("peak_reserved_bytes", float(reserved)),
+                ("device_bytes", float(total)),
+                ("share_pct", round(100 * share, 2)),
+            )
+        ),
+    )
