@@ -139,3 +139,25 @@ def load_job(
         if o.value is None
     )
     return Job(spec=spec, summaries=summaries, failed=failed, config=cfg)
+
+
+def load_series(
+    paths: Sequence[str | os.PathLike[str]],
+    *,
+    jobs: int | None = None,
+    engine: Engine | str = "local",
+    address: str | None = None,
+    config: AnalysisConfig | None = None,
+    timeout_s: float | None = None,
+) -> Any:
+    """Several runs (one trace each, in the order given) compared with the first: a
+    :class:`SeriesResult`. Runs that fail to load are left out with a warning in ``reason``."""
+    from traceinsight.analysis.job.series import analyze as analyze_series
+
+    files = [RankFile(os.fspath(p), i, rank_from="order") for i, p in enumerate(paths)]
+    cfg = config or AnalysisConfig()
+    work = functools.partial(summarize_file, config=cfg)
+    outcomes = run_per_rank(files, work, engine=engine, jobs=jobs, address=address, timeout_s=timeout_s)
+    result = analyze_series([o.value for o in outcomes if o.value is not None], cfg)
+    failed = [f"{files[o.index].path}: {o.error}" for o in outcomes if o.value is None]
+    return replace(result, reason="; ".join(failed)) if failed else result
