@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from traceinsight.engine.run import EngineError, TaskOutcome, error_line
+from traceinsight.engine.run import EngineError, TaskOutcome, error_line, guarded
 
 T = TypeVar("T")
 X = TypeVar("X")
@@ -65,8 +65,8 @@ def run_ray(
 ) -> list[TaskOutcome[T]]:
     ray = connect(address, jobs)
     # One retry for a worker that died (not for an exception the function raised).
-    remote = ray.remote(max_retries=1, retry_exceptions=False)(fn)
-    refs = [remote.remote(item) for item in items]
+    remote = ray.remote(max_retries=1, retry_exceptions=False)(guarded)
+    refs = [remote.remote(fn, item) for item in items]
     index = {ref: i for i, ref in enumerate(refs)}
     done: dict[int, TaskOutcome[T]] = {}
     pending = list(refs)

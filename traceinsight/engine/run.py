@@ -48,9 +48,21 @@ def error_line(exc: BaseException) -> str:
     if isinstance(cause, BaseException) and cause is not exc:
         exc = cause
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    if isinstance(exc, TraceInsightError):
+    if isinstance(exc, (TraceInsightError, TaskFailed)):
         return text or type(exc).__name__
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class TaskFailed(Exception):
+    """A task's error, carried as one line (the original may not pickle back)."""
+
+
+def guarded(fn: Callable[[X], T], item: X) -> T:
+    """Run ``fn(item)`` in a worker, turning any error into a :class:`TaskFailed` line."""
+    try:
+        return fn(item)
+    except Exception as exc:
+        raise TaskFailed(error_line(exc)) from None
 
 
 def default_jobs() -> int:
@@ -119,7 +131,7 @@ def _round(
     """One pool over ``indices``; fills ``done`` and returns the indices to run again (those
     lost to a dead worker)."""
     executor = cf.ProcessPoolExecutor(max_workers=min(workers, len(indices)), mp_context=_context())
-    futures = {executor.submit(fn, items[i]): i for i in indices}
+    futures = {executor.submit(guarded, fn, items[i]): i for i in indices}
     pending = set(futures)
     broken: list[int] = []
     try:
