@@ -18,7 +18,12 @@ from handmade import kernel, launch, op, write_trace
 from traceinsight.analysis.job import collectives, ranks, series, stragglers
 from traceinsight.analysis.job.report import analyze_job
 from traceinsight.engine.job import load_job, load_series
-from traceinsight.trace.discover import JobDiscoveryError, discover, distributed_info, rank_from_name
+from traceinsight.trace.discover import (
+    JobDiscoveryError,
+    discover,
+    distributed_info,
+    rank_from_name,
+)
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
 DDP = sorted(str(p) for p in SAMPLES.glob("ddp_train.rank*.json.gz"))

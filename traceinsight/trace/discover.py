@@ -135,7 +135,7 @@ def read_head(path: str, limit: int = HEAD_BYTES) -> bytes:
     if is_url(path):
         fs, inner = _fs(path)
         with fs.open(inner, "rb") as handle:
-            raw = handle.read(limit)
+            raw = bytes(handle.read(limit))
     else:
         with open(path, "rb") as handle:
             raw = handle.read(limit)

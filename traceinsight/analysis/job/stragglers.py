@@ -22,7 +22,13 @@ import polars as pl
 
 from traceinsight.analysis.base import AnalysisConfig, Result
 from traceinsight.analysis.job import collectives as coll
-from traceinsight.analysis.job.common import MATERIAL_NS, MATERIAL_SHARE, common_steps, share, steps_frame
+from traceinsight.analysis.job.common import (
+    MATERIAL_NS,
+    MATERIAL_SHARE,
+    common_steps,
+    share,
+    steps_frame,
+)
 from traceinsight.analysis.job.summary import STEP_PARTS, RankSummary
 
 REASON_OF_PART = {
