@@ -1,0 +1,64 @@
+"""What the cross-rank analyses share: the steps every rank has, findings, and thresholds."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from traceinsight.analysis.base import jsonable
+from traceinsight.analysis.job.summary import RankSummary
+
+# A cross-rank effect is worth a finding when it costs at least this share of the step time.
+MATERIAL_SHARE = 0.05
+# ... and at least this much in total (ns), so that noise on very short traces stays quiet.
+MATERIAL_NS = 100_000
+
+
+@dataclass(frozen=True)
+class JobFinding:
+    """A cross-rank finding: what it costs, how sure, what to change, and the evidence."""
+
+    id: str
+    title: str
+    saving_pct: float
+    saving_ns: int
+    confidence: str  # "high" | "medium" | "low"
+    fix: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+    method: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: jsonable(v) for k, v in self.__dict__.items()}
+
+
+def steps_frame(summaries: Sequence[RankSummary]) -> pl.DataFrame:
+    """Every rank's step table with a ``rank`` column and absolute start/end times."""
+    frames = [
+        s.steps.with_columns(
+            pl.lit(s.rank, pl.Int64).alias("rank"),
+            (pl.col("start_ns") + s.offset_ns()).alias("abs_start_ns"),
+            (pl.col("end_ns") + s.offset_ns()).alias("abs_end_ns"),
+        )
+        for s in summaries
+    ]
+    if not frames:
+        return pl.DataFrame()
+    return pl.concat(frames, how="vertical")
+
+
+def common_steps(summaries: Sequence[RankSummary]) -> list[int]:
+    """Steps every rank has, less any a rank flags as its warm-up (unless none would be left)."""
+    if not summaries:
+        return []
+    sets = [set(s.steps["step"].to_list()) for s in summaries]
+    common = set.intersection(*sets)
+    warm = {int(v) for s in summaries for v in s.steps.filter(pl.col("is_warmup"))["step"].to_list()}
+    kept = sorted(common - warm)
+    return kept or sorted(common)
+
+
+def share(part: float, whole: float) -> float:
+    return part / whole if whole > 0 else 0.0

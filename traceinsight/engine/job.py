@@ -1,0 +1,163 @@
+"""``load_job``: the ranks of one job analysed where they are, as a :class:`Job`.
+
+Each rank file is loaded in a worker (through the per-file Parquet cache) and reduced to a
+:class:`RankSummary`; the parent holds only those. The full frames stay queryable lazily:
+``job.scan("kernels")`` scans every rank's cached Parquet with a ``rank`` column, and
+``job.sql(...)`` runs polars SQL over those scans, so a job larger than memory can be queried.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from traceinsight.analysis.base import AnalysisConfig
+from traceinsight.analysis.job.summary import RankSummary, summarize
+from traceinsight.engine.run import Engine, TaskOutcome, run_per_rank
+from traceinsight.errors import TraceInsightError, UsageError
+from traceinsight.trace.discover import JobSpec, RankFile, discover, fetch
+from traceinsight.trace.schema import FRAME_SCHEMAS
+
+
+@dataclass(frozen=True)
+class FailedRank:
+    rank: int
+    path: str
+    error: str
+
+
+def summarize_file(rank_file: RankFile, config: AnalysisConfig | None = None, cache: bool = True) -> RankSummary:
+    """Load one rank's trace (fetching a URL first) and reduce it to its summary; runs in a
+    worker. The cache entry is recorded so that the parent can scan the frames lazily."""
+    from traceinsight.trace import cache as trace_cache
+    from traceinsight.trace.loader import load
+
+    local = fetch(rank_file.path)
+    trace = load(local, cache=cache)
+    summary = summarize(trace, rank=rank_file.rank, config=config)
+    entry = trace_cache.entry_dir(local) if cache else None
+    return replace(
+        summary,
+        path=rank_file.path,
+        cache_entry=str(entry) if entry is not None and entry.is_dir() else None,
+    )
+
+
+@dataclass(frozen=True)
+class Job:
+    """The ranks of one job: their summaries, the ranks that failed, lazy frames over all."""
+
+    spec: JobSpec
+    summaries: tuple[RankSummary, ...]
+    failed: tuple[FailedRank, ...] = ()
+    config: AnalysisConfig = field(default_factory=AnalysisConfig)
+
+    @property
+    def ranks(self) -> list[int]:
+        """The ranks that were analysed (failed ones are in ``failed``)."""
+        return [s.rank for s in self.summaries]
+
+    @property
+    def world_size(self) -> int:
+        return self.spec.world_size
+
+    def summary(self, rank: int) -> RankSummary:
+        for s in self.summaries:
+            if s.rank == rank:
+                return s
+        raise KeyError(f"rank {rank} is not among the analysed ranks {self.ranks}")
+
+    def scan(self, frame: str = "kernels") -> pl.LazyFrame:
+        """One frame of every rank (``events``, ``kernels``, ``counters``, ``memory``) as a lazy
+        scan of the Parquet cache, with a ``rank`` column first; categoricals as strings."""
+        if frame not in FRAME_SCHEMAS:
+            raise UsageError(f"unknown frame {frame!r}; choose from {', '.join(FRAME_SCHEMAS)}")
+        missing = [s.path for s in self.summaries if not s.cache_entry]
+        if missing:
+            raise TraceInsightError(
+                f"{missing[0]}: no Parquet cache entry to scan (load the job with cache=True)"
+            )
+        cats = [c for c, t in FRAME_SCHEMAS[frame].items() if t == pl.Categorical or isinstance(t, pl.Enum)]
+        scans = [
+            pl.scan_parquet(Path(str(s.cache_entry)) / f"{frame}.parquet").select(
+                pl.lit(s.rank, pl.Int64).alias("rank"),
+                pl.exclude(cats),
+                *[pl.col(c).cast(pl.String) for c in cats],
+            )
+            for s in self.summaries
+        ]
+        order = ["rank", *FRAME_SCHEMAS[frame]]
+        return pl.concat(scans, how="vertical").select(order)
+
+    def sql(self, query: str, *, eager: bool = True) -> Any:
+        """Polars SQL over the tables ``events``, ``kernels``, ``counters``, ``memory`` (each
+        with a ``rank`` column), read lazily from the cache."""
+        tables = {name: self.scan(name) for name in FRAME_SCHEMAS}
+        return pl.SQLContext(tables, eager=eager).execute(query)
+
+    def analyze(self, config: AnalysisConfig | None = None) -> Any:
+        """Every cross-rank analysis over this job (a :class:`JobReport`)."""
+        from traceinsight.analysis.job.report import analyze_job
+
+        return analyze_job(list(self.summaries), config or self.config, failed=self.failed)
+
+    def __repr__(self) -> str:
+        failed = f", failed={[f.rank for f in self.failed]}" if self.failed else ""
+        return f"Job({self.spec.name!r}, world_size={self.world_size}, ranks={len(self.summaries)}{failed})"
+
+
+def load_job(
+    source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    *,
+    jobs: int | None = None,
+    engine: Engine | str = "local",
+    address: str | None = None,
+    config: AnalysisConfig | None = None,
+    allow_missing: bool = False,
+    timeout_s: float | None = None,
+    cache: bool = True,
+) -> Job:
+    """Discover the rank traces in ``source`` (a directory, a glob, files or URLs), analyse
+    each where it is (``engine``: "local" process pool, "ray", or "serial" in this process)
+    and return the :class:`Job`. A rank that fails is listed in ``job.failed``."""
+    spec = discover(source, allow_missing=allow_missing)
+    cfg = config or AnalysisConfig()
+    work = functools.partial(summarize_file, config=cfg, cache=cache)
+    outcomes: list[TaskOutcome[RankSummary]] = run_per_rank(
+        list(spec.ranks), work, engine=engine, jobs=jobs, address=address, timeout_s=timeout_s
+    )
+    summaries = tuple(o.value for o in outcomes if o.value is not None)
+    failed = tuple(
+        FailedRank(spec.ranks[o.index].rank, spec.ranks[o.index].path, o.error or "unknown error")
+        for o in outcomes
+        if o.value is None
+    )
+    return Job(spec=spec, summaries=summaries, failed=failed, config=cfg)
+
+
+def load_series(
+    paths: Sequence[str | os.PathLike[str]],
+    *,
+    jobs: int | None = None,
+    engine: Engine | str = "local",
+    address: str | None = None,
+    config: AnalysisConfig | None = None,
+    timeout_s: float | None = None,
+) -> Any:
+    """Several runs (one trace each, in the order given) compared with the first: a
+    :class:`SeriesResult`. Runs that fail to load are left out with a warning in ``reason``."""
+    from traceinsight.analysis.job.series import analyze as analyze_series
+
+    files = [RankFile(os.fspath(p), i, rank_from="order") for i, p in enumerate(paths)]
+    cfg = config or AnalysisConfig()
+    work = functools.partial(summarize_file, config=cfg)
+    outcomes = run_per_rank(files, work, engine=engine, jobs=jobs, address=address, timeout_s=timeout_s)
+    result = analyze_series([o.value for o in outcomes if o.value is not None], cfg)
+    failed = [f"{files[o.index].path}: {o.error}" for o in outcomes if o.value is None]
+    return replace(result, reason="; ".join(failed)) if failed else result

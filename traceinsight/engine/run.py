@@ -1,0 +1,187 @@
+"""Run one function per rank file where the work is cheapest: in this process, in a local
+process pool, or as Ray tasks; only the function's (small) return value comes back.
+
+Faults stay with their rank: a function that raises gives that rank an error line; a worker
+that dies takes down only the tasks it ran (the others are run again in a fresh pool); a
+task that makes no progress within ``timeout_s`` is reported as timed out, not waited on.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import multiprocessing
+import os
+import sys
+from collections.abc import Callable, Sequence
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, TypeVar
+
+from traceinsight.errors import TraceInsightError
+
+T = TypeVar("T")
+X = TypeVar("X")
+Engine = Literal["serial", "local", "ray"]
+ENGINES: tuple[str, ...] = ("serial", "local", "ray")
+
+
+class EngineError(TraceInsightError):
+    """The chosen engine cannot run (not installed, no cluster, bad settings)."""
+
+
+@dataclass(frozen=True)
+class TaskOutcome(Generic[T]):
+    """What one task gave back: its value, or a one-line error."""
+
+    index: int
+    value: T | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def error_line(exc: BaseException) -> str:
+    """One line for an exception: a TraceInsightError says itself; others get their type."""
+    cause = getattr(exc, "cause", None)  # Ray wraps the task's exception
+    if isinstance(cause, BaseException) and cause is not exc:
+        exc = cause
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    if isinstance(exc, (TraceInsightError, TaskFailed)):
+        return text or type(exc).__name__
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class TaskFailed(Exception):
+    """A task's error, carried as one line (the original may not pickle back)."""
+
+
+def guarded(fn: Callable[[X], T], item: X) -> T:
+    """Run ``fn(item)`` in a worker, turning any error into a :class:`TaskFailed` line."""
+    try:
+        return fn(item)
+    except Exception as exc:
+        raise TaskFailed(error_line(exc)) from None
+
+
+def default_jobs() -> int:
+    return max(1, os.cpu_count() or 1)
+
+
+def run_per_rank(
+    items: Sequence[X],
+    fn: Callable[[X], T],
+    *,
+    engine: Engine | str = "local",
+    jobs: int | None = None,
+    address: str | None = None,
+    timeout_s: float | None = None,
+) -> list[TaskOutcome[T]]:
+    """``fn(item)`` for every item, in input order; ``fn`` and the items must pickle (a
+    module-level function, or a ``functools.partial`` of one)."""
+    if engine not in ENGINES:
+        raise EngineError(f"unknown engine {engine!r}; choose from {', '.join(ENGINES)}")
+    if jobs is not None and jobs < 1:
+        raise EngineError(f"jobs must be at least 1, not {jobs}")
+    if not items:
+        return []
+    if engine == "serial":
+        return run_serial(items, fn)
+    if engine == "ray":
+        from traceinsight.engine.ray_engine import run_ray
+
+        return run_ray(items, fn, address=address, jobs=jobs, timeout_s=timeout_s)
+    return run_local(items, fn, jobs=jobs, timeout_s=timeout_s)
+
+
+def run_serial(items: Sequence[X], fn: Callable[[X], T]) -> list[TaskOutcome[T]]:
+    outcomes: list[TaskOutcome[T]] = []
+    for i, item in enumerate(items):
+        try:
+            outcomes.append(TaskOutcome(i, value=fn(item)))
+        except Exception as exc:  # each rank's failure is its own; the others go on
+            outcomes.append(TaskOutcome(i, error=error_line(exc)))
+    return outcomes
+
+
+def _context() -> Any:
+    # fork would copy the parent's threads (polars' pool) into the children; forkserver where
+    # there is one, spawn elsewhere.
+    method = "forkserver" if sys.platform.startswith("linux") else "spawn"
+    return multiprocessing.get_context(method)
+
+
+def _kill(executor: cf.ProcessPoolExecutor) -> None:
+    processes = getattr(executor, "_processes", None) or {}
+    for process in list(processes.values()):
+        if process.is_alive():
+            process.terminate()
+    executor.shutdown(wait=False, cancel_futures=True)
+
+
+def _round(
+    items: Sequence[X],
+    indices: list[int],
+    fn: Callable[[X], T],
+    workers: int,
+    timeout_s: float | None,
+    done: dict[int, TaskOutcome[T]],
+) -> list[int]:
+    """One pool over ``indices``; fills ``done`` and returns the indices to run again (those
+    lost to a dead worker)."""
+    executor = cf.ProcessPoolExecutor(max_workers=min(workers, len(indices)), mp_context=_context())
+    futures = {executor.submit(guarded, fn, items[i]): i for i in indices}
+    pending = set(futures)
+    broken: list[int] = []
+    try:
+        while pending:
+            finished, pending = cf.wait(pending, timeout=timeout_s, return_when=cf.FIRST_COMPLETED)
+            if not finished:
+                # Nothing finished in timeout_s: the running tasks are hung; the queued ones
+                # never started and go to the next round.
+                for future in pending:
+                    i = futures[future]
+                    if future.running():
+                        done[i] = TaskOutcome(i, error=f"timed out after {timeout_s:g} s")
+                    else:
+                        broken.append(i)
+                _kill(executor)
+                return broken
+            for future in finished:
+                i = futures[future]
+                try:
+                    done[i] = TaskOutcome(i, value=future.result())
+                except BrokenProcessPool:
+                    broken.append(i)
+                except Exception as exc:
+                    done[i] = TaskOutcome(i, error=error_line(exc))
+    finally:
+        executor.shutdown(wait=True, cancel_futures=True)
+    return broken
+
+
+def run_local(
+    items: Sequence[X],
+    fn: Callable[[X], T],
+    *,
+    jobs: int | None = None,
+    timeout_s: float | None = None,
+) -> list[TaskOutcome[T]]:
+    """A process pool of ``jobs`` workers (default: one per core)."""
+    workers = jobs or default_jobs()
+    done: dict[int, TaskOutcome[T]] = {}
+    todo = list(range(len(items)))
+    # A dead worker breaks the whole pool: run what it took down again in a fresh pool while
+    # that makes progress; then run each remaining task alone, so the one that kills its
+    # worker is found and the others still finish.
+    while todo:
+        before = len(done)
+        todo = _round(items, todo, fn, workers, timeout_s, done)
+        if todo and len(done) == before:
+            break
+    for i in todo:
+        again = _round(items, [i], fn, 1, timeout_s, done)
+        for j in again:
+            done[j] = TaskOutcome(j, error="the worker process died while analysing this rank")
+    return [done[i] for i in range(len(items))]
