@@ -21,6 +21,7 @@ _MODULES = (
     "memory",
     "bound",
     "compile",
+    "findings",
 )
 
 
