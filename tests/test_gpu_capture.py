@@ -105,7 +105,9 @@ def test_gpu_monitor_on_gemm_loop() -> None:
     s = mon.summary
     assert s is not None
     print(s.format())
-    assert s.n_samples >= 10
+    # NVML's timestamped utilization samples each cover ~200 ms on an H200 (196-204 ms seen),
+    # whatever interval_s is: the 1.7 s after the warm-up hold 8-9 of them.
+    assert s.n_samples >= 5
     assert s.util_gpu_p50 is not None and s.util_gpu_p50 >= 90
     assert s.power_mean_w is not None and s.power_mean_w > 100
     assert s.energy_j is not None and s.energy_j > 0
@@ -121,7 +123,8 @@ def test_gpu_profile_decorator_reports_idle_sleep() -> None:
 
     idle()
     s = idle.last_summary
-    assert s is not None and s.n_samples >= 10
+    # 1.5 s after the warm-up: ~7 NVML samples of ~200 ms each.
+    assert s is not None and s.n_samples >= 5
     assert s.util_gpu_p50 is not None and s.util_gpu_p50 <= 10
 
 
