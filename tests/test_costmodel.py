@@ -257,8 +257,17 @@ def test_foreach_lists_of_shapes() -> None:
     c = cost("aten::_foreach_addcmul_", [shapes, shapes, shapes, []], ["TensorList", "TensorList", "TensorList", "Scalar"])
     assert c is not None
     assert c.flops == 2 * numel
-    assert c.bytes == (3 + 1) * numel * 4
+    # addcmul_(v, g, g) as torch.optim calls it: the grad list is read once, not twice.
+    assert c.bytes == (2 + 1) * numel * 4
     assert c.op_class == "optimizer"
+    other = [[4, 4], [4], [3, 3]]
+    d = cost("aten::_foreach_addcmul_", [shapes, shapes, other, []], ["TensorList", "TensorList", "TensorList", "Scalar"])
+    assert d is not None and d.bytes == (3 + 1) * numel * 4
+
+
+def test_single_tensor_addcmul_reads_a_squared_operand_once() -> None:
+    c = cost("aten::addcmul_", [[8, 8], [8, 8], [8, 8], []], [F32, F32, F32, "Scalar"])
+    assert c is not None and c.bytes == (2 + 1) * 64 * 4
 
 
 def test_fused_adamw() -> None:
