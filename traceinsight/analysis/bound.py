@@ -375,6 +375,13 @@ def run(trace: Trace, config: AnalysisConfig, inputs: Inputs | None = None) -> B
                 f"{100.0 * no_op / total:.0f}% of kernel time has no recorded op (Triton/Inductor kernels, CUDA graphs): "
                 "their bound is guessed from the kernel family"
             )
+    above = [t.filter(pl.col("above_peak_reason").is_not_null()) for t in (regions, ops, kernels)]
+    if any(t.height for t in above):
+        first = next(t for t in above if t.height).row(0, named=True)
+        notes.append(
+            f"{sum(t.height for t in above)} rows read above 100% of roofline (marked ↑; see above_peak_reason), "
+            f"e.g. {first['name'][:60]}: {first['above_peak_reason']}"
+        )
     return BoundResult(
         device_name=device_name,
         peaks=_peaks_dict(peaks) if peaks else None,
