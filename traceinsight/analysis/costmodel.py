@@ -8,7 +8,8 @@ where it counts an op at all:
 - a multiply-add is 2 FLOPs; matmul-like ops count only their products (bias adds and
   alpha/beta scaling are left out, as flop_counter does);
 - attention counts the two matmuls (QKᵀ and PV); a causal mask halves them (flop_counter
-  does not halve, so causal ratios against it read 0.5); backward counts twice forward;
+  does not halve, so causal ratios against it read 0.5); backward counts 2.5× forward
+  (QKᵀ recomputed plus four gradient GEMMs, as the fused kernels and flop_counter do);
 - convolution backward counts one forward-sized product per gradient it computes;
 - elementwise ops count one FLOP per output element per arithmetic step, reductions one
   per input element, normalisations and softmax a small fixed number per element;
