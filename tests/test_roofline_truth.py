@@ -265,3 +265,24 @@ def test_attention_forward_and_backward_match_flop_counter() -> None:
     concrete = [""] * 11 + ["False"] + [""] * 3
     bwd = _ours("aten::_scaled_dot_product_flash_attention_backward", dims, types, concrete)
     assert bwd == fc.sdpa_backward_flop_count(q, q, kv, kv)
+
+
+# ---- 6. first calls -----------------------------------------------------------------------
+
+
+def test_first_call_far_above_steady_state_is_set_apart(tmp_path: Path) -> None:
+    # Reduced from a real trace: the first aten::mm took 75 ms (cuBLAS handle creation), the
+    # next ones 40 µs each.
+    args = {"Input Dims": [[64, 64], [64, 64]], "Input type": [F32, F32], "Concrete Inputs": ["", ""]}
+    events: list[dict[str, Any]] = []
+    ts = 100.0
+    for i, dur in enumerate([75_000.0, 40.0, 41.0, 39.0]):
+        events += [op("aten::mm", ts, dur, args=args | {"External id": i + 1}),
+                   launch("cudaLaunchKernel", ts + dur - 10, 3.0, i + 1),
+                   kernel("ampere_sgemm_32x32_nn", ts + dur, 5.0, i + 1)]
+        ts += dur + 20
+    path = write_trace(tmp_path / "t.json", events, deviceProperties=[{"id": 0, "name": "NVIDIA H200"}])
+    b = _bound(path)
+    assert [r["name"] for r in b.first_calls] == ["aten::mm"]
+    assert b.first_calls[0]["first_ns"] == 75_000_000 and b.first_calls[0]["calls"] == 4
+    assert any("first call" in n for n in b.notes)

@@ -30,6 +30,7 @@ from traceinsight.analysis.base import AnalysisConfig, AnalysisSpec, Inputs, Res
 from traceinsight.analysis.bound_labels import CAUSE_LABEL, idle_causes, label_regions
 from traceinsight.analysis.bound_regions import assign, region_spans
 from traceinsight.analysis.counters_align import counter_means, counter_windows
+from traceinsight.analysis.first_calls import first_call_outliers, first_call_rows
 from traceinsight.analysis.gaps import GapsResult
 from traceinsight.analysis.roofline import (
     above_peak_reason,
@@ -125,6 +126,8 @@ class BoundResult(Result):
     ops: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=TABLE_COLUMNS))
     kernels: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=TABLE_COLUMNS))
     notes: tuple[str, ...] = ()
+    # Ops whose first call is far above their steady state (one-time initialisation).
+    first_calls: tuple[dict[str, Any], ...] = ()
 
     def to_polars(self) -> pl.DataFrame:
         return self.regions
@@ -375,6 +378,16 @@ def run(trace: Trace, config: AnalysisConfig, inputs: Inputs | None = None) -> B
                 f"{100.0 * no_op / total:.0f}% of kernel time has no recorded op (Triton/Inductor kernels, CUDA graphs): "
                 "their bound is guessed from the kernel family"
             )
+    outliers = first_call_outliers(trace)
+    if outliers.height:
+        top = outliers.row(0, named=True)
+        extra_ns = int((outliers["first_ns"] - outliers["steady_ns"]).sum())
+        notes.append(
+            f"{outliers.height} op(s) ran a one-time first call far above their steady state "
+            f"(e.g. {top['name']}: {top['first_ns'] / 1e6:.1f} ms first vs {top['steady_ns'] / 1e6:.3f} ms after; "
+            f"{extra_ns / 1e6:.1f} ms in all): initialisation such as cuBLAS handles or autotuning, "
+            "not launch overhead of the steady state (see first_calls)"
+        )
     above = [t.filter(pl.col("above_peak_reason").is_not_null()) for t in (regions, ops, kernels)]
     if any(t.height for t in above):
         first = next(t for t in above if t.height).row(0, named=True)
@@ -395,6 +408,7 @@ def run(trace: Trace, config: AnalysisConfig, inputs: Inputs | None = None) -> B
         ops=ops,
         kernels=kernels,
         notes=tuple(notes),
+        first_calls=first_call_rows(outliers),
     )
 
 
