@@ -13,9 +13,9 @@ small TOML file (:func:`load_toml`); those replace the table's figures field by 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from collections.abc import Sequence
 from typing import Any
 
 from traceinsight.errors import UsageError
