@@ -20,7 +20,7 @@ work sits against the ridge point. Each label carries the evidence and a confide
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import polars as pl
@@ -30,15 +30,17 @@ from traceinsight.analysis.base import AnalysisConfig, AnalysisSpec, Inputs, Res
 from traceinsight.analysis.bound_labels import CAUSE_LABEL, idle_causes, label_regions
 from traceinsight.analysis.bound_regions import assign, region_spans
 from traceinsight.analysis.counters_align import counter_means, counter_windows
+from traceinsight.analysis.first_calls import first_call_outliers, first_call_rows
 from traceinsight.analysis.gaps import GapsResult
 from traceinsight.analysis.roofline import (
+    above_peak_reason,
     aggregate,
     confidence_text,
     kernel_work,
     roofline_columns,
     roofline_label,
 )
-from traceinsight.analysis.timeline import busy_intervals
+from traceinsight.analysis.timeline import busy_intervals, device_step_spans
 from traceinsight.trace.model import Trace
 
 __all__ = ["CAUSE_LABEL", "LABELS", "SPEC", "BoundResult", "run"]
@@ -59,6 +61,7 @@ REGION_COLUMNS: dict[str, pl.DataType | type[pl.DataType]] = {
     "reason": pl.String,
     "evidence": pl.String,
     "busy_pct": pl.Float64,
+    "busy_ns": pl.Int64,
     "idle_ns": pl.Int64,
     "idle_cause": pl.String,
     "idle_cause_pct": pl.Float64,
@@ -75,6 +78,7 @@ REGION_COLUMNS: dict[str, pl.DataType | type[pl.DataType]] = {
     "pct_of_peak_flops": pl.Float64,
     "pct_of_peak_bw": pl.Float64,
     "cost_coverage_pct": pl.Float64,
+    "above_peak_reason": pl.String,
     "tensor_util_pct": pl.Float64,
     "dram_bw_util_pct": pl.Float64,
     "sm_util_pct": pl.Float64,
@@ -84,6 +88,7 @@ REGION_COLUMNS: dict[str, pl.DataType | type[pl.DataType]] = {
 TABLE_COLUMNS: dict[str, pl.DataType | type[pl.DataType]] = {
     "name": pl.String,
     "shapes": pl.String,
+    "dtypes": pl.String,
     "device": pl.Int64,
     "family": pl.String,
     "calls": pl.Int64,
@@ -102,6 +107,7 @@ TABLE_COLUMNS: dict[str, pl.DataType | type[pl.DataType]] = {
     "pct_of_roofline": pl.Float64,
     "dtype_class": pl.String,
     "cost_source": pl.String,
+    "above_peak_reason": pl.String,
 }
 
 
@@ -120,6 +126,8 @@ class BoundResult(Result):
     ops: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=TABLE_COLUMNS))
     kernels: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=TABLE_COLUMNS))
     notes: tuple[str, ...] = ()
+    # Ops whose first call is far above their steady state (one-time initialisation).
+    first_calls: tuple[dict[str, Any], ...] = ()
 
     def to_polars(self) -> pl.DataFrame:
         return self.regions
@@ -155,7 +163,29 @@ def _peaks_dict(peaks: devices.DevicePeaks) -> dict[str, Any]:
         "mem_bw_tbps": peaks.mem_bw_tbps,
         "tflops": dict(peaks.tflops),
         "sources": dict(peaks.sources),
+        "l2_bytes": peaks.l2_bytes,
+        "matched_by": peaks.matched_by,
     }
+
+
+def _step_device_windows(trace: Trace, table: pl.DataFrame) -> pl.DataFrame:
+    """Steps take the Steps section's device window (timeline.device_step_spans): from the
+    step's start, or the end of earlier steps' GPU work if later, to the end of the last GPU
+    work launched inside it. Without this a step's window would include the time its first
+    kernel queued behind the previous step's work, and read longer than the step."""
+    spans = device_step_spans(trace).select(
+        pl.col("host_start_ns").alias("start_ns"), "device_start_ns", "device_end_ns", pl.lit("step").alias("kind")
+    )
+    if spans.height == 0:
+        return table
+    return (
+        table.join(spans, on=["kind", "start_ns"], how="left")
+        .with_columns(
+            pl.coalesce("device_start_ns", "start_ns").alias("start_ns"),
+            pl.coalesce("device_end_ns", "end_ns").alias("end_ns"),
+        )
+        .drop("device_start_ns", "device_end_ns")
+    )
 
 
 def _region_table(
@@ -183,8 +213,8 @@ def _region_table(
             pl.col("kernels").fill_null(0),
             pl.col("kernel_ns").fill_null(0),
         )
-        .with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("dur_ns"))
     )
+    table = _step_device_windows(trace, table).with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("dur_ns"))
     table = intervals.covered_ns(table, busy_intervals(trace), by=["device"], out="busy_ns")
     table = table.with_columns(
         (pl.col("dur_ns") - pl.col("busy_ns")).clip(lower_bound=0).alias("idle_ns"),
@@ -194,7 +224,7 @@ def _region_table(
     cause_frame = idle_causes(table, gaps if gaps is not None else pl.DataFrame(schema={"device": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64, "cause": pl.String}))
     table = table.join(cause_frame, on="region_id", how="left")
     bw = peaks.mem_bw_tbps if peaks else None
-    table = table.with_columns(roofline_columns(bw))
+    table = table.with_columns(roofline_columns(bw)).with_columns(above_peak_reason(peaks.l2_bytes if peaks else None))
     table = table.join(counter_means(table, counter_windows(trace)), on="region_id", how="left")
     labelled = label_regions(table, roofline_ok=bool(peaks and peaks.complete), gaps_ok=gaps_ok)
     kind_order = {"trace": 0, "step": 1, "compiled": 2, "annotation": 3, "module": 4, "op": 5}
@@ -209,14 +239,16 @@ def _region_table(
 # ---- ops and kernels -------------------------------------------------------------------
 
 
-def _group_table(work: pl.DataFrame, keys: list[str], roofline_ok: bool, bw: float | None) -> pl.DataFrame:
+def _group_table(
+    work: pl.DataFrame, keys: list[str], roofline_ok: bool, bw: float | None, l2_bytes: int | None
+) -> pl.DataFrame:
     agg = work.group_by(keys).agg(
         pl.col("op_key").n_unique().cast(pl.Int64).alias("calls"),
         # Ties go to the alphabetically first family, not to whichever group_by met first.
         pl.col("family").drop_nulls().mode().sort().first().alias("family"),
         pl.col("cost_source").drop_nulls().first().alias("cost_source"),
     ).join(aggregate(work, keys), on=keys, how="left", nulls_equal=True)
-    agg = agg.with_columns(roofline_columns(bw))
+    agg = agg.with_columns(roofline_columns(bw)).with_columns(above_peak_reason(l2_bytes))
     roof_label, roof_score, roof_reason = roofline_label(roofline_ok)
     # Serially launched, work shorter than its launch call leaves the GPU waiting on the host.
     overhead = pl.col("launch_ns").fill_null(0) > pl.col("kernel_ns")
@@ -234,9 +266,14 @@ def _group_table(work: pl.DataFrame, keys: list[str], roofline_ok: bool, bw: flo
     return agg.with_columns(label.alias("label"), confidence_text(score).alias("confidence"), reason.alias("reason"))
 
 
-def _op_table(trace: Trace, work: pl.DataFrame, roofline_ok: bool, bw: float | None) -> pl.DataFrame:
+def _op_table(trace: Trace, work: pl.DataFrame, roofline_ok: bool, bw: float | None, l2_bytes: int | None) -> pl.DataFrame:
+    # Calls of one op with the same shapes but other dtypes (fp64, fp32, fp16 mm) run at
+    # different peaks: they are separate rows.
     ops = trace.events.select(
-        pl.col("id").alias("op_key"), pl.col("name").cast(pl.String).alias("op_name"), pl.col("input_dims").alias("shapes")
+        pl.col("id").alias("op_key"),
+        pl.col("name").cast(pl.String).alias("op_name"),
+        pl.col("input_dims").alias("shapes"),
+        pl.col("input_types").alias("dtypes"),
     )
     keyed = (
         work.filter(pl.col("kind") == "kernel")
@@ -251,16 +288,16 @@ def _op_table(trace: Trace, work: pl.DataFrame, roofline_ok: bool, bw: float | N
             .alias("op_name")
         )
     )
-    table = _group_table(keyed, ["op_name", "shapes", "device"], roofline_ok, bw).rename({"op_name": "name"})
+    table = _group_table(keyed, ["op_name", "shapes", "dtypes", "device"], roofline_ok, bw, l2_bytes).rename({"op_name": "name"})
     return (
-        table.sort(["kernel_ns", "name"], descending=[True, False])
+        table.sort(["kernel_ns", "name", "shapes", "dtypes"], descending=[True, False, False, False], nulls_last=True)
         .select([pl.col(c).cast(t) if c in table.columns else pl.lit(None, dtype=t).alias(c) for c, t in TABLE_COLUMNS.items()])
     )
 
 
-def _kernel_table(work: pl.DataFrame, roofline_ok: bool, bw: float | None) -> pl.DataFrame:
+def _kernel_table(work: pl.DataFrame, roofline_ok: bool, bw: float | None, l2_bytes: int | None) -> pl.DataFrame:
     keyed = work.with_columns(pl.col("id").alias("op_key"))
-    table = _group_table(keyed, ["name", "device"], roofline_ok, bw).with_columns(pl.lit(None, dtype=pl.String).alias("shapes"))
+    table = _group_table(keyed, ["name", "device"], roofline_ok, bw, l2_bytes).with_columns(pl.lit(None, dtype=pl.String).alias("shapes"))
     return (
         table.sort(["kernel_ns", "name"], descending=[True, False])
         .select([pl.col(c).cast(t) if c in table.columns else pl.lit(None, dtype=t).alias(c) for c, t in TABLE_COLUMNS.items()])
@@ -276,15 +313,28 @@ def run(trace: Trace, config: AnalysisConfig, inputs: Inputs | None = None) -> B
         return BoundResult(available=False, reason="no GPU kernels, memcpys or memsets in this trace")
     primary = _primary_device(trace)
     assert primary is not None
-    props = trace.meta.device(primary)
+    work_devices = [int(d) for d in gpu["device"].unique().to_list()]
+    props, matched_by = devices.match_device(primary, trace.meta.devices, work_devices)
     device_name = props.name if props else None
+    inferred = devices.infer_part_name(device_name, props.raw if props else None)
     peaks = devices.resolve(
-        device_name,
+        inferred or device_name,
         peak_tflops=config.peak_tflops,
         peak_bw_tbps=config.peak_bw_tbps,
         devices_toml=config.devices_toml,
     )
     notes: list[str] = []
+    if peaks is not None and props is not None:
+        how = matched_by or "id"
+        if inferred:
+            how += f"; part inferred as {inferred} from gcnArchName {props.raw.get('gcnArchName')!r}"
+        peaks = replace(peaks, matched_by=how)
+        if matched_by not in (None, "id"):
+            notes.append(
+                f"device {primary} has no deviceProperties entry with that id: matched {props.name!r} by {matched_by}"
+            )
+        if inferred:
+            notes.append(f"device name {device_name!r} is generic: peaks of {inferred} inferred from gcnArchName and CU count")
     roofline_ok = bool(peaks and peaks.complete)
     roofline_reason = None
     if not roofline_ok:
@@ -308,8 +358,9 @@ def run(trace: Trace, config: AnalysisConfig, inputs: Inputs | None = None) -> B
     if left_out:
         notes.append(f"{left_out} smaller top-level ops are not listed as regions (see --by op)")
     bw = peaks.mem_bw_tbps if roofline_ok and peaks else None
-    ops = _op_table(trace, work, roofline_ok, bw)
-    kernels = _kernel_table(work, roofline_ok, bw)
+    l2_bytes = peaks.l2_bytes if roofline_ok and peaks else None
+    ops = _op_table(trace, work, roofline_ok, bw, l2_bytes)
+    kernels = _kernel_table(work, roofline_ok, bw, l2_bytes)
     kernel_time = work.filter(pl.col("kind") == "kernel")
     total = int(kernel_time["dur_ns"].sum() or 0)
     costed = int(kernel_time.filter(pl.col("costed"))["dur_ns"].sum() or 0)
@@ -327,6 +378,23 @@ def run(trace: Trace, config: AnalysisConfig, inputs: Inputs | None = None) -> B
                 f"{100.0 * no_op / total:.0f}% of kernel time has no recorded op (Triton/Inductor kernels, CUDA graphs): "
                 "their bound is guessed from the kernel family"
             )
+    outliers = first_call_outliers(trace)
+    if outliers.height:
+        top = outliers.row(0, named=True)
+        extra_ns = int((outliers["first_ns"] - outliers["steady_ns"]).sum())
+        notes.append(
+            f"{outliers.height} op(s) ran a one-time first call far above their steady state "
+            f"(e.g. {top['name']}: {top['first_ns'] / 1e6:.1f} ms first vs {top['steady_ns'] / 1e6:.3f} ms after; "
+            f"{extra_ns / 1e6:.1f} ms in all): initialisation such as cuBLAS handles or autotuning, "
+            "not launch overhead of the steady state (see first_calls)"
+        )
+    above = [t.filter(pl.col("above_peak_reason").is_not_null()) for t in (regions, ops, kernels)]
+    if any(t.height for t in above):
+        first = next(t for t in above if t.height).row(0, named=True)
+        notes.append(
+            f"{sum(t.height for t in above)} rows read above 100% of roofline (marked ↑; see above_peak_reason), "
+            f"e.g. {first['name'][:60]}: {first['above_peak_reason']}"
+        )
     return BoundResult(
         device_name=device_name,
         peaks=_peaks_dict(peaks) if peaks else None,
@@ -340,6 +408,7 @@ def run(trace: Trace, config: AnalysisConfig, inputs: Inputs | None = None) -> B
         ops=ops,
         kernels=kernels,
         notes=tuple(notes),
+        first_calls=first_call_rows(outliers),
     )
 
 

@@ -35,7 +35,8 @@ SCALAR_TYPE_BYTES: dict[int, int] = {
 }
 # Types that are not tensors even when a shape slot is present.
 NON_TENSOR_TYPES = frozenset({"", "Scalar", "ScalarList", "TensorList", "GenericList", "None", "str", "Device", "Layout"})
-# TensorList arguments carry no dtype; optimizer state is float32 in the common case.
+# TensorList arguments carry no dtype in Kineto's "Input type" (just "TensorList"): until
+# the launched kernels tell the element size, float32 is assumed.
 ASSUMED_LIST_DTYPE_BYTES = 4
 
 
@@ -123,6 +124,10 @@ class OpCost:
     dtype_class: str
     op_class: str  # matmul | conv | attention | norm | softmax | elementwise | reduction | embedding | copy | optimizer
     note: str | None = None
+    # Part of ``bytes`` counted at ASSUMED_LIST_DTYPE_BYTES per element because Kineto
+    # records a TensorList's type as just "TensorList"; rescaled once the element size is
+    # known from the kernels the op launched (see costmodel.list_itemsize_expr).
+    list_bytes: float = 0.0
 
 
 def parse_concrete(text: str) -> Any:

@@ -106,6 +106,8 @@ def _elementwise(base: str, args: OpArgs) -> OpCost | None:
     out_size = (out_arg or reads[0]).itemsize
     if op in ("fill", "zero", "uniform", "normal", "bernoulli"):
         reads = []  # these only write their output
+    if op == "addcmul" and len(reads) == 3 and reads[1] == reads[2]:
+        reads = reads[:2]  # addcmul(v, g, g), as torch.optim calls it: g read once (see _foreach)
     nbytes = sum(t.nbytes for t in reads) + out_numel * out_size
     flops = out_numel * _EXTRA_FLOPS.get(op, 1.0)
     return OpCost(float(flops), float(nbytes), "fp32", "elementwise")
@@ -148,7 +150,11 @@ def _cat(args: OpArgs) -> OpCost | None:
         return None
     shapes = args.tensor_list(positions[0])
     numel = sum(math.prod(s) for s in shapes)
-    return OpCost(0.0, float(2 * numel * ASSUMED_LIST_DTYPE_BYTES), "fp32", "copy", "list dtype assumed float32")
+    nbytes = float(2 * numel * ASSUMED_LIST_DTYPE_BYTES)
+    return OpCost(0.0, nbytes, "fp32", "copy", _LIST_NOTE, list_bytes=nbytes)
+
+
+_LIST_NOTE = "list element size from the kernels' names (float32 when they do not say)"
 
 
 def _embedding(args: OpArgs) -> OpCost | None:
@@ -180,10 +186,26 @@ def _foreach(base: str, args: OpArgs) -> OpCost | None:
         return None
     op = base[len("_foreach_"):].rstrip("_")
     n_lists = len(positions)
-    # Every list read once and one list written (in place or a new one).
-    nbytes = (n_lists + 1) * numel * ASSUMED_LIST_DTYPE_BYTES
+    note = _LIST_NOTE
+    if _squares_one_list(op, args, positions):
+        # torch.optim's squared-gradient update v += c·g·g passes one list twice: the second
+        # read of g hits the cache, so DRAM sees it once.
+        n_lists -= 1
+        note += "; tensor lists 2 and 3 alike: counted once (v += c·g·g)"
+    # Every distinct list read once and one list written (in place or a new one).
+    nbytes = float((n_lists + 1) * numel * ASSUMED_LIST_DTYPE_BYTES)
     flops = numel * _EXTRA_FLOPS.get(op, 1.0)
-    return OpCost(float(flops), float(nbytes), "fp32", "optimizer", "list dtype assumed float32")
+    return OpCost(float(flops), nbytes, "fp32", "optimizer", note, list_bytes=nbytes)
+
+
+def _squares_one_list(op: str, args: OpArgs, positions: list[int]) -> bool:
+    """True for addcmul(v, g, g): Kineto records no tensor identities, so two factor lists of
+    identical shapes are taken as one. Every torch.optim caller of foreach addcmul (Adam,
+    AdamW, NAdam, RAdam, RMSprop, Adagrad, Adadelta) passes ``grads, grads``."""
+    if op != "addcmul" or len(positions) < 3:
+        return False
+    first, second = args.tensor_list(positions[1]), args.tensor_list(positions[2])
+    return bool(first) and first == second
 
 
 def _fused_optimizer(base: str, args: OpArgs) -> OpCost | None:
@@ -195,7 +217,8 @@ def _fused_optimizer(base: str, args: OpArgs) -> OpCost | None:
         return None
     touches = _FUSED_OPTIMIZERS[base]  # list reads + writes per parameter element
     flops = numel * (_ADAM_FLOPS_PER_PARAM if "adam" in base else 3.0)
-    return OpCost(float(flops), float(touches * numel * ASSUMED_LIST_DTYPE_BYTES), "fp32", "optimizer", "list dtype assumed float32")
+    nbytes = float(touches * numel * ASSUMED_LIST_DTYPE_BYTES)
+    return OpCost(float(flops), nbytes, "fp32", "optimizer", _LIST_NOTE, list_bytes=nbytes)
 
 
 _NORMS = {"layer_norm", "native_layer_norm", "group_norm", "native_group_norm", "rms_norm", "_fused_rms_norm", "batch_norm", "native_batch_norm", "_batch_norm_impl_index", "cudnn_batch_norm", "instance_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_no_training"}

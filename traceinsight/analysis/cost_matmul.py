@@ -211,7 +211,9 @@ def attention_cost(name: str, args: OpArgs) -> OpCost | None:
         note = "causal: half the score matrix"
     out_bytes = b * h * sq * dv * q.itemsize
     if backward:
-        flops *= 2.0
+        # Fused backward kernels (flash, memory-efficient, cuDNN) recompute QKᵀ, then run
+        # dV = PᵀdO, dP = dOVᵀ, dQ = dSK, dK = dSᵀQ: five GEMMs against forward's two.
+        flops *= 2.5
         # grad_out, q, k, v, out read; grad_q, grad_k, grad_v written.
         nbytes = 2 * out_bytes + 2 * (q.nbytes + k.nbytes + v.nbytes)
     else:

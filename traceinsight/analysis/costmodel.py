@@ -8,7 +8,8 @@ where it counts an op at all:
 - a multiply-add is 2 FLOPs; matmul-like ops count only their products (bias adds and
   alpha/beta scaling are left out, as flop_counter does);
 - attention counts the two matmuls (QKᵀ and PV); a causal mask halves them (flop_counter
-  does not halve, so causal ratios against it read 0.5); backward counts twice forward;
+  does not halve, so causal ratios against it read 0.5); backward counts 2.5× forward
+  (QKᵀ recomputed plus four gradient GEMMs, as the fused kernels and flop_counter do);
 - convolution backward counts one forward-sized product per gradient it computes;
 - elementwise ops count one FLOP per output element per arithmetic step, reductions one
   per input element, normalisations and softmax a small fixed number per element;
@@ -26,6 +27,7 @@ from typing import Any
 import polars as pl
 
 from traceinsight.analysis.cost_args import (
+    ASSUMED_LIST_DTYPE_BYTES,
     OpArgs,
     OpCost,
     broadcast_shape,
@@ -34,6 +36,23 @@ from traceinsight.analysis.cost_args import (
     loads_list,
 )
 from traceinsight.analysis.cost_formulas import cost_of
+from traceinsight.analysis.devices import path_class
+
+# Element type in a kernel's template arguments: ATen's cat kernels name an opaque type of
+# N bytes, foreach/elementwise functors their scalar type first (Functor<c10::BFloat16, ...>).
+_OPAQUE_SIZE = r"OpaqueType<(\d+)u?>"
+_FUNCTOR_TYPE = r"(?:Functor|Metadata)<(c10::BFloat16|c10::Half|float|double|c10::Float8\w*)[,>]"
+_TYPE_SIZES = {"c10::BFloat16": 2, "c10::Half": 2, "float": 4, "double": 8}
+
+
+def list_itemsize_expr(name: pl.Expr) -> pl.Expr:
+    """Bytes per element a kernel name states (None when it states none)."""
+    functor = name.str.extract(_FUNCTOR_TYPE, 1)
+    return pl.coalesce(
+        name.str.extract(_OPAQUE_SIZE, 1).cast(pl.Int64, strict=False),
+        pl.when(functor.str.starts_with("c10::Float8")).then(pl.lit(1, dtype=pl.Int64)),
+        functor.replace_strict(_TYPE_SIZES, default=None, return_dtype=pl.Int64),
+    ).cast(pl.Float64)
 
 __all__ = [
     "COST_COLUMNS",
@@ -71,6 +90,7 @@ COST_COLUMNS: dict[str, pl.DataType | type[pl.DataType]] = {
     "dtype_class": pl.String,
     "op_class": pl.String,
     "cost_note": pl.String,
+    "list_bytes": pl.Float64,
 }
 _KEYS = ["name", "input_dims", "input_types", "concrete_inputs"]
 
@@ -87,13 +107,15 @@ def op_costs(events: pl.DataFrame) -> pl.DataFrame:
     for name, dims, types, concrete in combos.iter_rows():
         cost = op_cost(name, dims, types, concrete)
         if cost is not None:
-            rows.append((name, dims, types, concrete, cost.flops, cost.bytes, cost.dtype_class, cost.op_class, cost.note))
+            rows.append(
+                (name, dims, types, concrete, cost.flops, cost.bytes, cost.dtype_class, cost.op_class, cost.note, cost.list_bytes)
+            )
     table = pl.DataFrame(
         rows,
         schema={
             "name": pl.String, "input_dims": pl.String, "input_types": pl.String, "concrete_inputs": pl.String,
             "flops": pl.Float64, "bytes": pl.Float64, "dtype_class": pl.String, "op_class": pl.String,
-            "cost_note": pl.String,
+            "cost_note": pl.String, "list_bytes": pl.Float64,
         },
         orient="row",
     )
@@ -146,8 +168,9 @@ def kernel_costs(trace: Any) -> pl.DataFrame:
     A kernel takes the cost of the nearest op above it that has one; an op that launched
     several kernels has its cost split among them by kernel duration. Memcpys and memsets
     move the bytes their events record. Kernels without either get no cost (null
-    ``cost_source``) but keep their family, from which callers may guess a bound. FP32
-    matmul-like work running on tensor-core kernels is counted as TF32.
+    ``cost_source``) but keep their family, from which callers may guess a bound. The
+    compute class follows the kernel's path: FP32 matmul-like work on tensor-core kernels is
+    TF32, FP64 on tensor-core kernels (``sm90_xmma_gemm_f64f64``) is ``fp64_tc``.
     """
     from traceinsight.analysis.kernel_families import with_families
 
@@ -162,6 +185,15 @@ def kernel_costs(trace: Any) -> pl.DataFrame:
     k = kernels.join(nearest, on="id", how="left").join(
         costs.rename({"id": "costed_op_id", "bytes": "op_bytes"}), on="costed_op_id", how="left"
     )
+    # The element size of an op's TensorLists, from the first of its kernels whose name says.
+    k = k.with_columns(
+        list_itemsize_expr(pl.col("name").cast(pl.String)).drop_nulls().first().over("costed_op_id").alias("_list_size")
+    ).with_columns(
+        (
+            pl.col("op_bytes")
+            + pl.col("list_bytes").fill_null(0.0) * (pl.col("_list_size").fill_null(ASSUMED_LIST_DTYPE_BYTES) / ASSUMED_LIST_DTYPE_BYTES - 1.0)
+        ).alias("op_bytes")
+    )
     total = pl.col("dur_ns").sum().over("costed_op_id")
     count = pl.len().over("costed_op_id")
     share = pl.when(total > 0).then(pl.col("dur_ns") / total).otherwise(1.0 / count)
@@ -172,8 +204,10 @@ def kernel_costs(trace: Any) -> pl.DataFrame:
         pl.when(transfer).then(pl.col("bytes").cast(pl.Float64)).when(pl.col("costed_op_id").is_not_null()).then(pl.col("op_bytes") * share).alias("bytes"),
         pl.when(transfer)
         .then(pl.lit("fp32"))
-        .when(matmul_like & (pl.col("dtype_class") == "fp32") & pl.col("tensor_core"))
-        .then(pl.lit("tf32"))
+        .when(matmul_like & pl.col("tensor_core") & (pl.col("dtype_class") == "fp32"))
+        .then(pl.lit(path_class("fp32", tensor_core=True)))
+        .when(matmul_like & pl.col("tensor_core") & (pl.col("dtype_class") == "fp64"))
+        .then(pl.lit(path_class("fp64", tensor_core=True)))
         .otherwise(pl.col("dtype_class"))
         .alias("dtype_class"),
         pl.when(transfer).then(pl.col("kind")).otherwise(pl.col("op_class")).alias("op_class"),

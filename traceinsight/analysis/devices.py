@@ -13,14 +13,18 @@ small TOML file (:func:`load_toml`); those replace the table's figures field by 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from traceinsight.errors import UsageError
 
-# Compute classes a kernel's work is costed against. "fp32" is the CUDA-core (SIMT) rate.
-DTYPE_CLASSES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
+# Compute classes a kernel's work is costed against, each one a dtype on one path through
+# the chip: "fp64" and "fp32" are the vector (CUDA-core / SIMT) rates, "fp64_tc" is FP64 on
+# tensor cores (DMMA on A100/H100/H200, FP64 matrix cores on AMD), "tf32" is FP32 data on
+# tensor/matrix cores; bf16/fp16/fp8/int8 are their tensor-core rates.
+DTYPE_CLASSES = ("fp64", "fp64_tc", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
 
 # When a part has no figure for a class, the class whose rate its work falls back to.
 _FALLBACK = {
@@ -30,7 +34,23 @@ _FALLBACK = {
     "fp8": "fp16",  # no FP8 units: FP8 inputs are upcast before the math
     "int8": "fp16",
     "fp64": "fp32",
+    "fp64_tc": "fp64",  # no FP64 tensor cores: the kernel cannot have used them
 }
+
+
+def path_class(dtype_class: str, tensor_core: bool) -> str:
+    """The compute class of work of ``dtype_class`` run on tensor cores or not.
+
+    FP64 and FP32 have a vector and a tensor-core rate on recent parts (FP64 tensor cores run
+    at twice the vector rate on H100/H200, so costing a DMMA kernel at the vector peak reads
+    as 200 %). Half and narrower types are costed at their tensor-core rate either way: a
+    kernel that misses the tensor cores then reads low, never above its ceiling.
+    """
+    if tensor_core and dtype_class == "fp64":
+        return "fp64_tc"
+    if tensor_core and dtype_class == "fp32":
+        return "tf32"
+    return dtype_class
 
 
 @dataclass(frozen=True)
@@ -43,6 +63,8 @@ class DevicePeaks:
     tflops: dict[str, float] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)
     origin: str = "table"  # table | user | table+user
+    l2_bytes: int | None = None  # last-level on-chip cache, for the cache-resident check
+    matched_by: str | None = None  # how the trace's device was recognised (see match_device)
 
     def peak_tflops(self, dtype_class: str) -> float | None:
         """Peak for a compute class, following :data:`_FALLBACK` when the part lacks it."""
@@ -76,6 +98,7 @@ class _Entry:
     mem_bw_tbps: float
     tflops: dict[str, float]
     source: str
+    l2_mb: float | None = None
 
 
 _H100_SXM_SRC = "NVIDIA H100 Tensor Core GPU datasheet (H100 SXM column), https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet"
@@ -90,65 +113,75 @@ _L40S_SRC = "NVIDIA L40S GPU datasheet, https://resources.nvidia.com/en-us-l40s/
 _T4_SRC = "NVIDIA T4 Tensor Core GPU datasheet, https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/tesla-t4/t4-tensor-core-datasheet-951643.pdf"
 _V100_SRC = "NVIDIA Tesla V100 GPU datasheet, https://images.nvidia.com/content/technologies/volta/pdf/volta-v100-datasheet-update-us-1165301-r5.pdf"
 _B200_SRC = "NVIDIA HGX B200 datasheet (per-GPU = HGX 8-GPU figure / 8), https://www.nvidia.com/en-us/data-center/hgx/"
-_MI250X_SRC = "AMD Instinct MI250X accelerator data sheet, https://www.amd.com/en/products/accelerators/instinct/mi200/mi250x.html"
+_MI250X_SRC = "AMD Instinct MI250X accelerator data sheet (per GCD = package figure / 2), https://www.amd.com/en/products/accelerators/instinct/mi200/mi250x.html"
+_MI250_SRC = "AMD Instinct MI250 accelerator data sheet (per GCD = package figure / 2), https://www.amd.com/en/products/accelerators/instinct/mi200/mi250.html"
+_MI210_SRC = "AMD Instinct MI210 accelerator data sheet, https://www.amd.com/en/products/accelerators/instinct/mi200/mi210.html"
 _MI300X_SRC = "AMD Instinct MI300X accelerator data sheet, https://www.amd.com/en/products/accelerators/instinct/mi300/mi300x.html"
 
 # Dense figures in TFLOP/s (TOPS for int8), bandwidth in TB/s. Order: specific before general.
 _TABLE: tuple[_Entry, ...] = (
     _Entry("h100-pcie", "H100 PCIe", r"H100.*PCIE", 2.0,
-           {"fp64": 26.0, "fp32": 51.0, "tf32": 378.0, "bf16": 756.5, "fp16": 756.5, "fp8": 1513.0, "int8": 1513.0},
-           _H100_PCIE_SRC),
+           {"fp64": 26.0, "fp64_tc": 51.0, "fp32": 51.0, "tf32": 378.0, "bf16": 756.5, "fp16": 756.5, "fp8": 1513.0, "int8": 1513.0},
+           _H100_PCIE_SRC, 50),
     _Entry("h100-nvl", "H100 NVL", r"H100.*NVL", 3.9,
-           {"fp64": 30.0, "fp32": 60.0, "tf32": 417.5, "bf16": 835.5, "fp16": 835.5, "fp8": 1670.5, "int8": 1670.5},
-           _H100_NVL_SRC),
+           {"fp64": 30.0, "fp64_tc": 60.0, "fp32": 60.0, "tf32": 417.5, "bf16": 835.5, "fp16": 835.5, "fp8": 1670.5, "int8": 1670.5},
+           _H100_NVL_SRC, 50),
     _Entry("h100-sxm", "H100 SXM", r"H100", 3.35,
-           {"fp64": 34.0, "fp32": 67.0, "tf32": 494.5, "bf16": 989.5, "fp16": 989.5, "fp8": 1979.0, "int8": 1979.0},
-           _H100_SXM_SRC),
+           {"fp64": 34.0, "fp64_tc": 67.0, "fp32": 67.0, "tf32": 494.5, "bf16": 989.5, "fp16": 989.5, "fp8": 1979.0, "int8": 1979.0},
+           _H100_SXM_SRC, 50),
     _Entry("h200-nvl", "H200 NVL", r"H200.*NVL", 4.8,
-           {"fp64": 30.0, "fp32": 60.0, "tf32": 417.5, "bf16": 835.5, "fp16": 835.5, "fp8": 1670.5, "int8": 1670.5},
-           _H200_NVL_SRC),
+           {"fp64": 30.0, "fp64_tc": 60.0, "fp32": 60.0, "tf32": 417.5, "bf16": 835.5, "fp16": 835.5, "fp8": 1670.5, "int8": 1670.5},
+           _H200_NVL_SRC, 50),
     _Entry("h200-sxm", "H200 SXM", r"H200", 4.8,
-           {"fp64": 34.0, "fp32": 67.0, "tf32": 494.5, "bf16": 989.5, "fp16": 989.5, "fp8": 1979.0, "int8": 1979.0},
-           _H200_SRC),
+           {"fp64": 34.0, "fp64_tc": 67.0, "fp32": 67.0, "tf32": 494.5, "bf16": 989.5, "fp16": 989.5, "fp8": 1979.0, "int8": 1979.0},
+           _H200_SRC, 50),
     _Entry("a100-80gb-pcie", "A100 80GB PCIe", r"A100.*80\s*GB.*PCIE|A100.*PCIE.*80\s*GB", 1.935,
-           {"fp64": 9.7, "fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0, "int8": 624.0},
-           _A100_SRC),
+           {"fp64": 9.7, "fp64_tc": 19.5, "fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0, "int8": 624.0},
+           _A100_SRC, 40),
     _Entry("a100-80gb-sxm", "A100 80GB SXM", r"A100.*80\s*GB", 2.039,
-           {"fp64": 9.7, "fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0, "int8": 624.0},
-           _A100_SRC),
+           {"fp64": 9.7, "fp64_tc": 19.5, "fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0, "int8": 624.0},
+           _A100_SRC, 40),
     _Entry("a100-40gb", "A100 40GB", r"A100", 1.555,
-           {"fp64": 9.7, "fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0, "int8": 624.0},
-           _A100_SRC),
+           {"fp64": 9.7, "fp64_tc": 19.5, "fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0, "int8": 624.0},
+           _A100_SRC, 40),
     _Entry("a10", "A10", r"\bA10\b(?!0)", 0.6,
            {"fp32": 31.2, "tf32": 62.5, "bf16": 125.0, "fp16": 125.0, "int8": 250.0},
-           _A10_SRC),
+           _A10_SRC, 6),
     _Entry("l40s", "L40S", r"\bL40S\b", 0.864,
            {"fp32": 91.6, "tf32": 183.0, "bf16": 362.05, "fp16": 362.05, "fp8": 733.0, "int8": 733.0},
-           _L40S_SRC),
+           _L40S_SRC, 96),
     _Entry("l4", "L4", r"\bL4\b", 0.3,
            {"fp32": 30.3, "tf32": 60.0, "bf16": 121.0, "fp16": 121.0, "fp8": 242.5, "int8": 242.5},
-           _L4_SRC),
+           _L4_SRC, 48),
     _Entry("t4", "T4", r"\bT4\b", 0.32,
            {"fp32": 8.1, "fp16": 65.0, "int8": 130.0},
-           _T4_SRC),
+           _T4_SRC, 4),
     _Entry("v100s-pcie", "V100S PCIe", r"V100S", 1.134,
            {"fp64": 8.2, "fp32": 16.4, "fp16": 130.0},
-           _V100_SRC),
+           _V100_SRC, 6),
     _Entry("v100-pcie", "V100 PCIe", r"V100.*PCIE", 0.9,
            {"fp64": 7.0, "fp32": 14.0, "fp16": 112.0},
-           _V100_SRC),
+           _V100_SRC, 6),
     _Entry("v100-sxm2", "V100 SXM2", r"V100", 0.9,
            {"fp64": 7.8, "fp32": 15.7, "fp16": 125.0},
-           _V100_SRC),
+           _V100_SRC, 6),
     _Entry("b200", "B200", r"\bB200\b", 8.0,
-           {"fp64": 37.0, "fp32": 75.0, "tf32": 1125.0, "bf16": 2250.0, "fp16": 2250.0, "fp8": 4500.0, "int8": 4500.0},
+           {"fp64": 37.0, "fp64_tc": 37.0, "fp32": 75.0, "tf32": 1125.0, "bf16": 2250.0, "fp16": 2250.0, "fp8": 4500.0, "int8": 4500.0},
            _B200_SRC),
     _Entry("mi300x", "MI300X", r"MI300X", 5.3,
-           {"fp64": 81.7, "fp32": 163.4, "tf32": 653.7, "bf16": 1307.4, "fp16": 1307.4, "fp8": 2614.9, "int8": 2614.9},
-           _MI300X_SRC),
-    _Entry("mi250x", "MI250X", r"MI250X", 3.2768,
-           {"fp64": 47.9, "fp32": 47.9, "bf16": 383.0, "fp16": 383.0, "int8": 383.0},
-           _MI250X_SRC),
+           {"fp64": 81.7, "fp64_tc": 163.4, "fp32": 163.4, "tf32": 653.7, "bf16": 1307.4, "fp16": 1307.4, "fp8": 2614.9, "int8": 2614.9},
+           _MI300X_SRC, 256),
+    # An MI250/MI250X package is two GCDs and PyTorch sees each GCD as one device: the
+    # figures are the package's halved. "tf32" here is FP32 on the matrix cores (no TF32).
+    _Entry("mi250x", "MI250X (one GCD)", r"MI250X", 1.6384,
+           {"fp64": 23.95, "fp64_tc": 47.85, "fp32": 23.95, "tf32": 47.85, "bf16": 191.5, "fp16": 191.5, "int8": 191.5},
+           _MI250X_SRC, 8),
+    _Entry("mi250", "MI250 (one GCD)", r"MI250(?!X)", 1.6384,
+           {"fp64": 22.65, "fp64_tc": 45.25, "fp32": 22.65, "tf32": 45.25, "bf16": 181.0, "fp16": 181.0, "int8": 181.0},
+           _MI250_SRC, 8),
+    _Entry("mi210", "MI210", r"MI210", 1.6384,
+           {"fp64": 22.6, "fp64_tc": 45.3, "fp32": 22.6, "tf32": 45.3, "bf16": 181.0, "fp16": 181.0, "int8": 181.0},
+           _MI210_SRC, 8),
 )
 
 # TOML keys accepted in a [device] table and the compute class each one sets.
@@ -177,8 +210,67 @@ def lookup(device_name: str | None) -> DevicePeaks | None:
                 tflops=dict(entry.tflops),
                 sources=sources,
                 origin="table",
+                l2_bytes=int(entry.l2_mb * 1024 * 1024) if entry.l2_mb else None,
             )
     return None
+
+
+# ROCm names some parts generically ("AMD Radeon Graphics" on MI250): the ISA
+# (gcnArchName) and the compute-unit count still tell the part. (arch prefix, CUs) → name.
+_AMD_ARCH_PARTS: tuple[tuple[str, int | None, str], ...] = (
+    ("gfx90a", 110, "AMD Instinct MI250X"),
+    ("gfx90a", 104, "AMD Instinct MI250"),  # MI210 has the same per-device figures
+    ("gfx942", 304, "AMD Instinct MI300X"),
+)
+
+
+def infer_part_name(name: str | None, raw: dict[str, Any] | None) -> str | None:
+    """A table-matchable name for a device whose reported name is generic, else None.
+
+    Uses ROCm's ``gcnArchName`` and the CU count (``numSms`` / ``multiProcessorCount``).
+    MI300X and MI325X share gfx942 and 304 CUs; only the former's 192 GB fits below 200 GB.
+    """
+    if lookup(name) is not None or not raw:
+        return None
+    arch = str(raw.get("gcnArchName") or "").split(":")[0].lower()
+    cus = raw.get("numSms", raw.get("multiProcessorCount"))
+    mem = raw.get("totalGlobalMem")
+    for prefix, want_cus, part in _AMD_ARCH_PARTS:
+        if arch != prefix or (want_cus is not None and cus != want_cus):
+            continue
+        if prefix == "gfx942" and isinstance(mem, (int, float)) and mem > 200 * 1024**3:
+            return None
+        return part
+    return None
+
+
+def match_device(
+    device_index: int, devices: Sequence[Any], work_devices: Sequence[int]
+) -> tuple[Any | None, str | None]:
+    """The ``deviceProperties`` entry describing the device kernels ran on, and how it was found.
+
+    ``devices`` are the trace's entries (with ``id``, ``name`` and ``raw``); ``work_devices``
+    the distinct device indices GPU work ran on. Kineto on ROCm lists ``id`` 0 while kernels
+    carry pid 2 (the HIP device as seen by the process), so after the exact id this tries the
+    entry whose ``raw`` names the same pid, then the same position among the devices that ran
+    work, then the only entry, then entries that all name one part.
+    """
+    for dev in devices:
+        if dev.id == device_index:
+            return dev, "id"
+    for dev in devices:
+        raw = getattr(dev, "raw", None) or {}
+        if raw.get("pid") == device_index or raw.get("deviceId") == device_index:
+            return dev, "pid"
+    ordered = sorted(set(work_devices))
+    if device_index in ordered and len(ordered) <= len(devices):
+        return sorted(devices, key=lambda d: d.id)[ordered.index(device_index)], "position"
+    if len(devices) == 1:
+        return devices[0], "only entry"
+    names = {d.name for d in devices}
+    if len(names) == 1 and devices:
+        return devices[0], "name (all entries name one part)"
+    return None, None
 
 
 def load_toml(path: str | Path) -> dict[str, Any]:

@@ -121,14 +121,14 @@ class HostTree:
 def op_tree(trace: Trace, tree: HostTree | None = None) -> pl.DataFrame:
     """Every cpu_op with its op parent, self host time and whether it is top level.
 
-    Columns: id, name (Categorical), input_dims, pid, tid, ts_ns, end_ns, dur_ns, step,
+    Columns: id, name (Categorical), input_dims, input_types, pid, tid, ts_ns, end_ns, dur_ns, step,
     op_parent, self_ns, top_level.
     """
     events = trace.events
     tree = tree or HostTree(events)
     ops = (
         events.lazy()
-        .select("id", "name", "input_dims", "pid", "tid", "ts_ns", "end_ns", "dur_ns", "step", "kind")
+        .select("id", "name", "input_dims", "input_types", "pid", "tid", "ts_ns", "end_ns", "dur_ns", "step", "kind")
         .filter(pl.col("kind") == "cpu_op")
         .drop("kind")
         .collect()

@@ -33,6 +33,7 @@ CPU_HEAVY_MIN_HOST_NS = 100_000
 OP_COLUMNS: dict[str, pl.DataType | type[pl.DataType]] = {
     "name": pl.String,
     "input_dims": pl.String,
+    "input_types": pl.String,
     "calls": pl.Int64,
     "top_level_calls": pl.Int64,
     "top_level": pl.Boolean,
@@ -109,7 +110,8 @@ def run(trace: Trace, config: AnalysisConfig, inputs: Inputs | None = None) -> O
     kernels = trace.kernels
     has_gpu = kernels.height > 0
     per_call = _gpu_by_op(host, tree, kernels)
-    keys = ["name", "input_dims"] if by_shapes else ["name"]
+    # By shapes means by dtypes too: an fp64 and an fp16 mm of one shape are different work.
+    keys = ["name", "input_dims", "input_types"] if by_shapes else ["name"]
     top_level_host_ns = int(per_call.filter(pl.col("top_level"))["dur_ns"].sum())
     min_host_ns = max(CPU_HEAVY_MIN_HOST_NS, int(CPU_HEAVY_MIN_SHARE * top_level_host_ns))
     ratio = pl.when(pl.col("host_total_ns") > 0).then(
@@ -139,12 +141,12 @@ def run(trace: Trace, config: AnalysisConfig, inputs: Inputs | None = None) -> O
         )
     )
     if not by_shapes:
-        table = table.with_columns(input_dims=pl.lit(None, dtype=pl.String))
+        table = table.with_columns(input_dims=pl.lit(None, dtype=pl.String), input_types=pl.lit(None, dtype=pl.String))
     table = (
         table.select([pl.col(c).cast(t) for c, t in OP_COLUMNS.items()])
         .sort(
-            ["gpu_total_ns", "host_total_ns", "name", "input_dims"],
-            descending=[True, True, False, False],
+            ["gpu_total_ns", "host_total_ns", "name", "input_dims", "input_types"],
+            descending=[True, True, False, False, False],
             nulls_last=True,
         )
     )

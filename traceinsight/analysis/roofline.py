@@ -84,13 +84,15 @@ def roofline_columns(bw_tbps: float | None) -> list[pl.Expr]:
     """Achieved rates, intensity, ridge and % of roofline from the aggregated sums.
 
     Rates are over the run time of the kernels whose costs are known, so that a partly
-    costed region does not read as slow.
+    costed region does not read as slow. Without peak figures (``bw_tbps`` None) the shares
+    of peak are null: a roofline that is not known is not 0 % of it.
     """
     busy = pl.col("costed_ns")
     flops, nbytes, tc, tm = pl.col("flops"), pl.col("bytes"), pl.col("tc_ns"), pl.col("tm_ns")
     costed_ns = pl.col("costed_ns")
     # Figures from a small costed minority (say, a memset) would misrepresent the whole.
     have = (costed_ns > 0) & ((flops > 0) | (nbytes > 0)) & (costed_ns >= MIN_COST_COVERAGE * pl.col("kernel_ns"))
+    known = pl.lit(bool(bw_tbps))
     ridge = (
         pl.when(have & (tc > 0) & pl.lit(bool(bw_tbps)))
         .then(flops / tc / pl.lit((bw_tbps or 1.0) * 1e3))
@@ -101,11 +103,46 @@ def roofline_columns(bw_tbps: float | None) -> list[pl.Expr]:
         pl.when(have & (busy > 0)).then(nbytes / busy / 1e3).alias("tbps"),
         pl.when(have & (nbytes > 0)).then(flops / nbytes).alias("intensity"),
         pl.when(have & ridge.is_finite()).then(ridge).alias("ridge"),
-        pl.when(have).then(pl.max_horizontal(tc.fill_null(0), tm.fill_null(0)) / costed_ns * 100.0).alias("pct_of_roofline"),
-        pl.when(have).then(tc / costed_ns * 100.0).alias("pct_of_peak_flops"),
-        pl.when(have).then(tm / costed_ns * 100.0).alias("pct_of_peak_bw"),
+        pl.when(have & known).then(pl.max_horizontal(tc.fill_null(0), tm.fill_null(0)) / costed_ns * 100.0).alias("pct_of_roofline"),
+        pl.when(have & known).then(tc / costed_ns * 100.0).alias("pct_of_peak_flops"),
+        pl.when(have & known).then(tm / costed_ns * 100.0).alias("pct_of_peak_bw"),
         pl.when(pl.col("kernel_ns") > 0).then(costed_ns / pl.col("kernel_ns") * 100.0).alias("cost_coverage_pct"),
     ]
+
+
+def above_peak_reason(l2_bytes: int | None) -> pl.Expr:
+    """Why a share of peak reads above 100 % (null when it does not).
+
+    The roofline's memory time is ideal DRAM traffic at the HBM bandwidth. Kernels whose
+    data fits in L2 (inputs written just before, small tensors re-read) are served from the
+    cache at several times that bandwidth, so they can pass the HBM ceiling; the share is
+    kept as measured and this reason says so. Above the compute peak there is no cache to
+    blame: the FLOP count assumed more work than the kernel did.
+    """
+    per_kernel = pl.col("bytes") / pl.col("kernels").cast(pl.Float64).clip(lower_bound=1)
+    fits = pl.lit(False) if not l2_bytes else per_kernel <= l2_bytes
+    mb = (per_kernel / 1e6).round(1).cast(pl.String)
+    l2_mb = f"{(l2_bytes or 0) / 1024**2:.0f}"
+    over_bw = pl.col("pct_of_peak_bw").fill_null(0) > 100.0
+    over_flops = pl.col("pct_of_peak_flops").fill_null(0) > 100.0
+    return (
+        pl.when(over_flops)
+        .then(
+            pl.lit("above the ") + pl.col("dtype_class").fill_null("?") + pl.lit(" compute peak: the FLOP count assumes more work "
+            "than the kernels did (e.g. a masked or sparse path), or they ran on a faster unit than that class")
+        )
+        .when(over_bw & fits)
+        .then(
+            pl.lit("cache-resident: ") + mb + pl.lit(f" MB per kernel fits in the {l2_mb} MB L2, which serves re-reads faster "
+            "than HBM; the roofline counts ideal DRAM traffic at HBM bandwidth")
+        )
+        .when(over_bw)
+        .then(pl.lit("above HBM bandwidth: part of the counted traffic was served from cache (inputs read twice or "
+                     "written just before) or the byte count over-states what the kernels moved"))
+        .when(pl.col("pct_of_roofline").fill_null(0) > 100.0)
+        .then(pl.lit("above the roofline by the cost model's estimate"))
+        .alias("above_peak_reason")
+    )
 
 
 def pct_text(expr: pl.Expr) -> pl.Expr:

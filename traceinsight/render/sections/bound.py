@@ -89,9 +89,16 @@ def regions_table(result: BoundResult, *, limit: int | None = None) -> Table:
     for r in rows.iter_rows(named=True):
         table.add_row(
             r["name"], r["kind"], ns(r["dur_ns"]), pct(r["busy_pct"], 0), _label(r["label"], r["confidence"]),
-            _num(r["tflops"]), _num(r["tbps"], 2), _num(r["intensity"]), _num(r["ridge"]), pct(r["pct_of_roofline"], 0),
+            _num(r["tflops"]), _num(r["tbps"], 2), _num(r["intensity"]), _num(r["ridge"]), _roof(r),
         )
     return table
+
+
+def _roof(r: dict[str, object]) -> str:
+    """% of roofline, marked when above 100 % (the reason is in the notes and the JSON)."""
+    value = r["pct_of_roofline"]
+    text = pct(value if isinstance(value, float) else None, 0)
+    return text + " ↑" if r.get("above_peak_reason") else text
 
 
 def evidence_lines(result: BoundResult, *, limit: int = 8) -> list[Text]:
@@ -146,7 +153,7 @@ def group_table(frame: pl.DataFrame, *, what: str, limit: int) -> Table:
         name = short_name(r["name"]) if not r.get("shapes") else f"{r['name']} {short_name(r['shapes'], 40)}"
         table.add_row(
             name, f"{r['calls']:,}", ns(r["kernel_ns"]), _label(r["label"], r["confidence"]), _num(r["tflops"]),
-            _num(r["tbps"], 2), _num(r["intensity"]), pct(r["pct_of_roofline"], 0), r["dtype_class"] or "-", _tags(r["reason"]),
+            _num(r["tbps"], 2), _num(r["intensity"]), _roof(r), r["dtype_class"] or "-", _tags(r["reason"]),
         )
     return table
 
