@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import pytest
 
+from traceinsight.analysis.diff import DiffOptions, DiffResult, diff_traces
 from traceinsight.analysis.findings import CATALOGUE, FindingsResult, find
 from traceinsight.analysis.findings.context import DYNAMO_INTERNAL
 
@@ -29,8 +30,9 @@ FIX_FINDING = {
     "launch": "launch_bound",
     "churn": "allocator_churn",
 }
-# Pairs whose "before" step is launch-bound whatever the fix: the fix's finding is reported
-# (and its saving checked) but launch overhead is the larger finding, rightly.
+# Pairs whose "before" recording is launch-bound whatever the fix: the fix's finding is
+# reported with a small saving, diff measures no change beyond the steps' noise, and launch
+# overhead is the larger finding, rightly (see docs/findings.md, "Predicted vs measured").
 NOT_LEADING = {"item_sync", "churn"}
 PAIRS = [
     ("amp_off", "amp_on", "fp32_no_tensor_cores"),
@@ -147,17 +149,39 @@ def test_every_number_is_physically_possible(result, step_ns, name: str) -> None
     json.dumps(r.to_dict())
 
 
+@functools.cache
+def _diff(before: str, after: str, loader: Callable[[str], object]) -> DiffResult:
+    return diff_traces(loader(before), loader(after), DiffOptions(n_boot=200))  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize(("before", "after", "finding"), PAIRS, ids=[p[0] for p in PAIRS])
-def test_before_after_pairs(result, step_ns, before: str, after: str, finding: str) -> None:  # type: ignore[no-untyped-def]
-    measured_pct = 100.0 * (1.0 - step_ns(after) / step_ns(before))
+def test_before_after_pairs(sample_trace, result, before: str, after: str, finding: str) -> None:  # type: ignore[no-untyped-def]
+    # The measured saving is diff's own figure: its change of the median kept step time.
+    d = _diff(before, after, sample_trace)
+    assert d.step_time.change_pct is not None
+    measured_pct = -d.step_time.change_pct
     found = by_id(result(before), finding)
     assert found is not None and found.material
-    if before.removeprefix("fix_").removesuffix("_before") not in NOT_LEADING:
+    change = next(c for c in d.findings.changes if c.id == finding)
+    assert change.before_saving_pct == pytest.approx(found.saving_pct, abs=1e-3)
+    pair = before.removeprefix("fix_").removesuffix("_before")
+    if pair in NOT_LEADING:
+        # Launch-bound recordings: the fix's effect is within the step's noise, and the
+        # finding says it is small; launch overhead rightly leads.
+        assert ids(result(before))[0] == "launch_bound"
+        assert found.saving_pct < 10.0 and abs(measured_pct) < 10.0
+    else:
         assert result(before).findings[0].id == finding
-    assert measured_pct / 2 <= found.saving_pct <= measured_pct * 2, (
-        found.saving_pct,
-        measured_pct,
-    )
+        assert measured_pct / 2 <= found.saving_pct <= measured_pct * 2, (found.saving_pct, measured_pct)
     fixed = by_id(result(after), finding)
     if finding != "dataloader_stall":  # four workers still do not keep up: the stall remains
         assert fixed is None or not fixed.material
+        assert change.status == "disappeared"
+
+
+def test_diff_of_amp_pair_reports_the_disappeared_finding(sample_trace) -> None:  # type: ignore[no-untyped-def]
+    d = _diff("amp_off", "amp_on", sample_trace)
+    gone = [c.id for c in d.findings.of("disappeared")]
+    assert gone == ["fp32_no_tensor_cores"]
+    as_json = d.to_json_dict()["diff"]["findings"]
+    assert {"id": "fp32_no_tensor_cores", "status": "disappeared"}.items() <= as_json["changes"][0].items()
