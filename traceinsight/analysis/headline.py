@@ -337,7 +337,7 @@ def headline(sections: Mapping[str, Result]) -> Headline:
     if breakdown is not None:
         time, device, shares = _time_clause(breakdown, gaps, findings)
         clauses.append(time)
-    elif no_gpu or (isinstance(raw_breakdown, BreakdownResult) and raw_breakdown.reason.startswith("no GPU")):
+    elif no_gpu or (isinstance(raw_breakdown, BreakdownResult) and (raw_breakdown.reason or "").startswith("no GPU")):
         clauses.append(_host_clause(overview, _section(sections, "ops", OpsResult)))
         findings = None  # device findings have nothing to stand on
     else:

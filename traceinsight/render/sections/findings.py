@@ -143,7 +143,7 @@ def render_markdown(result: FindingsResult) -> list[str]:
 def render_html(result: FindingsResult) -> str:
     """The section's body as an HTML fragment."""
     if not result.available:
-        return f"<p class='unavailable'>Not available: {escape(result.reason)}</p>"
+        return f"<p class='unavailable'>Not available: {escape(result.reason or '')}</p>"
     parts = [f"<p class='note'>{escape(_summary(result))}</p>"]
     for i, f in enumerate(result.findings, 1):
         rows = "".join(f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>" for k, v in facts(f, result))
