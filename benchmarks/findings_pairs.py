@@ -24,7 +24,7 @@ PAIRS = (
     ("fix_optimizer_before", "fix_optimizer_after", "unfused_optimizer", "foreach=False → fused=True"),
     ("fix_pinned_before", "fix_pinned_after", "pageable_memcpy", "pinned + non_blocking"),
     ("fix_cpu_tensor_before", "fix_cpu_tensor_after", "cpu_tensor_creation", "tensors made on the GPU"),
-    ("fix_item_sync_before", "fix_item_sync_after", "host_sync", ".item() every 10 steps"),
+    ("fix_item_sync_before", "fix_item_sync_after", "host_sync", "one .item() per step, not per micro-step"),
     ("fix_fp64_before", "fix_fp64_after", "fp64_compute", "float32"),
     ("fix_misaligned_before", "fix_misaligned_after", "gemm_misaligned", "8191 → 8192 bf16"),
     ("fix_bmm_before", "fix_bmm_after", "sequential_small_gemms", "one bmm"),

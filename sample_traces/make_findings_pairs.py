@@ -200,38 +200,83 @@ def cpu_tensor(ctx: Ctx, after: bool) -> Variant:
     return Variant(step, what)
 
 
-def item_sync(ctx: Ctx, after: bool) -> Variant:
-    set_tf32(True)
+ITEM_SYNC_SCHEDULE = Schedule(wait=1, warmup=2, active=4)
+ITEM_SYNC_HOST_MS = 2.0
+_ITEM_SYNC_BATCH: dict[bool, int] = {}
+
+
+def _item_sync_model(ctx: Ctx, batch: int, after: bool) -> tuple[Step, str]:
+    # Each micro-step: host work that needs no GPU (a sleep inside "next_micro_batch", standing
+    # in for collating the next micro-batch), then fwd + bwd of 8 x (Linear(2048, 2048) + GELU),
+    # ~70 kernels of real GPU work. Without a sync the host prepares the next micro-batch while
+    # the GPU still runs this one; with loss.item() the GPU sits idle through it.
+    width, layers, micro = ctx.size(2048, 32), 8, ctx.size(8, 3)
     torch.manual_seed(0)
-    width, batch, micro = ctx.size(2048, 32), ctx.size(1024, 8), ctx.size(20, 3)
-    model = mlp(width, 2).to(ctx.device)
+    model = mlp(width, layers, nn.GELU).to(ctx.device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=ctx.cuda)
     xs = torch.randn(micro, batch, width, device=ctx.device)
+
+    def next_micro_batch(i: int) -> torch.Tensor:
+        with torch.profiler.record_function("next_micro_batch"):
+            time.sleep(ITEM_SYNC_HOST_MS / 1e3)
+            return xs[i]
 
     def step() -> object:
         opt.zero_grad(set_to_none=True)
         if after:
             total = torch.zeros((), device=ctx.device)
             for i in range(micro):
-                loss = model(xs[i]).pow(2).mean()
+                loss = model(next_micro_batch(i)).pow(2).mean()
                 loss.backward()
                 total += loss.detach()
             value = total.item() / micro  # one read per step
         else:
             value = 0.0
             for i in range(micro):
-                loss = model(xs[i]).pow(2).mean()
+                loss = model(next_micro_batch(i)).pow(2).mean()
                 loss.backward()
-                value += loss.item() / micro  # a host sync after every micro-step
+                value += loss.item() / micro  # the host waits for the GPU every micro-step
         opt.step()
         return value
 
     what = (
-        "losses summed on the GPU, one .item() per step"
+        f"batch {batch}: losses summed on the GPU, one .item() per step"
         if after
-        else f"loss.item() after each of {micro} micro-steps"
+        else f"batch {batch}: loss.item() after each of {micro} micro-steps"
     )
-    return Variant(step, what)
+    return step, what
+
+
+def item_sync_batch(ctx: Ctx) -> int:
+    """The batch at which the per-micro-step sync costs most (GPU time close to host time)."""
+    if ctx.smoke:
+        return 8
+    best, best_saving = 4096, -1.0
+    for batch in (1024, 2048, 4096, 8192):
+        ms = {}
+        for after in (False, True):
+            step, _ = _item_sync_model(ctx, batch, after)
+            ms[after] = time_step(ctx, step, warmup=2, iters=3)
+            del step
+        saving = (ms[False] - ms[True]) / ms[False]
+        print(
+            f"  item_sync probe batch {batch}: item() each micro-step {ms[False]:.2f} ms, "
+            f"once per step {ms[True]:.2f} ms, saving {100 * saving:.1f} %",
+            flush=True,
+        )
+        if saving > best_saving:
+            best, best_saving = batch, saving
+    ctx.sync()
+    torch.cuda.empty_cache()
+    return best
+
+
+def item_sync(ctx: Ctx, after: bool) -> Variant:
+    set_tf32(True)
+    if ctx.smoke not in _ITEM_SYNC_BATCH:
+        _ITEM_SYNC_BATCH[ctx.smoke] = item_sync_batch(ctx)
+    step, what = _item_sync_model(ctx, _ITEM_SYNC_BATCH[ctx.smoke], after)
+    return Variant(step, what, ITEM_SYNC_SCHEDULE)
 
 
 def fp64(ctx: Ctx, after: bool) -> Variant:

@@ -33,12 +33,23 @@ FIX_FINDING = {
 # Pairs whose "before" recording is launch-bound whatever the fix: the fix's finding is
 # reported with a small saving, diff measures no change beyond the steps' noise, and launch
 # overhead is the larger finding, rightly (see docs/findings.md, "Predicted vs measured").
-NOT_LEADING = {"item_sync", "churn"}
+NOT_LEADING = {"churn"}
+# Pairs the findings get wrong today, said so in docs/findings.md (strict: a fix makes them pass).
+MISSED = {
+    "item_sync": "host_sync misses a .item() whose cost is the host work it stops from overlapping "
+    "(next_micro_batch); host_bound leads instead",
+}
 PAIRS = [
-    ("amp_off", "amp_on", "fp32_no_tensor_cores"),
-    ("dataloader_w0", "dataloader_w4", "dataloader_stall"),
+    pytest.param("amp_off", "amp_on", "fp32_no_tensor_cores", id="amp_off"),
+    pytest.param("dataloader_w0", "dataloader_w4", "dataloader_stall", id="dataloader_w0"),
 ] + [
-    (f"fix_{name}_before", f"fix_{name}_after", finding)
+    pytest.param(
+        f"fix_{name}_before",
+        f"fix_{name}_after",
+        finding,
+        marks=[pytest.mark.xfail(reason=MISSED[name], strict=True)] if name in MISSED else [],
+        id=f"fix_{name}_before",
+    )
     for name, finding in FIX_FINDING.items()
     if (SAMPLES_DIR / f"fix_{name}_before.json.gz").exists()
     and (SAMPLES_DIR / f"fix_{name}_after.json.gz").exists()
@@ -154,7 +165,7 @@ def _diff(before: str, after: str, loader: Callable[[str], object]) -> DiffResul
     return diff_traces(loader(before), loader(after), DiffOptions(n_boot=200))  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize(("before", "after", "finding"), PAIRS, ids=[p[0] for p in PAIRS])
+@pytest.mark.parametrize(("before", "after", "finding"), PAIRS)
 def test_before_after_pairs(sample_trace, result, before: str, after: str, finding: str) -> None:  # type: ignore[no-untyped-def]
     # The measured saving is diff's own figure: its change of the median kept step time.
     d = _diff(before, after, sample_trace)
