@@ -13,7 +13,7 @@ from traceinsight.analysis.findings import FindingContext, FindingsResult, find
 from traceinsight.trace.loader import load
 from traceinsight.trace.model import Trace
 
-from .timeline_fixtures import HandMadeTrace
+from .handmade import HandMadeTrace
 
 INPUTS = (gaps, breakdown, steps, ops, kernels, bound, memory, compile)
 

@@ -15,7 +15,7 @@ from traceinsight.analysis.findings.catalogue import MATERIALITY_PCT, TENSOR_COR
 from traceinsight.analysis.memory import MemoryResult
 
 from .findings_helpers import by_id, context, findings, ids, write_h200
-from .timeline_fixtures import HandMadeTrace
+from .handmade import HandMadeTrace
 
 SGEMM = "void cutlass::Kernel2<cutlass_80_simt_sgemm_128x128_8x4_nn_align1>(Params)"
 BF16_GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_cublas"

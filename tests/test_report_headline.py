@@ -1,88 +1,137 @@
-"""The plain-words verdict: built from whatever sections exist, right on the sample traces."""
+"""The verdict: the breakdown's time split, then the findings with the largest savings."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import polars as pl
 import pytest
 
-from traceinsight.analysis.bound import BoundResult
+from traceinsight.analysis.breakdown import BreakdownResult
+from traceinsight.analysis.findings.model import Finding, FindingsResult
 from traceinsight.analysis.gaps import GapsResult
-from traceinsight.analysis.headline import Finding, compose, headline
+from traceinsight.analysis.headline import Finding as Clause
+from traceinsight.analysis.headline import compose, headline, is_internal
+from traceinsight.analysis.overview import DeviceOverview, OverviewResult
 from traceinsight.analysis.report import analyze
-from traceinsight.analysis.steps import StepsResult
 
-# Hand-made results: real result classes holding only the columns the headline reads.
+from .conftest import sample_names
 
-
-def steps_frame(spans: list[int], busy: list[int]) -> pl.DataFrame:
-    return pl.DataFrame({"step": list(range(len(spans))), "device_dur_ns": spans, "kernel_ns": busy, "memcpy_ns": [0] * len(spans), "memset_ns": [0] * len(spans), "is_warmup": [False] * len(spans)})
+# Hand-made results: real result classes holding only what the headline reads.
 
 
-def test_idle_per_step_and_its_main_cause() -> None:
+def breakdown(shares: dict[str, float], window_ns: int = 100_000_000) -> BreakdownResult:
+    rows = [{"device": 0, "category": c, "dur_ns": int(v * window_ns), "share": v} for c, v in shares.items()]
+    busy = int(sum(v for c, v in shares.items() if c != "idle") * window_ns)
+    return BreakdownResult(
+        window_ns=window_ns,
+        by_device=pl.DataFrame(rows),
+        devices=pl.DataFrame({"device": [0], "busy_ns": [busy]}),
+    )
+
+
+def finding(fid: str, pct: float, step_ns: int) -> Finding:
+    return Finding(fid, f"title of {fid}", pct, int(pct / 100 * step_ns), "high", "r", "the fix", "m")
+
+
+def test_time_split_uses_the_breakdowns_figures_then_the_top_fixes() -> None:
     sections: dict[str, Any] = {
-        "steps": StepsResult(steps=steps_frame([100, 100, 100], [60, 59, 58])),
-        "gaps": GapsResult(by_cause=pl.DataFrame({"cause": ["data_loading", "sync"], "idle_ns": [300, 100]})),
+        "breakdown": breakdown({"compute": 0.52, "communication_allreduce": 0.25, "memcpy_d2d": 0.003, "idle": 0.227}),
+        "gaps": GapsResult(by_cause=pl.DataFrame({"cause": ["launch_overhead", "sync"], "idle_ns": [300, 100]})),
+        "findings": FindingsResult(
+            findings=(finding("exposed_communication", 25.0, 10_000_000), finding("launch_bound", 1.5, 10_000_000)),
+            step_ns=10_000_000,
+            steps=10,
+        ),
     }
     head = headline(sections)
-    assert head.verdict.startswith("GPU idle 41 % of each step, mostly waiting on data loading (data_loading: 75 % of idle time)")
-    assert [f.section for f in head.findings] == ["steps", "gaps"]
-
-
-def test_negligible_idle_reads_as_busy_and_drops_the_cause() -> None:
-    sections: dict[str, Any] = {
-        "steps": StepsResult(steps=steps_frame([100, 100], [99, 98])),
-        "gaps": GapsResult(by_cause=pl.DataFrame({"cause": ["sync"], "idle_ns": [3]})),
-    }
-    assert headline(sections).verdict == "GPU busy 98 % of each step."
-
-
-def test_bound_regions_at_the_annotation_level() -> None:
-    regions = pl.DataFrame(
-        {
-            "name": ["(whole trace)", "gemm", "gemm", "small"],
-            "kind": ["trace", "annotation", "annotation", "annotation"],
-            "label": ["compute", "compute", "compute", "overhead"],
-            "dur_ns": [1000, 300, 100, 50],
-            "pct_of_roofline": [50.0, 60.0, 80.0, 1.0],
-        }
+    assert head.verdict.startswith(
+        "GPU time over the traced 100.0 ms (10 steps, 10.0 ms each): compute 52.0 %, "
+        "exposed communication 25.0 %, idle 22.7 % (mostly waiting for the host to launch kernels)."
     )
-    head = headline({"bound": BoundResult(regions=regions)})
-    texts = [f.text for f in head.findings]
-    assert "gemm is compute-bound at 65 % of roofline" in texts
-    assert "small is overhead-bound" in texts
-    assert "(whole trace)" not in head.verdict
+    assert "Fix first: title of exposed_communication [exposed_communication], saving ~25 % (2.5 ms per step)" in head.verdict
+    assert "launch_bound" not in head.verdict  # below the 2 % a finding needs to be in the verdict
+    assert dict(head.shares)["idle"] == pytest.approx(22.7)
+    assert head.to_dict()["shares_pct"]["communication"] == pytest.approx(25.0)
+
+
+def test_negligible_idle_drops_the_cause_and_no_finding_says_so() -> None:
+    sections: dict[str, Any] = {
+        "breakdown": breakdown({"compute": 0.98, "idle": 0.02}),
+        "gaps": GapsResult(by_cause=pl.DataFrame({"cause": ["sync"], "idle_ns": [3]})),
+        "findings": FindingsResult(),
+    }
+    verdict = headline(sections).verdict
+    assert verdict == "GPU time over the traced 100.0 ms: compute 98.0 %, idle 2.0 %. No material finding (none would save 1 % or more)."
+
+
+def test_no_gpu_work_gives_a_host_verdict() -> None:
+    overview = OverviewResult(window_ns=5_000_000, devices=(DeviceOverview(0, None, 0, 0, 5_000_000, 0.0),))
+    sections: dict[str, Any] = {
+        "overview": overview,
+        "breakdown": BreakdownResult(available=False, reason="no GPU kernels, memcpys or memsets in this trace"),
+        "findings": FindingsResult(available=False, reason="no analysed window"),
+    }
+    verdict = headline(sections).verdict
+    assert verdict.startswith("No GPU work in this trace: only the host was recorded (5.0 ms)")
+    assert "idle" not in verdict
+
+
+def test_internal_annotations_are_recognised() -> None:
+    for name in ("ProfilerStep#3", "## Call CompiledFxGraph fabc ##", "dynamo_data: compile_id=0/0", "entire_frame_compile_data: x", "Torch-Compiled Region: 0/0"):
+        assert is_internal(name), name
+    assert not is_internal("Optimizer.step#AdamW.step")
+    assert not is_internal("big_gemm_bf16")
 
 
 def test_unavailable_and_missing_sections_are_skipped() -> None:
     assert headline({}).verdict.startswith("Nothing to say")
-    head = headline({"gaps": GapsResult(available=False, reason="no GPU")})
-    assert head.findings == ()
+    assert headline({"gaps": GapsResult(available=False, reason="no GPU")}).findings == ()
 
 
-def test_compose_orders_other_findings_by_weight() -> None:
-    text = compose([Finding("memory", "low", 1.0), Finding("bound", "high", 30.0), Finding("steps", "GPU idle 50 % of each step", 50.0)])
-    assert text == "GPU idle 50 % of each step; high; low."
+def test_compose_puts_time_first_then_fixes_then_the_rest() -> None:
+    text = compose([Clause("memory", "low", 1.0), Clause("findings", "Fix first: x", 30.0), Clause("breakdown", "GPU time: idle 50.0 %", 50.0)])
+    assert text == "GPU time: idle 50.0 %. Fix first: x. Low."
 
 
 @pytest.mark.parametrize(
     ("name", "expected"),
     [
-        ("dataloader_w0", "waiting on data loading"),
-        ("tiny_kernels", "launch kernels"),
-        ("gemm_bf16", "compute-bound"),
-        ("elementwise", "memory-bound"),
+        ("dataloader_w0", "Fix first: the GPU waits for the DataLoader [dataloader_stall]"),
+        ("tiny_kernels", "[launch_bound]"),
+        ("gemm_bf16", "Every step is compute-bound"),
+        ("elementwise", "Every step is memory-bound"),
+        ("train_eager", "Fix first: float32 GEMMs run without tensor cores"),
+        ("ddp_train.rank0", "exposed communication 42.5 %"),
+        ("fix_pinned_before", "[pageable_memcpy]"),
     ],
 )
 def test_verdict_on_sample_traces(sample_trace: Any, name: str, expected: str) -> None:
+    assert expected in analyze(sample_trace(name)).headline.verdict
+
+
+def test_train_eager_never_leads_with_a_small_region(sample_trace: Any) -> None:
+    verdict = analyze(sample_trace("train_eager")).headline.verdict
+    assert "Optimizer.step" not in verdict
+    assert "roofline" not in verdict.split(".")[0]
+
+
+@pytest.mark.parametrize("name", sample_names())
+def test_verdict_agrees_with_the_breakdown_and_names_no_internals(sample_trace: Any, name: str) -> None:
     report = analyze(sample_trace(name))
-    assert expected in report.headline.verdict
-    assert report.to_dict()["headline"]["verdict"] == report.headline.verdict
-
-
-def test_busy_traces_say_busy(sample_trace: Any) -> None:
-    verdict = analyze(sample_trace("gemm_bf16")).headline.verdict
-    assert verdict.startswith("GPU busy")
-    verdict = analyze(sample_trace("dataloader_w0")).headline.verdict
-    assert verdict.startswith("GPU idle")
+    head = report.headline
+    bd = report.sections["breakdown"]
+    assert isinstance(bd, BreakdownResult) and bd.available
+    rows = bd.by_device.filter(pl.col("device") == head.device)
+    groups = rows.with_columns(pl.col("category").str.split("_").list.first()).group_by("category").agg(pl.col("share").sum())
+    expected = {r["category"]: 100 * r["share"] for r in groups.iter_rows(named=True)}
+    assert dict(head.shares) == pytest.approx(expected)
+    # Every share the verdict quotes is the breakdown's, with the breakdown's rounding.
+    quoted = dict(re.findall(r"(compute|exposed communication|copies|idle) (\d+\.\d) %", head.verdict.split(". ")[0]))
+    names = {"compute": "compute", "exposed communication": "communication", "copies": "memcpy", "idle": "idle"}
+    for word, value in quoted.items():
+        assert value == f"{expected[names[word]]:.1f}"
+    assert "idle" in quoted
+    assert not re.search(r"ProfilerStep#|CompiledFxGraph|compile_id=|entire_frame_compile", head.verdict)
+    assert "GPU idle 100" not in head.verdict

@@ -41,6 +41,8 @@ from traceinsight.analysis.diff_tables import (
     idle_by_cause,
     memory_table,
 )
+from traceinsight.analysis.findings.model import FindingsResult
+from traceinsight.analysis.findings_diff import FindingsDiff, compare_findings
 from traceinsight.trace.model import Trace
 
 __all__ = [
@@ -94,6 +96,7 @@ class DiffResult(Result):
     bound: TableDiff = field(default_factory=TableDiff)
     memory: TableDiff = field(default_factory=TableDiff)
     compile: CompileDiff = field(default_factory=lambda: CompileDiff(available=False, reason="not computed"))
+    findings: FindingsDiff = field(default_factory=lambda: FindingsDiff(available=False, reason="not computed"))
 
     def to_polars(self) -> pl.DataFrame:
         return self.kernels
@@ -223,4 +226,5 @@ def diff_traces(before: Trace, after: Trace, opts: DiffOptions | None = None) ->
             (kernel_counts["before_kernels_per_step"], kernel_counts["after_kernels_per_step"]),
             (kernel_counts["before_gpu_ns_per_step"], kernel_counts["after_gpu_ns_per_step"]),
         ),
+        findings=compare_findings(b.section("findings", FindingsResult)[0], a.section("findings", FindingsResult)[0]),
     )

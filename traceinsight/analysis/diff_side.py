@@ -17,7 +17,7 @@ from traceinsight.trace.model import Trace
 NO_ANNOTATION = "(no annotation)"
 NO_OP = "(no op)"
 # The registered analyses a comparison reads on each side.
-SECTIONS = ("steps", "breakdown", "gaps", "memory", "bound", "compile")
+SECTIONS = ("steps", "breakdown", "gaps", "memory", "bound", "compile", "findings")
 # Failures of these propagate: without them there is no comparison to make.
 REQUIRED = ("steps", "compile")
 

@@ -1,24 +1,31 @@
-"""The plain-words verdict at the top of a report, computed from the sections' results.
+"""The plain-words verdict at the top of a report, built on the breakdown and the findings.
 
-Each finding reads one section's result object (its typed fields), so a renamed field fails
-type checking here; a skipped or unavailable section simply adds no finding. The verdict
-is the most important findings joined into one or two sentences, e.g. "GPU idle 41 % of each
-step, mostly waiting on data loading; the compute-bound regions run at 62 % of roofline".
+It says, in this order: what the GPU's time is spent on (compute, exposed communication,
+copies, idle and the main cause of the idle time) with the breakdown section's own figures;
+then the findings with the largest savings and their fixes. A bound region is named only
+when its kernels hold a large share of the GPU time, and never when it is an annotation of
+torch.compile or the profiler. A trace without GPU work gets a verdict about the host.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import polars as pl
+
 from traceinsight.analysis.base import R, Result
 from traceinsight.analysis.bound import BoundResult
-from traceinsight.analysis.compile import CompileResult
+from traceinsight.analysis.breakdown import BreakdownResult, group_of
+from traceinsight.analysis.findings.catalogue import ACTION
+from traceinsight.analysis.findings.context import DYNAMO_INTERNAL
+from traceinsight.analysis.findings.model import FindingsResult
 from traceinsight.analysis.gaps import GapsResult
-from traceinsight.analysis.kernels import KernelsResult
 from traceinsight.analysis.memory import MemoryResult
+from traceinsight.analysis.ops import OpsResult
 from traceinsight.analysis.overview import OverviewResult
 from traceinsight.analysis.steps import StepsResult
 
@@ -30,28 +37,53 @@ CAUSE_WORDS = {
     "host_compute": "waiting on CPU work inside operators",
     "python": "waiting on Python code",
     "untraced": "with nothing traced on the host",
-    "device_wait": "on device-side waits (the next work was already queued)",
+    "device_wait": "on device-side waits, the next work already queued",
 }
-# Bound labels that say nothing on their own, and the words for the others.
-SKIP_LABELS = frozenset({"", "unknown", "unclassified", "idle"})
+# The groups of the breakdown, in the words of the verdict.
+GROUP_WORDS = {
+    "compute": "compute",
+    "communication": "exposed communication",
+    "memcpy": "copies",
+    "memset": "memset",
+}
 LABEL_WORDS = {"data": "data-loading"}
-# Below this idle share the cause of the idle time is not worth a headline.
+SKIP_LABELS = frozenset({"", "unknown", "unclassified", "idle"})
+# Below this idle share the cause of the idle time is not worth a clause.
 NEGLIGIBLE_IDLE_PCT = 5.0
+# Busy groups smaller than this share of the window are left out of the time clause.
+MINOR_GROUP_PCT = 0.5
+# Findings that lead the verdict: at most this many, each saving at least this share.
+TOP_FINDINGS = 3
+LEAD_SAVING_PCT = 2.0
+# A region's bound is named only when its kernels fill at least this share of the window.
+REGION_SHARE_PCT = 25.0
+# Annotations of the profiler and of torch.compile: never named as regions.
+INTERNAL = re.compile(
+    r"(?i)^ProfilerStep#\d+$|compile_id=|entire_frame_compile|^##|" + DYNAMO_INTERNAL.pattern.removeprefix("(?i)")
+)
+
+
+def is_internal(name: str) -> bool:
+    """True for annotations made by the profiler or torch.compile, not by the user."""
+    return bool(INTERNAL.search(name)) or name.startswith("(")
 
 
 @dataclass(frozen=True)
 class Finding:
-    """One sentence fragment of the verdict, with where it came from and how much it matters."""
+    """One clause of the verdict, with the section it came from and how much it matters."""
 
     section: str
     text: str
-    weight: float  # larger = more important; used to order the findings
+    weight: float  # larger = more important; used to order clauses of the same kind
 
 
 @dataclass(frozen=True)
 class Headline:
     verdict: str
     findings: tuple[Finding, ...] = ()
+    # The time split the verdict quotes: (group, % of the window) as the breakdown has them.
+    shares: tuple[tuple[str, float], ...] = ()
+    device: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -60,6 +92,8 @@ class Headline:
                 {"section": f.section, "text": f.text, "weight": round(f.weight, 3)}
                 for f in self.findings
             ],
+            "device": self.device,
+            "shares_pct": {group: round(value, 3) for group, value in self.shares},
         }
 
 
@@ -71,204 +105,252 @@ def _finite(value: float | int | None) -> float | None:
     return v if math.isfinite(v) else None
 
 
-def _median(values: list[float]) -> float | None:
-    ordered = sorted(values)
-    if not ordered:
-        return None
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+def _pct(value: float) -> str:
+    # The breakdown section prints shares with one decimal: the verdict uses the same figure.
+    return f"{value:.1f} %"
 
 
-def _step_idle_pct(row: dict[str, Any]) -> float | None:
-    """Idle share of one step on the device: its span minus the GPU work inside it."""
-    span = _finite(row["device_dur_ns"])
-    if not span or span <= 0:
-        return None
-    busy = sum(_finite(row[k]) or 0.0 for k in ("kernel_ns", "memcpy_ns", "memset_ns"))
-    # Overlapping streams can add up to more than the span: the step is then fully busy.
-    return max(0.0, 100.0 * (1.0 - busy / span))
-
-
-def _pct_words(value: float) -> str:
-    return "over 99 %" if 99.0 < value < 100.0 else f"{value:.0f} %"
-
-
-def _idle_text(where: str, idle: float, scope: str) -> str:
-    if idle < NEGLIGIBLE_IDLE_PCT:
-        return f"{where} busy {_pct_words(100.0 - idle)} {scope}"
-    return f"{where} idle {_pct_words(idle)} {scope}"
-
-
-def _idle(steps: StepsResult | None, overview: OverviewResult | None) -> Finding | None:
-    """GPU idle share: per step when the steps section measured steps, else over the window."""
-    if steps is not None and steps.available:
-        rows = steps.steps.to_dicts()
-        idle = _median([v for r in rows if not r["is_warmup"] and (v := _step_idle_pct(r)) is not None])
-        if idle is not None:
-            return Finding("steps", _idle_text("GPU", idle, "of each step"), idle)
-    if overview is not None and overview.available:
-        busy = [v for d in overview.devices if (v := _finite(d.busy_pct)) is not None]
-        if busy:
-            idle = 100.0 - max(busy)
-            where = "GPU" if len(busy) == 1 else "busiest GPU"
-            return Finding("overview", _idle_text(where, idle, "of the traced window"), idle)
-        return Finding("overview", "no GPU activity in this trace", 0.0)
-    return None
-
-
-def _cause(gaps: GapsResult | None) -> Finding | None:
-    """The cause that explains most idle time, from the gaps section's per-cause totals."""
-    if gaps is None or not gaps.available:
-        return None
-    totals: dict[str, float] = {}
-    for row in gaps.by_cause.iter_rows(named=True):
-        cause, v = row["cause"], _finite(row["idle_ns"])
-        if cause is not None and v is not None:
-            totals[str(cause)] = totals.get(str(cause), 0.0) + v
-    total = sum(totals.values())
-    if total <= 0:
-        return None
-    cause, value = max(totals.items(), key=lambda kv: kv[1])
-    share = 100.0 * value / total
-    words = CAUSE_WORDS.get(cause.lower(), "attributed to")
-    lead = "mostly" if share >= 50 else "largely" if share >= 35 else "in part"
-    return Finding("gaps", f"{lead} {words} ({cause}: {share:.0f} % of idle time)", share / 2)
-
-
-def _bound(bound: BoundResult | None) -> list[Finding]:
-    """Per bound label: which regions, and how close the compute/memory ones get to roofline."""
-    if bound is None or not bound.available:
-        return []
-    rows = bound.regions.to_dicts()
-    # Regions nest (trace > steps > annotations > ops): judge one level, the most specific
-    # one that names work the user chose to mark.
-    level = None
-    for candidate in ("annotation", "step", "trace"):
-        chosen = [r for r in rows if r["kind"] == candidate]
-        if chosen:
-            rows, level = chosen, candidate
-            break
-
-    def key(row: dict[str, Any]) -> str:
-        return str(row["name"] or "?") if level == "annotation" else f"{level}:{row['name']}"
-
-    def weight(row: dict[str, Any]) -> float:
-        return _finite(row["dur_ns"]) or 1.0
-
-    # A name marks the same work in every step: give it the label that covers most of its time.
-    by_name: dict[str, dict[str, float]] = {}
-    for row in rows:
-        label = row["label"]
-        if isinstance(label, str) and label not in SKIP_LABELS:
-            by_name.setdefault(key(row), {}).setdefault(label, 0.0)
-            by_name[key(row)][label] += weight(row)
-    main_label = {name: max(labels.items(), key=lambda kv: kv[1])[0] for name, labels in by_name.items()}
-    groups: dict[str, list[dict[str, Any]]] = {}
-    for row in rows:
-        name = key(row)
-        if main_label.get(name) == row["label"]:
-            groups.setdefault(main_label[name], []).append(row)
-    total = sum(weight(r) for r in rows) or 1.0
-    findings = []
-    for label, members in groups.items():
-        weights = [weight(r) for r in members]
-        share = sum(weights) / total
-        if level == "step":
-            who = "every step is" if len(members) == len(rows) else f"{len(members)} of {len(rows)} steps are"
-        elif level == "trace":
-            who = "the trace as a whole is"
-        else:
-            names = list(dict.fromkeys(str(r["name"] or "?") for r in members))
-            who = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-            who += " is" if len(names) == 1 else " are"
-        text = f"{who} {LABEL_WORDS.get(label, label)}-bound"
-        pcts = [
-            (p, w)
-            for r, w in zip(members, weights, strict=True)
-            if (p := _finite(r["pct_of_roofline"])) is not None
-        ]
-        if pcts and label in ("compute", "memory"):
-            avg = sum(p * w for p, w in pcts) / sum(w for _, w in pcts)
-            text += f" at {avg:.0f} % of roofline"
-        findings.append(Finding("bound", text, 10.0 + 10.0 * share))
-    return findings
-
-
-def _compile(comp: CompileResult | None) -> list[Finding]:
-    if comp is None or not comp.available:
-        return []
-    found = []
-    if comp.recompiles_in_trace:
-        found.append(Finding("compile", f"{comp.recompiles_in_trace:.0f} torch.compile recompilation(s) inside the trace", 15.0))
-    if comp.findings:
-        found.append(Finding("compile", comp.findings[0], 8.0))
-    return found
-
-
-def _memory(mem: MemoryResult | None) -> list[Finding]:
-    if mem is None or not mem.available:
-        return []
-    found = []
-    if mem.leaks:
-        found.append(Finding("memory", "allocated memory grows from step to step (possible leak)", 12.0))
-    gpu_peaks = [
-        v
-        for r in mem.peaks.iter_rows(named=True)
-        if r["device_type"] != 0 and (v := _finite(r["peak_allocated_bytes"])) is not None
-    ]
-    if gpu_peaks:
-        found.append(Finding("memory", f"peak GPU memory allocated {max(gpu_peaks) / 2**30:.2f} GiB", 1.0))
-    return found
-
-
-def _kernels(kernels: KernelsResult | None) -> Finding | None:
-    if kernels is None or not kernels.available:
-        return None
-    short = _finite(kernels.launch.shorter_than_launch_pct)
-    count = kernels.launch.kernels
-    # Only worth a headline when it is most kernels of a sizeable trace.
-    if short is None or short < 50 or count < 100:
-        return None
-    return Finding("kernels", f"{short:.0f} % of kernels run for less time than the CPU takes to launch them", 9.0)
-
-
-def compose(findings: Iterable[Finding]) -> str:
-    """Join findings into the verdict: the idle share and its cause read as one clause."""
-    items = list(findings)
-    if not items:
-        return "Nothing to say: no section produced a finding for this trace."
-    idle = [f for f in items if f.section in ("steps", "overview")]
-    cause = [f for f in items if f.section == "gaps"]
-    rest = sorted((f for f in items if f not in idle and f not in cause), key=lambda f: -f.weight)
-    clauses = []
-    if idle and idle[0].weight < NEGLIGIBLE_IDLE_PCT:
-        clauses.append(idle[0].text)
-    elif idle:
-        clauses.append(idle[0].text + (", " + cause[0].text if cause else ""))
-    elif cause:
-        clauses.append("GPU idle time is " + cause[0].text)
-    clauses.extend(f.text for f in rest[:3])
-    sentence = "; ".join(clauses)
-    return sentence[0].upper() + sentence[1:] + "."
+def _ms(value_ns: float) -> str:
+    if value_ns >= 1e9:
+        return f"{value_ns / 1e9:.2f} s"
+    if value_ns >= 1e6:
+        return f"{value_ns / 1e6:.1f} ms"
+    return f"{value_ns / 1e3:.0f} µs"
 
 
 def _section(sections: Mapping[str, Result], name: str, cls: type[R]) -> R | None:
     result = sections.get(name)
-    return result if isinstance(result, cls) else None
+    return result if isinstance(result, cls) and result.available else None
+
+
+# -- what the time is spent on ----------------------------------------------------------
+
+
+def _main_cause(gaps: GapsResult | None) -> str | None:
+    """The cause that explains most idle time, from the gaps section's per-cause totals."""
+    if gaps is None:
+        return None
+    totals = gaps.by_cause.group_by("cause").agg(pl.col("idle_ns").sum()).drop_nulls()
+    total = float(totals["idle_ns"].sum()) if totals.height else 0.0
+    if total <= 0:
+        return None
+    top = totals.sort(["idle_ns", "cause"], descending=[True, False]).row(0, named=True)
+    share = 100.0 * float(top["idle_ns"]) / total
+    lead = "mostly" if share >= 50 else "largely" if share >= 35 else "in part"
+    return f"{lead} {CAUSE_WORDS.get(str(top['cause']).lower(), 'cause: ' + str(top['cause']))}"
+
+
+def time_shares(breakdown: BreakdownResult) -> tuple[int, list[tuple[str, float]]]:
+    """The busiest device and its window split by group (% of the window), breakdown order."""
+    busiest = breakdown.devices.sort(["busy_ns", "device"], descending=[True, False])
+    device = int(busiest["device"][0])
+    rows = breakdown.by_device.filter(pl.col("device") == device)
+    shares: dict[str, float] = {}
+    for row in rows.iter_rows(named=True):
+        group = group_of(str(row["category"]))
+        shares[group] = shares.get(group, 0.0) + 100.0 * float(row["share"])
+    return device, list(shares.items())
+
+
+def _time_clause(
+    breakdown: BreakdownResult, gaps: GapsResult | None, findings: FindingsResult | None
+) -> tuple[Finding, int, list[tuple[str, float]]]:
+    device, shares = time_shares(breakdown)
+    parts = []
+    for group, value in shares:
+        if group == "idle":
+            if value >= NEGLIGIBLE_IDLE_PCT and (cause := _main_cause(gaps)):
+                parts.append(f"idle {_pct(value)} ({cause})")
+            else:
+                parts.append(f"idle {_pct(value)}")
+        elif value >= MINOR_GROUP_PCT:
+            parts.append(f"{GROUP_WORDS.get(group, group)} {_pct(value)}")
+    gpu = "GPU" if breakdown.devices.height == 1 else f"GPU {device}"
+    scope = f"{gpu} time over the traced {_ms(breakdown.window_ns)}"
+    if findings is not None and findings.step_ns and findings.steps:
+        scope += f" ({findings.steps} steps, {_ms(findings.step_ns)} each)"
+    idle = dict(shares).get("idle", 0.0)
+    return Finding("breakdown", f"{scope}: " + ", ".join(parts), idle), device, shares
+
+
+def _host_clause(overview: OverviewResult | None, ops: OpsResult | None) -> Finding:
+    """No GPU work at all: say so, and where the host's time goes."""
+    text = "no GPU work in this trace: only the host was recorded"
+    if overview is not None and overview.window_ns > 0:
+        text += f" ({_ms(overview.window_ns)})"
+    if ops is not None and ops.ops.height:
+        top = (
+            ops.ops.filter(~pl.col("name").str.contains(INTERNAL.pattern))
+            .group_by("name")
+            .agg(pl.col("host_self_ns").sum())
+            .sort(["host_self_ns", "name"], descending=[True, False])
+            .head(3)
+        )
+        named = [f"{r['name']} {_ms(r['host_self_ns'])}" for r in top.iter_rows(named=True) if r["host_self_ns"] > 0]
+        if named:
+            text += "; host time (self) mostly in " + ", ".join(named)
+    return Finding("overview", text, 0.0)
+
+
+def _steps_idle_clause(steps: StepsResult | None, overview: OverviewResult | None) -> Finding | None:
+    """Without the breakdown section: the idle share from the steps or the overview."""
+    if steps is not None and steps.steps.height:
+        rows = steps.steps.filter(~pl.col("is_warmup"))
+        rows = rows if rows.height else steps.steps
+        span = float(rows["device_dur_ns"].sum())
+        busy = float(sum(rows[c].sum() for c in ("kernel_ns", "memcpy_ns", "memset_ns")))
+        if span > 0:
+            idle = max(0.0, 100.0 * (1.0 - busy / span))
+            return Finding("steps", f"GPU idle {_pct(idle)} of the steps' device time", idle)
+    if overview is not None:
+        busy_pcts = [v for d in overview.devices if (v := _finite(d.busy_pct)) is not None]
+        if busy_pcts:
+            idle = 100.0 - max(busy_pcts)
+            return Finding("overview", f"GPU idle {_pct(idle)} of the traced window", idle)
+    return None
+
+
+# -- what to fix ------------------------------------------------------------------------
+
+
+def _finding_clauses(findings: FindingsResult | None) -> list[Finding]:
+    if findings is None:
+        return []
+    chosen = [
+        f
+        for f in findings.findings
+        if f.saving_pct >= LEAD_SAVING_PCT and not any(is_internal(r.name) for r in f.evidence.regions[:1])
+    ][:TOP_FINDINGS]
+    clauses = []
+    for i, f in enumerate(chosen):
+        unit = "per step" if f.per_step and findings.step_ns else "in the window"
+        saving = f"~{f.saving_pct:.0f} % ({_ms(f.saving_ns)} {unit})"
+        action = ACTION.get(f.id, f.fix)
+        lead = "Fix first" if i == 0 else "then"
+        clauses.append(Finding("findings", f"{lead}: {_lower(f.title)} [{f.id}], saving {saving}: {action}", f.saving_pct))
+    if not chosen:
+        if findings.findings:
+            top = findings.findings[0]
+            text = f"No finding saves more than {LEAD_SAVING_PCT:.0f} % (largest: {top.title} [{top.id}], ~{top.saving_pct:.1f} %)"
+        else:
+            text = "No material finding (none would save 1 % or more)"
+        clauses.append(Finding("findings", text, 0.0))
+    return clauses
+
+
+def _bound_clause(bound: BoundResult | None, window_ns: int, *, steps_too: bool = True) -> Finding | None:
+    """The bound of the user region whose kernels hold most GPU time, when that share is large.
+
+    Whole steps are judged only when no finding leads (``steps_too``): a step's label then
+    says what kind of work the time is, where a finding would say what to change."""
+    if bound is None or bound.regions.height == 0:
+        return None
+    regions = bound.regions
+    total = float(window_ns)
+    if total <= 0:
+        return None
+    for level in ("annotation", "step") if steps_too else ("annotation",):
+        rows = regions.filter((pl.col("kind") == level) & pl.col("label").is_not_null() & ~pl.col("label").is_in(list(SKIP_LABELS)))
+        if level == "annotation":
+            rows = rows.filter(~pl.col("name").str.contains(INTERNAL.pattern))
+        if rows.height == 0:
+            continue
+        per_name = (
+            rows.group_by("name", "label")
+            .agg(
+                pl.col("kernel_ns").sum(),
+                ((pl.col("pct_of_roofline") * pl.col("kernel_ns")).sum() / pl.col("kernel_ns").sum()).alias("roofline"),
+                pl.len().alias("count"),
+            )
+            .sort(["kernel_ns", "name"], descending=[True, False])
+        )
+        if level == "step":
+            per_name = (
+                rows.group_by("label")
+                .agg(
+                    pl.col("kernel_ns").sum(),
+                    ((pl.col("pct_of_roofline") * pl.col("kernel_ns")).sum() / pl.col("kernel_ns").sum()).alias("roofline"),
+                    pl.len().alias("count"),
+                )
+                .with_columns(name=pl.lit("steps"))
+                .sort(["kernel_ns", "label"], descending=[True, False])
+            )
+        top = per_name.row(0, named=True)
+        share = 100.0 * float(top["kernel_ns"]) / total
+        if share < REGION_SHARE_PCT:
+            continue
+        label = str(top["label"])
+        if level == "step":
+            who = "every step is" if top["count"] == rows.height else f"{top['count']} of {rows.height} steps are"
+        else:
+            who = f"region {top['name']} (its kernels {share:.0f} % of the window) is"
+        text = f"{who} {LABEL_WORDS.get(label, label)}-bound"
+        roofline = _finite(top["roofline"])
+        if roofline is not None and label in ("compute", "memory"):
+            text += f" at {roofline:.0f} % of roofline"
+        return Finding("bound", text, share)
+    return None
+
+
+def _leak_clause(memory: MemoryResult | None) -> Finding | None:
+    if memory is None or not memory.leaks:
+        return None
+    return Finding("memory", "allocated memory grows from step to step (possible leak)", 1.0)
+
+
+def _lower(title: str) -> str:
+    """A title inside a sentence: "The GPU waits" -> "the GPU waits"; "float32 ..." unchanged."""
+    return title[0].lower() + title[1:] if len(title) > 1 and title[0].isupper() and title[1].islower() else title
+
+
+def compose(findings: Iterable[Finding]) -> str:
+    """Join clauses into the verdict: the time split, then the fixes, then the rest.
+
+    The time split is one sentence, the findings another (joined by "; "), each other
+    clause its own sentence.
+    """
+    items = list(findings)
+    if not items:
+        return "Nothing to say: no section produced a finding for this trace."
+    time = [f.text for f in items if f.section in ("breakdown", "overview", "steps")][:1]
+    fixes = [f.text for f in items if f.section == "findings"]
+    rest = [f.text for f in sorted(items, key=lambda f: -f.weight) if f.section not in ("breakdown", "overview", "steps", "findings")]
+    sentences = [*time, *(["; ".join(fixes)] if fixes else []), *rest]
+    return " ".join(_sentence(s) for s in sentences)
+
+
+def _sentence(text: str) -> str:
+    return text[0].upper() + text[1:] + ("" if text.endswith(".") else ".")
 
 
 def headline(sections: Mapping[str, Result]) -> Headline:
     """The verdict for a set of section results (any subset of the registry)."""
-    found: list[Finding | None] = [
-        _idle(_section(sections, "steps", StepsResult), _section(sections, "overview", OverviewResult)),
-        _cause(_section(sections, "gaps", GapsResult)),
-        *_bound(_section(sections, "bound", BoundResult)),
-        *_compile(_section(sections, "compile", CompileResult)),
-        *_memory(_section(sections, "memory", MemoryResult)),
-        _kernels(_section(sections, "kernels", KernelsResult)),
-    ]
-    findings = [f for f in found if f is not None]
-    # Same order as the verdict reads: idle share, its cause, then the rest by importance.
-    rank = {"steps": 0, "overview": 0, "gaps": 1}
-    ordered = sorted(findings, key=lambda f: (rank.get(f.section, 2), -f.weight))
-    return Headline(verdict=compose(ordered), findings=tuple(ordered))
+    breakdown = _section(sections, "breakdown", BreakdownResult)
+    findings = _section(sections, "findings", FindingsResult)
+    gaps = _section(sections, "gaps", GapsResult)
+    overview = _section(sections, "overview", OverviewResult)
+    clauses: list[Finding | None] = []
+    device: int | None = None
+    shares: list[tuple[str, float]] = []
+    no_gpu = overview is not None and not any(d.busy_ns > 0 for d in overview.devices)
+    raw_breakdown = sections.get("breakdown")
+    if breakdown is not None:
+        time, device, shares = _time_clause(breakdown, gaps, findings)
+        clauses.append(time)
+    elif no_gpu or (isinstance(raw_breakdown, BreakdownResult) and (raw_breakdown.reason or "").startswith("no GPU")):
+        clauses.append(_host_clause(overview, _section(sections, "ops", OpsResult)))
+        findings = None  # device findings have nothing to stand on
+    else:
+        clauses.append(_steps_idle_clause(_section(sections, "steps", StepsResult), overview))
+    if findings is not None or "findings" in sections:
+        clauses.extend(_finding_clauses(findings))
+    leads = any(c is not None and c.section == "findings" and c.weight > 0 for c in clauses)
+    # Whole steps are labelled only when compute fills most of the window (not copies, idle).
+    computing = dict(shares).get("compute", 0.0) >= 50.0
+    if breakdown is not None:
+        clauses.append(
+            _bound_clause(_section(sections, "bound", BoundResult), breakdown.window_ns, steps_too=computing and not leads)
+        )
+    clauses.append(_leak_clause(_section(sections, "memory", MemoryResult)))
+    kept = tuple(c for c in clauses if c is not None)
+    return Headline(verdict=compose(kept), findings=kept, shares=tuple(shares), device=device)

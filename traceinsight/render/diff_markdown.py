@@ -5,6 +5,7 @@ from __future__ import annotations
 import polars as pl
 
 from traceinsight.analysis.diff import DURATION_METRICS, DiffResult, TableDiff
+from traceinsight.render.diff_findings import render_markdown as findings_markdown
 from traceinsight.render.diff_terminal import VERDICT_TEXT, change_pct, short, signed_ns
 from traceinsight.render.units import ns, size
 
@@ -88,6 +89,7 @@ def render_markdown(result: DiffResult, *, top: int = 8) -> str:
         lines += [f"> ⚠️ {note}", ""]
     lines += _delta_section("Device time by category", result.breakdown, "category", b, a)
     lines += _delta_section("Idle time by cause", result.idle_by_cause, "cause", b, a)
+    lines += findings_markdown(result.findings, b, a)
     details = []
     details += _contrib_section("Kernels that explain the delta", result.kernels, ["name", "family"], b, a, top)
     details += _contrib_section("Ops that explain the delta", result.ops, ["op", "input_dims"], b, a, top)

@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from traceinsight.analysis.diff import DURATION_METRICS, DiffResult, StepTimeDiff, TableDiff
+from traceinsight.render.diff_findings import render_terminal as findings_terminal
 from traceinsight.render.units import ns, size
 
 VERDICT_STYLE = {"faster": "bold green", "slower": "bold red", "no_significant_change": "bold yellow"}
@@ -217,6 +218,7 @@ def render_terminal(result: DiffResult) -> RenderableType:
     for note in result.notes:
         parts.append(Text(f"note: {note}", style="yellow"))
     parts.append(_step_table(result.step_time, b, a))
+    parts.append(findings_terminal(result.findings, b, a))
     parts.append(_delta_table("device time by category", result.breakdown, "category", b, a))
     parts.append(_delta_table("idle time by cause", result.idle_by_cause, "cause", b, a))
     parts.append(_contrib_table("kernels that explain the delta", result.kernels, ["name", "family"], b, a))

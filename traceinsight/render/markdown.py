@@ -1,4 +1,4 @@
-"""Markdown report: the verdict, then each section's facts and the head of its main table.
+"""Markdown report: the verdict, the findings, then each other section's facts and the head of its main table.
 
 Meant for pasting into issues, pull requests and wikis, so it is plain GitHub-flavoured
 Markdown with no HTML.
@@ -6,8 +6,11 @@ Markdown with no HTML.
 
 from __future__ import annotations
 
+from traceinsight.analysis.findings.model import FindingsResult
 from traceinsight.analysis.report import Report
 from traceinsight.render import generic
+from traceinsight.render.sections.findings import ordered
+from traceinsight.render.sections.findings import render_markdown as findings_markdown
 from traceinsight.render.terminal import section_title
 
 
@@ -27,10 +30,13 @@ def render_markdown(report: Report, *, max_rows: int = 10) -> str:
         out.append(f"- {finding.text} _({finding.section})_")
     if report.headline.findings:
         out.append("")
-    for name, result in report.sections.items():
+    for name, result in ordered(report.sections):
         out.extend([f"## {section_title(name)}", ""])
         if not result.available:
             out.extend([f"_Not available: {result.reason}_", ""])
+            continue
+        if isinstance(result, FindingsResult):
+            out.extend(findings_markdown(result))
             continue
         gv = generic.view(result, max_rows=max_rows)
         if gv.facts:

@@ -11,9 +11,12 @@ from html import escape
 from typing import Any
 
 from traceinsight.analysis.base import Result
+from traceinsight.analysis.findings.model import FindingsResult
 from traceinsight.analysis.report import Report
 from traceinsight.render.html.figures import section_figures
 from traceinsight.render.html.page import result_html as result_body
+from traceinsight.render.sections.findings import ordered
+from traceinsight.render.sections.findings import render_html as findings_html
 from traceinsight.render.terminal import section_title
 
 _STYLE = (
@@ -35,8 +38,9 @@ def result_html(result: Result) -> str:
 def report_html(report: Report) -> str:
     """A report as an HTML fragment: the verdict, then each section."""
     parts = [f"<div class='ti-nb'>{_STYLE}<p class='verdict'>{escape(report.headline.verdict)}</p>"]
-    for name, result in report.sections.items():
-        parts.append(f"<details open><summary><b>{escape(section_title(name))}</b></summary>{result_body(result, section_figures(result))}</details>")
+    for name, result in ordered(report.sections):
+        body = findings_html(result) if isinstance(result, FindingsResult) else result_body(result, section_figures(result))
+        parts.append(f"<details open><summary><b>{escape(section_title(name))}</b></summary>{body}</details>")
     parts.append("</div>")
     return "".join(parts)
 

@@ -1,4 +1,4 @@
-"""Terminal renderer: the headline first, then each section.
+"""Terminal renderer: the headline first, then the findings, then each other section.
 
 A section's own view lives in ``render/sections/<name>.py`` (``render_terminal(result)``);
 sections without one get the generic facts-and-table view.
@@ -91,8 +91,10 @@ def headline_renderable(head: Headline, *, narrow: bool = False) -> RenderableTy
 
 def report_renderable(report: Report, *, narrow: bool = False) -> RenderableType:
     """The verdict, then one panel per section."""
+    from traceinsight.render.sections.findings import ordered
+
     parts = [headline_renderable(report.headline, narrow=narrow)]
-    parts.extend(section_renderable(name, result, narrow=narrow) for name, result in report.sections.items())
+    parts.extend(section_renderable(name, result, narrow=narrow) for name, result in ordered(report.sections))
     return Group(*parts)
 
 

@@ -176,3 +176,28 @@ MEMORY_PRESSURE_SHARE = 0.9
 # Bytes an AdamW-style fused step moves per parameter element (fp32): reads param, grad,
 # exp_avg, exp_avg_sq; writes param, exp_avg, exp_avg_sq.
 FUSED_ADAM_BYTES_PER_PARAM = 28
+
+# The fix in a few words, for the one-paragraph verdict (the full fix is the entry's ``fix``).
+ACTION: dict[str, str] = {
+    "dataloader_stall": "more DataLoader workers (num_workers, pin_memory, prefetch)",
+    "pageable_memcpy": "copy from pinned memory with non_blocking=True",
+    "cpu_tensor_creation": "create the tensors on the device, or once outside the loop",
+    "host_sync": "drop per-step .item()/.cpu()/synchronize calls",
+    "fp64_compute": "compute in float32 or lower",
+    "fp32_no_tensor_cores": "torch.set_float32_matmul_precision('high') or bf16 autocast",
+    "gemm_misaligned": "pad GEMM dimensions to multiples of 8",
+    "launch_bound": "fewer, larger launches: torch.compile or CUDA graphs",
+    "sequential_small_gemms": "one batched torch.bmm instead of a loop of small matmuls",
+    "unfused_optimizer": "the fused optimizer (fused=True)",
+    "noncontiguous_copy": "keep tensors in the layout the next op wants",
+    "graph_break": "remove the graph breaks (TORCH_LOGS=graph_breaks)",
+    "recompile": "stop the guard failures (TORCH_LOGS=recompiles)",
+    "compile_in_window": "profile after warm-up",
+    "host_bound": "move or cut the host work in that region",
+    "exposed_communication": "overlap the collectives with compute (DDP buckets, no_sync)",
+    "allocator_churn": "no torch.cuda.empty_cache() in the loop",
+    "memory_pressure": "lower the peak memory",
+    "rank_straggler": "see the slow rank's own findings",
+    "collective_wait": "balance the ranks' work",
+    "load_imbalance": "balance data and model shards",
+}

@@ -9,6 +9,7 @@ import polars as pl
 
 from traceinsight.analysis.diff import DiffResult
 from traceinsight.render import generic, svg
+from traceinsight.render.diff_findings import render_html as findings_html
 from traceinsight.render.html.page import (
     MAX_TABLE_ROWS,
     Figure,
@@ -88,6 +89,7 @@ def render_diff_html(diff_result: DiffResult, *, title: str = "traceinsight diff
     chart = _step_chart(diff_result)
     if chart is not None:
         parts.append(figure_html(chart))
+    parts.append(findings_html(diff_result.findings, before, after))
     for key, frame in diff_tables(diff_result):
         charted = CHARTED.get(key)
         rows = _diff_rows(frame, *charted) if charted is not None else []

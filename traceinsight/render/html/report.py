@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from html import escape
 
+from traceinsight.analysis.findings.model import FindingsResult
 from traceinsight.analysis.report import Report
 from traceinsight.render.html.counters import counter_figures, memory_figure
 from traceinsight.render.html.figures import section_figures
 from traceinsight.render.html.page import figure_html, page, result_html
 from traceinsight.render.html.timeline import timeline_figure
+from traceinsight.render.sections.findings import ordered
+from traceinsight.render.sections.findings import render_html as findings_html
 from traceinsight.render.terminal import section_title
 from traceinsight.trace.model import Trace
 
@@ -22,7 +25,7 @@ def render_html(report: Report, trace: Trace | None = None) -> str:
     """The whole report as one self-contained HTML page (``trace`` adds timeline/memory/counters)."""
     head = report.headline
     findings = "".join(f"<li>{escape(f.text)} <span class='src'>({escape(f.section)})</span></li>" for f in head.findings)
-    nav = "".join(f"<a href='#{escape(n)}'>{escape(section_title(n))}</a>" for n in report.sections)
+    nav = "".join(f"<a href='#{escape(n)}'>{escape(section_title(n))}</a>" for n, _ in ordered(report.sections))
     parts = [
         f"<h1>traceinsight report</h1><p class='path'>{escape(report.trace_path)}</p>",
         f"<div class='verdict'><p>{escape(head.verdict)}</p><ul>{findings}</ul></div>",
@@ -32,9 +35,9 @@ def render_html(report: Report, trace: Trace | None = None) -> str:
         timeline = timeline_figure(report, trace)
         if timeline is not None:
             parts.append(f"<section id='timeline'><h2>Timeline</h2>{figure_html(timeline)}</section>")
-    for name, result in report.sections.items():
-        figures = section_figures(result)
-        parts.append(f"<section id='{escape(name)}'><h2>{escape(section_title(name))}</h2>{result_html(result, figures)}</section>")
+    for name, result in ordered(report.sections):
+        body = findings_html(result) if isinstance(result, FindingsResult) else result_html(result, section_figures(result))
+        parts.append(f"<section id='{escape(name)}'><h2>{escape(section_title(name))}</h2>{body}</section>")
     if trace is not None:
         extra = [f for f in (memory_figure(trace), *counter_figures(trace)) if f is not None]
         if extra:

@@ -8,6 +8,7 @@ from traceinsight.analysis.base import Result
 from traceinsight.analysis.bound import BoundResult
 from traceinsight.analysis.breakdown import BreakdownResult
 from traceinsight.analysis.compile import CompileResult
+from traceinsight.analysis.findings.model import FindingsResult
 from traceinsight.analysis.gaps import GapsResult
 from traceinsight.analysis.kernels import KernelsResult
 from traceinsight.analysis.memory import MemoryResult
@@ -22,6 +23,7 @@ def terminal_view(result: Result) -> RenderableType | None:
         bound,
         breakdown,
         compile,
+        findings,
         gaps,
         kernels,
         memory,
@@ -48,4 +50,6 @@ def terminal_view(result: Result) -> RenderableType | None:
         return bound.render_terminal(result)
     if isinstance(result, CompileResult):
         return compile.render_terminal(result)
+    if isinstance(result, FindingsResult):
+        return findings.render_terminal(result)
     return None

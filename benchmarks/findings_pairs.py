@@ -1,0 +1,75 @@
+"""Predicted vs measured saving for every before/after pair in sample_traces/.
+
+The measured saving is ``traceinsight diff``'s own figure: 1 - the ratio of the median kept
+step device time (after / before). Prints the Markdown table of docs/findings.md:
+
+    python benchmarks/findings_pairs.py
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from traceinsight.analysis.diff import DiffOptions, DiffResult, diff_traces
+from traceinsight.analysis.findings import FindingsResult
+from traceinsight.analysis.report import analyze
+from traceinsight.trace.loader import load
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
+# (before, after, the finding the change addresses, what the change was)
+PAIRS = (
+    ("amp_off", "amp_on", "fp32_no_tensor_cores", "bf16 autocast"),
+    ("dataloader_w0", "dataloader_w4", "dataloader_stall", "4 workers"),
+    ("fix_tf32_before", "fix_tf32_after", "fp32_no_tensor_cores", "TF32"),
+    ("fix_optimizer_before", "fix_optimizer_after", "unfused_optimizer", "foreach=False → fused=True"),
+    ("fix_pinned_before", "fix_pinned_after", "pageable_memcpy", "pinned + non_blocking"),
+    ("fix_cpu_tensor_before", "fix_cpu_tensor_after", "cpu_tensor_creation", "tensors made on the GPU"),
+    ("fix_item_sync_before", "fix_item_sync_after", "host_sync", "one .item() per step, not per micro-step"),
+    ("fix_fp64_before", "fix_fp64_after", "fp64_compute", "float32"),
+    ("fix_misaligned_before", "fix_misaligned_after", "gemm_misaligned", "8191 → 8192 bf16"),
+    ("fix_bmm_before", "fix_bmm_after", "sequential_small_gemms", "one bmm"),
+    ("fix_launch_before", "fix_launch_after", "launch_bound", "eager → CUDA graphs"),
+    ("fix_churn_before", "fix_churn_after", "allocator_churn", "no empty_cache per step"),
+)
+
+
+def measured_pct(result: DiffResult) -> float | None:
+    """The saving ``diff`` measures: minus its change of the median step time, in %."""
+    change = result.step_time.change_pct
+    return None if change is None else -change
+
+
+def findings_of(path: Path) -> FindingsResult:
+    found = analyze(load(path), only=["findings"]).sections["findings"]
+    assert isinstance(found, FindingsResult)
+    return found
+
+
+def saving_of(result: FindingsResult, finding_id: str) -> float | None:
+    return next((f.saving_pct for f in result.findings if f.id == finding_id), None)
+
+
+def main() -> None:
+    print("| pair | change | finding | predicted | measured (diff) | step before → after (median) | first before | after |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for before, after, finding, change in PAIRS:
+        b_path, a_path = SAMPLES / f"{before}.json.gz", SAMPLES / f"{after}.json.gz"
+        if not (b_path.exists() and a_path.exists()):
+            continue
+        d = diff_traces(load(b_path), load(a_path), DiffOptions(n_boot=200))
+        fb, fa = findings_of(b_path), findings_of(a_path)
+        predicted = saving_of(fb, finding)
+        measured = measured_pct(d)
+        st = d.step_time
+        steps = f"{(st.before_median_ns or 0) / 1e6:.2f} → {(st.after_median_ns or 0) / 1e6:.2f} ms"
+        remains = saving_of(fa, finding)
+        name = before.removeprefix("fix_").removesuffix("_before")
+        print(
+            f"| {name} | {change} | `{finding}` | {'-' if predicted is None else f'{predicted:.1f} %'} | "
+            f"{'-' if measured is None else f'{measured:.1f} %'} | {steps} | "
+            f"`{fb.findings[0].id if fb.findings else '-'}` | {'none' if remains is None else f'{remains:.1f} %'} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
