@@ -13,7 +13,6 @@ from traceinsight.render.sections.ops import compact_table
 from traceinsight.render.units import ns, pct
 
 TOP_N = 15
-_NAME_WIDTH = 60
 
 
 _NOISE = re.compile(r"^void |at::native::|\(anonymous namespace\)::|c10::|std::")
@@ -29,9 +28,23 @@ _SUBFAMILY_LABELS = {
 }
 
 
+def _without_arguments(name: str) -> str:
+    """``name`` up to its argument list: the first ``(`` outside template brackets and braces."""
+    depth = 0
+    for i, ch in enumerate(name):
+        if ch in "<{[":
+            depth += 1
+        elif ch in ">}]":
+            depth = max(0, depth - 1)
+        elif ch == "(" and depth == 0 and i > 0:
+            return name[:i]
+    return name
+
+
 def kernel_label(name: str | None) -> str:
-    """A kernel name without the namespaces and return type that make C++ names unreadable."""
-    return _NOISE.sub("", name or "")
+    """A kernel name without the namespaces, return type and argument list that make C++
+    names unreadable (the template arguments stay: they tell the variants apart)."""
+    return _without_arguments(_NOISE.sub("", name or ""))
 
 
 def _launch(result: KernelsResult) -> RenderableType:
