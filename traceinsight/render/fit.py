@@ -70,6 +70,11 @@ def shorten_middle(text: str, width: int) -> str:
     keep = width - 1
     head = max(1, keep * 2 // 5)
     tail = keep - head
+    # Never next to a digit: a number split by the ellipsis would read as a different number.
+    while head > 1 and text[head - 1].isdigit():
+        head -= 1
+    while tail > 0 and text[len(text) - tail].isdigit():
+        tail -= 1
     return text[:head] + ELLIPSIS + (text[-tail:] if tail else "")
 
 
@@ -206,7 +211,7 @@ class FitTable:
                 if i in names:
                     continue
                 value = _plain(row[i])
-                if value in ("", "-") and not col.header:
+                if value == "" or (value == "-" and not col.header):
                     continue
                 item = Text()
                 if col.header:
@@ -234,9 +239,7 @@ class FitTable:
         if fit is not None:
             yield self._table(*fit)
             return
-        for line in self._stacked(width):
-            # Prose wraps between words; every other line was packed to fit already.
-            yield line
+        yield from self._stacked(width)
 
 
 def table(

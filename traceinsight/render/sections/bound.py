@@ -37,7 +37,7 @@ def _num(value: float | None, digits: int = 1) -> str:
 def _header(result: BoundResult) -> RenderableType:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
-    grid.add_column()
+    grid.add_column(overflow="fold")
     grid.add_row("device", result.device_name or "?")
     if result.peaks and result.roofline_available:
         tflops = result.peaks["tflops"]

@@ -15,7 +15,7 @@ def render_terminal(result: CompileResult) -> RenderableType:
     unit = "step" if result.per_step else "trace"
     head = Table.grid(padding=(0, 2))
     head.add_column(style="bold")
-    head.add_column()
+    head.add_column(overflow="fold")
     frames = ", ".join(str(f) for f in result.frames) or "-"
     recompiled = ", ".join(str(f) for f in result.recompiled_frames)
     head.add_row("Dynamo frame ids", frames + (f" (recompiled: {recompiled})" if recompiled else ""))
@@ -67,19 +67,19 @@ def render_terminal(result: CompileResult) -> RenderableType:
         ]
         parts.append(FitTable(columns, rows, title="compiled regions"))
     if result.graph_break_ops.height:
-        rows = [
+        break_rows = [
             (row["name"], f"{row['calls_per_step']:.1f}", ns(row["host_ns_per_step"]))
             for row in result.graph_break_ops.head(10).iter_rows(named=True)
         ]
         parts.append(
             FitTable(
                 [Col("op", "name"), Col(f"calls /{unit}"), Col(f"host /{unit}")],
-                rows,
+                break_rows,
                 title="eager ops inside compiled frames (graph breaks)",
             )
         )
     if result.compile_events.height:
-        rows = [
+        event_rows = [
             (
                 row["kind"], row["fn_name"] or "?", row["compile_id"] or "?",
                 "-" if row["step"] is None else str(row["step"]), ns(row["dur_ns"]),
@@ -89,7 +89,7 @@ def render_terminal(result: CompileResult) -> RenderableType:
         parts.append(
             FitTable(
                 [Col("kind", "label"), Col("function", "name"), Col("compile id", "label"), Col("step"), Col("duration")],
-                rows,
+                event_rows,
                 title="compiles inside the trace",
             )
         )

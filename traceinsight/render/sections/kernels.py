@@ -51,7 +51,7 @@ def _launch(result: KernelsResult) -> RenderableType:
     s = result.launch
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
-    grid.add_column()
+    grid.add_column(overflow="fold")
     grid.add_row(
         "kernels",
         f"{s.kernels:,} ({s.linked:,} linked to a launch call"

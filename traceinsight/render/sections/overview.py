@@ -14,7 +14,7 @@ from traceinsight.render.units import ns, pct, size
 def render_terminal(result: OverviewResult) -> RenderableType:
     head = Table.grid(padding=(0, 2))
     head.add_column(style="bold")
-    head.add_column()
+    head.add_column(overflow="fold")
     head.add_row("trace", f"{result.path} ({size(result.file_bytes)})")
     head.add_row("window", ns(result.window_ns))
     if result.steps:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.console import Group, RenderableType
 from rich.text import Text
 
 from traceinsight.analysis.steps import OTHER, PARTS, StepsResult
-from traceinsight.render.fit import Col, FitTable
+from traceinsight.render.fit import Cell, Col, FitTable
 from traceinsight.render.units import ns, pct
 
 _SHORT = {"communication": "comm", "dataloader": "data", "cpu_exec": "cpu"}
@@ -15,7 +17,7 @@ _SHORT = {"communication": "comm", "dataloader": "data", "cpu_exec": "cpu"}
 def render_terminal(result: StepsResult) -> RenderableType:
     part_names = [_SHORT.get(part, part) for part in (*PARTS, OTHER)]
     columns = [Col("step"), Col("host"), Col("device"), *(Col(p) for p in part_names), Col("", "label", optional=True)]
-    rows = []
+    rows: list[Sequence[Cell]] = []
     for row in result.steps.iter_rows(named=True):
         dev = row["device_dur_ns"] or 0
         cells = [pct(100 * row[f"{p}_ns"] / dev, 0) if dev else "-" for p in (*PARTS, OTHER)]
