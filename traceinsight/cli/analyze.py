@@ -19,8 +19,8 @@ def analyze_command(
     ] = "terminal",
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the report to this file instead of stdout")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite the --output file if it exists")] = False,
-    only: Annotated[list[str] | None, typer.Option("--only", help="Sections to include (comma-separated)")] = None,
-    skip: Annotated[list[str] | None, typer.Option("--skip", help="Sections to leave out (comma-separated)")] = None,
+    only: Annotated[list[str] | None, typer.Option("--only", metavar="NAMES", help="Sections to include (comma-separated)")] = None,
+    skip: Annotated[list[str] | None, typer.Option("--skip", metavar="NAMES", help="Sections to leave out (comma-separated)")] = None,
     gap_threshold_us: Annotated[float, typer.Option("--gap-threshold-us", help="Smallest idle gap reported, in µs")] = 10.0,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Parse the file even if a cached copy exists")] = False,
     by_shapes: Annotated[bool, typer.Option("--by-shapes", help="Group the operator table by op name and input shapes")] = False,
@@ -29,7 +29,7 @@ def analyze_command(
     ] = None,
     peak_bw: Annotated[float | None, typer.Option("--peak-bw", help="Peak memory bandwidth in TB/s")] = None,
     devices: Annotated[
-        Path | None, typer.Option("--devices", help="TOML file with a [device] table of peaks (see docs/bound.md)")
+        Path | None, typer.Option("--devices", help="TOML file with a \\[device] table of peaks (see docs/bound.md)")
     ] = None,
 ) -> None:
     """Analyse a trace: a verdict, then where the GPU time goes, idle gaps, steps and more.

@@ -79,7 +79,9 @@ REGION_COLUMNS = (
 
 
 def regions_table(result: BoundResult, *, limit: int | None = None) -> FitTable:
-    rows = _shown_regions(result.regions) if limit is None else result.regions.head(limit)
+    rows = _shown_regions(result.regions)
+    if limit is not None:
+        rows = rows.head(limit)
     cells = [
         (
             r["name"], r["kind"], ns(r["dur_ns"]), pct(r["busy_pct"], 0), _label(r["label"], r["confidence"]),
@@ -141,11 +143,12 @@ def group_table(frame: pl.DataFrame, *, what: str, limit: int) -> FitTable:
     return FitTable(columns, cells)
 
 
-def render_by(result: BoundResult, by: str, *, limit: int = 20) -> RenderableType:
-    """The table for ``--by region|op|kernel`` under the same header."""
+def render_by(result: BoundResult, by: str, *, limit: int = 20, all_regions: bool = False) -> RenderableType:
+    """The table for ``--by region|op|kernel`` under the same header; ``limit`` rows (the
+    report's own view, ``all_regions``, shows every kind of region instead)."""
     parts: list[RenderableType] = [_header(result)]
     if by == "region":
-        parts.append(regions_table(result))
+        parts.append(regions_table(result, limit=None if all_regions else limit))
         parts.extend(evidence_lines(result, limit=limit))
     else:
         frame = result.table(by)
@@ -158,4 +161,4 @@ def render_by(result: BoundResult, by: str, *, limit: int = 20) -> RenderableTyp
 
 
 def render_terminal(result: BoundResult) -> RenderableType:
-    return render_by(result, "region", limit=8)
+    return render_by(result, "region", limit=8, all_regions=True)
