@@ -43,7 +43,7 @@ def analyze_command(
     from traceinsight.analysis.base import AnalysisConfig
     from traceinsight.analysis.report import analyze, select_sections
     from traceinsight.cli.output import check_writable, write_output
-    from traceinsight.render.progress import phases, wants_progress
+    from traceinsight.render.progress import loading, phases, wants_progress
     from traceinsight.render.units import size
     from traceinsight.trace.loader import load
 
@@ -64,7 +64,8 @@ def analyze_command(
     with phases(wants_progress(trace)) as phase:
         file_size = trace.stat().st_size if trace.exists() else 0
         phase(f"reading {trace.name} ({size(file_size)})")
-        loaded = load(trace, cache=not no_cache)
+        with loading(phase):
+            loaded = load(trace, cache=not no_cache)
         report = analyze(loaded, config, only=only, skip=skip, on_section=lambda name: phase(f"analysing: {name}"))
         phase(f"rendering {format}")
         # Rendered inside the progress display: a big HTML page takes a while. The live
