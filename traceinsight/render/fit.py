@@ -25,7 +25,7 @@ Cell = str | Text
 
 ELLIPSIS = "…"
 GAP = 2  # cells between two columns
-NAME_MIN = 14
+NAME_MIN = 12
 TEXT_MIN = 22
 NAME_MAX = 72
 
