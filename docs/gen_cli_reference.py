@@ -23,7 +23,8 @@ def _default(param: Any) -> str:
 
 
 def _escape(text: str) -> str:
-    return " ".join(text.split()).replace("|", "\\|")
+    # Help strings escape "[" for rich's markup; Markdown shows it as is.
+    return " ".join(text.split()).replace("\\[", "[").replace("|", "\\|")
 
 
 def _params_table(params: list[Any]) -> list[str]:
@@ -44,11 +45,9 @@ def _params_table(params: list[Any]) -> list[str]:
 
 
 def generate() -> str:
-    import typer.main
+    from traceinsight.cli.app import build_command
 
-    from traceinsight.cli.app import app
-
-    group = typer.main.get_command(app)
+    group = build_command()
     lines = [
         "# Command-line reference",
         "",

@@ -19,8 +19,8 @@ def analyze_command(
     ] = "terminal",
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the report to this file instead of stdout")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite the --output file if it exists")] = False,
-    only: Annotated[list[str] | None, typer.Option("--only", help="Sections to include (comma-separated)")] = None,
-    skip: Annotated[list[str] | None, typer.Option("--skip", help="Sections to leave out (comma-separated)")] = None,
+    only: Annotated[list[str] | None, typer.Option("--only", metavar="NAMES", help="Sections to include (comma-separated)")] = None,
+    skip: Annotated[list[str] | None, typer.Option("--skip", metavar="NAMES", help="Sections to leave out (comma-separated)")] = None,
     gap_threshold_us: Annotated[float, typer.Option("--gap-threshold-us", help="Smallest idle gap reported, in µs")] = 10.0,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Parse the file even if a cached copy exists")] = False,
     by_shapes: Annotated[bool, typer.Option("--by-shapes", help="Group the operator table by op name and input shapes")] = False,
@@ -29,7 +29,7 @@ def analyze_command(
     ] = None,
     peak_bw: Annotated[float | None, typer.Option("--peak-bw", help="Peak memory bandwidth in TB/s")] = None,
     devices: Annotated[
-        Path | None, typer.Option("--devices", help="TOML file with a [device] table of peaks (see docs/bound.md)")
+        Path | None, typer.Option("--devices", help="TOML file with a \\[device] table of peaks (see docs/bound.md)")
     ] = None,
 ) -> None:
     """Analyse a trace: a verdict, then where the GPU time goes, idle gaps, steps and more.
@@ -43,7 +43,7 @@ def analyze_command(
     from traceinsight.analysis.base import AnalysisConfig
     from traceinsight.analysis.report import analyze, select_sections
     from traceinsight.cli.output import check_writable, write_output
-    from traceinsight.render.progress import phases, wants_progress
+    from traceinsight.render.progress import loading, phases, wants_progress
     from traceinsight.render.units import size
     from traceinsight.trace.loader import load
 
@@ -64,7 +64,8 @@ def analyze_command(
     with phases(wants_progress(trace)) as phase:
         file_size = trace.stat().st_size if trace.exists() else 0
         phase(f"reading {trace.name} ({size(file_size)})")
-        loaded = load(trace, cache=not no_cache)
+        with loading(phase):
+            loaded = load(trace, cache=not no_cache)
         report = analyze(loaded, config, only=only, skip=skip, on_section=lambda name: phase(f"analysing: {name}"))
         phase(f"rendering {format}")
         # Rendered inside the progress display: a big HTML page takes a while. The live

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 # polars' bundled allocator (jemalloc) keeps freed pages for a while before returning them,
 # first as "dirty" pages and then as "muzzy" ones, which are MADV_FREE'd and still count as
@@ -97,12 +97,60 @@ def _register_commands() -> None:
 _register_commands()
 
 
+def _plain_help(cmd: Any, *, sections: bool) -> None:
+    """Help that reads as the usage line promises: flags show no ``<bool>`` type, arguments
+    their upper-case name (``TRACE``), and ``--only``/``--skip`` the registered section names."""
+    for sub in getattr(cmd, "commands", {}).values():
+        _plain_help(sub, sections=sections)
+    for param in cmd.params:
+        if param.param_type_name == "argument" and param.metavar is None:
+            param.metavar = param.name.upper()
+            upper = param.metavar + ("..." if param.nargs != 1 else "")
+            param._usage_display_name = lambda upper=upper: upper
+        elif getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+        if sections and cmd.name == "analyze" and param.name in ("only", "skip"):
+            param.help = f"{param.help}: {', '.join(section_names())}"
+    make_help = cmd.get_help_option
+
+    def help_option(ctx: Any) -> Any:
+        option = make_help(ctx)
+        if option is not None:
+            option.metavar = ""
+        return option
+
+    cmd.get_help_option = help_option
+
+
+def section_names() -> list[str]:
+    from traceinsight.analysis.registry import ANALYSES
+
+    return [spec.name for spec in ANALYSES]
+
+
+def build_command(*, sections: bool = True) -> Any:
+    """The click command behind ``app``, its help tidied (see ``_plain_help``).
+
+    ``sections=False`` leaves the section names out of the help, which needs the analysis
+    modules (and polars) loaded: only worth it when help is shown."""
+    import typer.main
+
+    command = typer.main.get_command(app)
+    _plain_help(command, sections=sections)
+    return command
+
+
+def _wants_help(args: list[str]) -> bool:
+    return "--help" in args or "-h" in args
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: runs the app, prints library errors as one line, returns the exit code."""
     args = sys.argv[1:] if argv is None else argv
     _state["verbose"] = "-v" in args or "--verbose" in args
     try:
-        returned = app(args=args, prog_name="traceinsight", standalone_mode=False)
+        command = build_command(sections=_wants_help(args) and "analyze" in args)
+        returned = command.main(args=args, prog_name="traceinsight", standalone_mode=False)
     except TraceInsightError as exc:
         if _state["verbose"]:
             raise

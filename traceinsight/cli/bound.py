@@ -25,7 +25,7 @@ def bound_command(
     ] = None,
     peak_bw: Annotated[float | None, typer.Option("--peak-bw", help="Peak memory bandwidth in TB/s")] = None,
     devices: Annotated[
-        Path | None, typer.Option("--devices", help="TOML file with a [device] table of peaks")
+        Path | None, typer.Option("--devices", help="TOML file with a \\[device] table of peaks")
     ] = None,
     format: Annotated[str, typer.Option("--format", "-f", help="terminal or json")] = "terminal",
     top: Annotated[int, typer.Option("--top", help="Rows shown in the terminal")] = 20,

@@ -7,6 +7,7 @@ where only the analysis side is installed.
 from __future__ import annotations
 
 import sys
+import warnings
 from pathlib import Path
 from typing import Annotated
 
@@ -41,11 +42,12 @@ def capture_command(
         str,
         typer.Option(
             "--steps-from",
-            help="'optimizer': each optimizer.step() is a step; 'manual': the script calls "
-            "traceinsight.capture.current_profiler().step().",
+            help="'optimizer': each optimizer.step() is a step; 'manual': the script marks steps "
+            "itself with current_profiler().step() (from traceinsight.capture).",
         ),
     ] = "optimizer",
     no_nvml: Annotated[bool, typer.Option("--no-nvml", help="Do not sample GPU counters.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite the output trace if it exists.")] = False,
     summary_json: Annotated[
         Path | None, typer.Option("--summary-json", help="Also write the GPU summary as JSON.")
     ] = None,
@@ -64,8 +66,16 @@ def capture_command(
     if active < 1 or wait < 0 or warmup < 0:
         raise UsageError("--active must be >= 1 and --wait/--warmup >= 0")
 
+    from traceinsight.cli.output import check_writable
+
+    check_writable(output, force=force)  # before the script runs, not after its work is done
     from traceinsight.capture.merge import write_bytes_atomic
     from traceinsight.capture.runner import run_script
+
+    # The command says once, at the end, why there are no GPU counters: the library's own
+    # warning (with its source line) and torch's CUDA probing noise would only repeat it.
+    warnings.filterwarnings("ignore", message=r"traceinsight: .* unavailable", category=RuntimeWarning)
+    warnings.filterwarnings("ignore", message=r"CUDA initialization", category=UserWarning)
 
     result = run_script(
         command,

@@ -14,7 +14,10 @@ from traceinsight.errors import UsageError
 @app.command("export")
 def export_command(
     trace: Annotated[Path, typer.Argument(help="Kineto trace: .json or .json.gz")],
-    output: Annotated[Path, typer.Option("--output", "-o", help="Perfetto trace to write (.pftrace)")],
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", help="Perfetto trace to write (default: TRACE's name with .pftrace, next to it)"),
+    ] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite the output file if it exists")] = False,
     no_analysis: Annotated[
         bool, typer.Option("--no-analysis", help="Only convert the timeline and counters; add no analysis tracks")
@@ -37,6 +40,7 @@ def export_command(
     from traceinsight.render.formats import perfetto
     from traceinsight.trace.loader import load
 
+    output = output or default_output(trace)
     check_writable(output, force=force)
     loaded = load(trace, cache=not no_cache)
     report = None
@@ -50,3 +54,11 @@ def _registered(name: str) -> bool:
     from traceinsight.analysis.registry import ANALYSES
 
     return any(spec.name == name for spec in ANALYSES)
+
+
+def default_output(trace: Path) -> Path:
+    """``run.json.gz`` → ``run.pftrace`` in the same folder."""
+    name = trace.name
+    for suffix in (".gz", ".json"):
+        name = name.removesuffix(suffix)
+    return trace.with_name(name + ".pftrace")

@@ -43,7 +43,8 @@ def run_polars(trace_path: Path, query: str, *, cache: bool) -> pl.DataFrame:
     try:
         return trace.sql(query)
     except pl.exceptions.PolarsError as exc:
-        raise UsageError(f"SQL error: {str(exc).strip().splitlines()[0]}") from exc
+        # The query is input like the trace: a bad one is a data error (exit 1), not CLI misuse.
+        raise TraceInsightError(f"{trace_path}: SQL error: {str(exc).strip().splitlines()[0]}") from exc
 
 
 def run_perfetto(trace_path: Path, query: str, *, binary: str | None) -> pl.DataFrame:

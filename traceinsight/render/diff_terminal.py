@@ -41,7 +41,9 @@ def delta_style(delta: float | None, *, lower_is_better: bool = True) -> str:
 
 
 def short(name: str, width: int = 70) -> str:
-    return name if len(name) <= width else name[: width - 1] + "…"
+    from traceinsight.render.fit import shorten_middle
+
+    return shorten_middle(name, width)
 
 
 def _verdict_line(result: DiffResult) -> Text:
@@ -105,27 +107,27 @@ def _delta_table(title: str, diff: TableDiff, key: str, b: str, a: str, *, idle_
 def _contrib_table(title: str, frame: pl.DataFrame, keys: list[str], b: str, a: str) -> RenderableType:
     if frame.height == 0:
         return Text(f"{title}: nothing to compare", style="dim")
-    table = Table(title=title, box=None, title_justify="left")
-    for k in keys:
-        table.add_column(k, overflow="ellipsis", no_wrap=True, max_width=56 if k == keys[0] else 24)
-    table.add_column(f"{b} /step", justify="right")
-    table.add_column(f"{a} /step", justify="right")
-    table.add_column("Δ /step", justify="right")
-    table.add_column("calls /step", justify="right")
-    table.add_column("", justify="left")
+    from traceinsight.render.fit import Cell, Col, FitTable
+    from traceinsight.render.sections.kernels import kernel_label
+
+    columns = [Col(k, "label" if k == "family" else "name", max_width=None if i == 0 else 32) for i, k in enumerate(keys)]
+    columns += [Col(f"{b} /step"), Col(f"{a} /step"), Col("Δ /step"), Col("calls /step"), Col("", "label")]
+    rows: list[tuple[Cell, ...]] = []
     for row in frame.iter_rows(named=True):
         delta = row["delta_ns_per_step"]
         calls = f"{row['before_calls_per_step']:.0f} → {row['after_calls_per_step']:.0f}"
         status = {"added": "new", "removed": "gone"}.get(row["status"], "")
-        table.add_row(
-            *[short(str(row[k] or "")) for k in keys],
+        names = [str(row[k] or "") for k in keys]
+        names[0] = kernel_label(names[0]) if keys[0] == "name" else names[0]
+        rows.append((
+            *names,
             ns(row["before_ns_per_step"]),
             ns(row["after_ns_per_step"]),
             Text(signed_ns(delta), style=delta_style(delta)),
             calls,
             status,
-        )
-    return table
+        ))
+    return FitTable(columns, rows, title=title)
 
 
 def _compile_part(result: DiffResult) -> RenderableType | None:
@@ -200,7 +202,7 @@ def render_terminal(result: DiffResult) -> RenderableType:
     b, a = result.before_label, result.after_label
     head = Table.grid(padding=(0, 2))
     head.add_column(style="bold")
-    head.add_column()
+    head.add_column(overflow="fold")
     head.add_row("before", f"{b}  ({result.before_path}; {result.before_device or 'no GPU'})")
     head.add_row("after", f"{a}  ({result.after_path}; {result.after_device or 'no GPU'})")
     kc = result.kernel_counts

@@ -1,26 +1,48 @@
 """Markdown report: the verdict, the findings, then each other section's facts and the head of its main table.
 
-Meant for pasting into issues, pull requests and wikis, so it is plain GitHub-flavoured
-Markdown with no HTML.
+Meant for pasting into issues, pull requests and wikis: GitHub-flavoured Markdown whose only
+HTML is ``<details>`` around names too long for a table cell (kernel names run to hundreds of
+characters): the cell shows the name shortened in the middle, a click shows it whole.
 """
 
 from __future__ import annotations
 
+import html
+
 from traceinsight.analysis.findings.model import FindingsResult
 from traceinsight.analysis.report import Report
 from traceinsight.render import generic
+from traceinsight.render.fit import shorten_middle
 from traceinsight.render.sections.findings import ordered
 from traceinsight.render.sections.findings import render_markdown as findings_markdown
 from traceinsight.render.terminal import section_title
+
+NAME_CELL = 60
+_NAME_COLUMNS = frozenset({"name", "op", "culprit", "region"})
 
 
 def _escape(cell: str) -> str:
     return cell.replace("|", "\\|").replace("\n", " ")
 
 
+def _html(text: str) -> str:
+    return html.escape(text).replace("|", "&#124;")
+
+
+def name_cell(name: str, width: int = NAME_CELL) -> str:
+    """A name for a table cell: whole in code style when short, else shortened in the middle
+    with the full name one click away."""
+    from traceinsight.render.sections.kernels import kernel_label
+
+    if len(name) <= width:
+        return f"<code>{_html(name)}</code>" if "<" in name or "`" in name else f"`{name}`"
+    short = shorten_middle(kernel_label(name) or name, width)
+    return f"<details><summary><code>{_html(short)}</code></summary><code>{_html(name)}</code></details>"
+
+
 def md_table(columns: tuple[str, ...] | list[str], rows: tuple[tuple[str, ...], ...] | list[tuple[str, ...]]) -> str:
     lines = ["| " + " | ".join(_escape(c) for c in columns) + " |", "|" + "---|" * len(columns)]
-    lines.extend("| " + " | ".join(_escape(c) for c in row) + " |" for row in rows)
+    lines.extend("| " + " | ".join(c if c.startswith(("<details>", "<code>")) else _escape(c) for c in row) + " |" for row in rows)
     return "\n".join(lines)
 
 
@@ -43,7 +65,9 @@ def render_markdown(report: Report, *, max_rows: int = 10) -> str:
             out.extend(f"- **{key}**: {value}" for key, value in gv.facts)
             out.append("")
         if gv.rows:
-            out.extend([md_table(gv.columns, gv.rows), ""])
+            names = [i for i, c in enumerate(gv.columns) if c in _NAME_COLUMNS]
+            rows = [tuple(name_cell(v) if i in names and v != "-" else v for i, v in enumerate(r)) for r in gv.rows]
+            out.extend([md_table(gv.columns, rows), ""])
             if gv.total_rows > len(gv.rows):
                 out.extend([f"_{gv.total_rows - len(gv.rows)} more rows in the JSON report._", ""])
     return "\n".join(out).rstrip() + "\n"

@@ -1,19 +1,21 @@
-"""An indeterminate progress display on stderr for the slow phases of big traces.
+"""A progress display on stderr for the slow phases of big traces.
 
-The loader reports no progress, so this shows which phase is running (reading, analysing a
-section, rendering) with a spinner and elapsed time, and nothing at all unless stderr is a
-terminal and the trace is large enough for the wait to be noticeable.
+While the file is read and decoded it shows bytes done of the total with a rate and the time
+left, and the events decoded so far; afterwards, which phase is running (analysing a section,
+rendering) with a spinner and the elapsed time. Nothing at all unless stderr is a terminal and
+the trace is large enough for the wait to be noticeable.
 """
 
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Protocol
 
-# Below this, loading takes about a second: a spinner would only flicker.
+# Below this, loading takes about a second: a progress bar would only flicker.
 PROGRESS_MIN_BYTES = 50 * 1024 * 1024
 
 
@@ -30,13 +32,44 @@ def wants_progress(path: Path, stream: IO[str] | None = None, *, min_bytes: int 
     return big and stream.isatty()
 
 
+def events_text(events: int, elapsed_s: float) -> str:
+    """``1,234,567 events (410,000/s)``; empty before the first event."""
+    if events <= 0:
+        return ""
+    rate = f" ({events / elapsed_s:,.0f}/s)" if elapsed_s > 0 else ""
+    return f"{events:,} events{rate}"
+
+
+@contextmanager
+def loading(phase: Phase) -> Iterator[None]:
+    """While loading: the reader's progress (bytes read, then decoded, and events) shown by
+    ``phase`` when it is a live display (the disabled one shows nothing)."""
+    callback = getattr(phase, "load_progress", None)
+    if callback is None:
+        yield
+        return
+    from traceinsight.trace.progress import reporting
+
+    with reporting(callback):
+        yield
+
+
 @contextmanager
 def phases(enabled: bool) -> Iterator[Phase]:
     """Yields ``phase(description)``; a no-op when disabled."""
     if not enabled:
         yield lambda description: None
         return
-    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
 
     from traceinsight.render.terminal import make_console
 
@@ -44,10 +77,35 @@ def phases(enabled: bool) -> Iterator[Phase]:
         SpinnerColumn(),
         TextColumn("{task.description}"),
         BarColumn(bar_width=None),
+        DownloadColumn(binary_units=True),
+        TransferSpeedColumn(),
+        TimeRemainingColumn(),
+        TextColumn("{task.fields[events]}"),
         TimeElapsedColumn(),
         console=make_console(stderr=True),
         transient=True,
     )
+
+    class _Phase:
+        def __init__(self) -> None:
+            self.task = progress.add_task("starting", total=None, events="")
+            self.started = time.monotonic()
+            self.current = ""
+
+        def __call__(self, description: str) -> None:
+            # A phase without byte counts: the bar spins and the byte columns go blank.
+            progress.reset(self.task, total=None, description=description, events="")
+
+        def load_progress(self, phase: str, done_bytes: int, total_bytes: int, events: int) -> None:
+            if phase != self.current:
+                self.current = phase
+                self.started = time.monotonic()
+                progress.reset(self.task, total=total_bytes, description=phase, events="")
+            progress.update(
+                self.task,
+                completed=done_bytes,
+                events=events_text(events, time.monotonic() - self.started),
+            )
+
     with progress:
-        task = progress.add_task("starting", total=None)
-        yield lambda description: progress.update(task, description=description)
+        yield _Phase()

@@ -45,7 +45,10 @@ def _rect(x: float, y: float, w: float, h: float, fill: str, title: str = "") ->
 
 
 def _short(s: str, n: int) -> str:
-    return s if len(s) <= n else s[: n - 1] + "…"
+    # The middle goes: the end of a kernel or op name is what tells similar ones apart.
+    from traceinsight.render.fit import shorten_middle
+
+    return shorten_middle(s, n)
 
 
 LEGEND_ROW = 16
@@ -267,8 +270,13 @@ def lines(
     for t in nice_ticks(0, y1, 4):
         body.append(f"<line x1='{left}' x2='{width - right}' y1='{py(t):.1f}' y2='{py(t):.1f}' stroke='#ddd'/>")
         body.append(_text(left - 4, py(t) + 4, f"{t:g}", "end"))
-    # Ticks at round offsets from the first sample, labelled as such.
-    for t in nice_ticks(0, x1 - x0, 6):
+    # Ticks at round offsets from the first sample, labelled as such; whole numbers only when
+    # the samples are indexes (steps), where "1.5" would name a step that does not exist.
+    offsets = nice_ticks(0, x1 - x0, 6)
+    if all(float(x).is_integer() for x in xs):
+        stride = max(1, math.ceil((x1 - x0) / 6))
+        offsets = [float(t) for t in range(0, int(x1 - x0) + 1, stride)]
+    for t in offsets:
         body.append(_text(px(x0 + t), top + plot_h + 14, f"{t:g}", "middle"))
     for i, (name, pts) in enumerate(series):
         fill = color(i)
@@ -281,7 +289,12 @@ def lines(
     if x_label:
         body.append(_text(width - right, height - 2, x_label, "end", "muted"))
     if y_label:
-        body.append(_text(4, height - 2, y_label, cls="muted"))
+        # Along the axis, beside its numbers: a unit in the bottom corner reads as an x label.
+        mid_y = top + plot_h / 2
+        body.append(
+            f"<text x='12' y='{mid_y:.1f}' text-anchor='middle' class='muted' "
+            f"transform='rotate(-90 12 {mid_y:.1f})'>{escape(y_label)}</text>"
+        )
     return _svg(width, height, body, label)
 
 

@@ -7,6 +7,7 @@ sections without one get the generic facts-and-table view.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from typing import Any
 
@@ -21,6 +22,7 @@ from traceinsight.analysis.headline import Headline
 from traceinsight.analysis.registry import ANALYSES
 from traceinsight.analysis.report import Report
 from traceinsight.render import generic
+from traceinsight.render.fit import Col, FitTable, Kind
 
 
 def make_console(file: Any = None, *, width: int | None = None, stderr: bool = False) -> Console:
@@ -41,6 +43,17 @@ def section_title(name: str) -> str:
     return name
 
 
+_FIGURE = re.compile(r"^[-+]?[\d,.]+(e[-+]?\d+)?( ?[^\s\d]{1,7})?$|^-$")
+
+
+def _generic_kind(index: int, gv: generic.GenericView) -> Kind:
+    """Figures never cut, short strings kept whole, long strings wrapped as prose."""
+    values = [row[index] for row in gv.rows]
+    if all(_FIGURE.match(v) for v in values):
+        return "num"
+    return "label" if max(len(v) for v in values) <= 24 else "text"
+
+
 def generic_renderable(result: Result) -> RenderableType:
     gv = generic.view(result)
     parts: list[RenderableType] = []
@@ -52,12 +65,7 @@ def generic_renderable(result: Result) -> RenderableType:
             grid.add_row(key, value)
         parts.append(grid)
     if gv.rows:
-        t = Table(box=box.SIMPLE_HEAD, pad_edge=False, expand=False)
-        for col in gv.columns:
-            t.add_column(col, overflow="fold")
-        for row in gv.rows:
-            t.add_row(*row)
-        parts.append(t)
+        parts.append(FitTable([Col(h, _generic_kind(i, gv)) for i, h in enumerate(gv.columns)], gv.rows))
         if gv.total_rows > len(gv.rows):
             parts.append(Text(f"… {gv.total_rows - len(gv.rows)} more rows (see --format json)", style="dim"))
     return Group(*parts) if parts else Text("(nothing to show)", style="dim")

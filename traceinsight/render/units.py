@@ -65,6 +65,8 @@ def by_unit(key: str, value: object) -> str:
             return size(value)
         if k.endswith("_pct") or k.endswith("pct") or k.endswith("_percent"):
             return pct(float(value))
+        if k == "share" or k.endswith("_share"):  # a fraction of 1
+            return pct(100 * float(value))
         return number(value)
     if isinstance(value, (list, tuple)):
         text = ", ".join(str(v) for v in value[:6])
@@ -75,6 +77,8 @@ def by_unit(key: str, value: object) -> str:
 def label(key: str) -> str:
     """A column or field name as a header people read: ``dur_ns`` → ``dur``, ``busy_pct`` → ``busy %``."""
     k = key.replace("_ns_per_", "_per_")
+    if k == "share" or k.endswith("_share"):
+        k += "_pct"
     for suffix, repl in (("_ns", ""), ("_pct", " %"), ("_bytes", ""), ("_tflops", " TFLOP/s"), ("_tbps", " TB/s")):
         if k.endswith(suffix) and len(k) > len(suffix):
             k = k[: -len(suffix)] + repl

@@ -14,6 +14,7 @@ from typing import Any
 import msgspec
 
 from traceinsight.errors import TraceFormatError
+from traceinsight.trace import progress
 from traceinsight.trace.lenient import BadCut, decode_events
 from traceinsight.trace.source import FIRST_TOKEN, Buffer, release_pages
 
@@ -142,6 +143,7 @@ def decode_chunks(
         if ok:
             data[a] = 0x5D  # "]"
             data[b - 1] = 0x5B  # "["
+    decoded = 0
     try:
         for index in range(len(cuts) + 1):
             is_last = index == len(cuts)
@@ -174,6 +176,8 @@ def decode_chunks(
                 else:
                     yield decode_events(path, b"[" + bytes(view[cuts[index - 1][1] : hi]))
                 return
+            decoded += len(events)
+            progress.report("decoding", len(data) if is_last else cuts[index][0], len(data), decoded)
             yield events
             release_pages(data, start + 1, len(data) if is_last else cuts[index][0] - 1)
     finally:

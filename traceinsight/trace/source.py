@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from traceinsight.errors import TraceFormatError
+from traceinsight.trace import progress
 
 FIRST_TOKEN = re.compile(rb"\s*(\S)")
 
@@ -65,8 +66,10 @@ def _gunzip(path: Path, handle: Any) -> bytearray:
     out = bytearray()
     decomp = zlib.decompressobj(16 + zlib.MAX_WBITS)
     member_open = False
+    size = os.fstat(handle.fileno()).st_size
     try:
         while piece := handle.read(1 << 22):
+            progress.report("reading", handle.tell(), size)
             while piece:
                 member_open = True
                 out += decomp.decompress(piece)

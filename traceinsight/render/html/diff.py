@@ -10,6 +10,7 @@ import polars as pl
 from traceinsight.analysis.diff import DiffResult
 from traceinsight.render import generic, svg
 from traceinsight.render.diff_findings import render_html as findings_html
+from traceinsight.render.diff_terminal import signed_ns
 from traceinsight.render.html.page import (
     MAX_TABLE_ROWS,
     Figure,
@@ -112,13 +113,13 @@ def diverging_bars(items: Sequence[tuple[str, float, str]], *, width: int = 900)
     body = [f"<line x1='{mid:.1f}' x2='{mid:.1f}' y1='0' y2='{height}' stroke='#888'/>"]
     for i, (name, value, tip) in enumerate(items):
         y = 4 + i * (bar_h + gap)
-        w = abs(value) / vmax * (plot_w / 2 - 60)
+        w = abs(value) / vmax * (plot_w / 2 - 80)  # room for the value label beside the longest bar
         x = mid if value >= 0 else mid - w
         fill = "#e15759" if value > 0 else "#59a14f"
-        body.append(f"<text x='{left_label - 6}' y='{y + bar_h * 0.8:.1f}' text-anchor='end'>{escape(name[:46])}</text>")
+        body.append(f"<text x='{left_label - 6}' y='{y + bar_h * 0.8:.1f}' text-anchor='end'>{escape(svg._short(name, 46))}</text>")
         body.append(f"<rect x='{x:.1f}' y='{y}' width='{max(w, 0.6):.1f}' height='{bar_h}' fill='{fill}'><title>{escape(tip)}</title></rect>")
         tx = x + w + 4 if value >= 0 else x - 4
-        body.append(f"<text x='{tx:.1f}' y='{y + bar_h * 0.8:.1f}' text-anchor='{'start' if value >= 0 else 'end'}'>{value:+.3g} ms</text>")
+        body.append(f"<text x='{tx:.1f}' y='{y + bar_h * 0.8:.1f}' text-anchor='{'start' if value >= 0 else 'end'}'>{signed_ns(value * 1e6)}</text>")
     return (
         f"<svg class='chart' role='img' aria-label='change chart' viewBox='0 0 {width} {height}' width='100%' "
         f"xmlns='http://www.w3.org/2000/svg' {svg.FONT}>" + "".join(body) + "</svg>"

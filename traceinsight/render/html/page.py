@@ -8,6 +8,7 @@ from html import escape
 
 from traceinsight.analysis.base import Result
 from traceinsight.render import generic
+from traceinsight.render.fit import shorten_middle
 from traceinsight.render.html.styles import CSS
 from traceinsight.version import __version__
 
@@ -26,9 +27,19 @@ def figure_html(fig: Figure) -> str:
     return f"<figure><figcaption>{escape(fig.title)}</figcaption>{fig.svg}{note}</figure>"
 
 
+NAME_CELL = 60
+
+
+def _cell(value: str) -> str:
+    """A cell; a long name shortened in the middle, whole in its tooltip."""
+    if len(value) <= NAME_CELL:
+        return f"<td>{escape(value)}</td>"
+    return f"<td title='{escape(value, quote=True)}'>{escape(shorten_middle(value, NAME_CELL))}</td>"
+
+
 def table_html(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     head = "".join(f"<th>{escape(c)}</th>" for c in columns)
-    body = "".join("<tr>" + "".join(f"<td>{escape(v)}</td>" for v in row) + "</tr>" for row in rows)
+    body = "".join("<tr>" + "".join(_cell(v) for v in row) + "</tr>" for row in rows)
     return f"<div class='scroll'><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
 
 

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 import polars as pl
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
 from traceinsight.analysis.bound import BoundResult
+from traceinsight.render.fit import Col, FitTable, shorten_middle
 from traceinsight.render.units import ns, pct
 
 LABEL_STYLE = {
@@ -22,7 +21,6 @@ LABEL_STYLE = {
     "memory": "bold blue",
     "unclassified": "dim",
 }
-Justify = Literal["left", "right"]
 CONFIDENCE_STYLE = {"high": "green", "medium": "yellow", "low": "red"}
 # How many rows of each region kind the overview shows (the JSON output has them all).
 SHOWN_PER_KIND = {"trace": 1, "step": 6, "compiled": 6, "annotation": 12, "module": 8, "op": 5}
@@ -39,7 +37,7 @@ def _num(value: float | None, digits: int = 1) -> str:
 def _header(result: BoundResult) -> RenderableType:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
-    grid.add_column()
+    grid.add_column(overflow="fold")
     grid.add_row("device", result.device_name or "?")
     if result.peaks and result.roofline_available:
         tflops = result.peaks["tflops"]
@@ -74,24 +72,24 @@ def _shown_regions(regions: pl.DataFrame) -> pl.DataFrame:
     return pl.concat(parts) if parts else regions
 
 
-def regions_table(result: BoundResult, *, limit: int | None = None) -> Table:
-    rows = _shown_regions(result.regions) if limit is None else result.regions.head(limit)
-    table = Table(box=None, pad_edge=False, show_edge=False, expand=True)
-    region_cols: tuple[tuple[str, Justify], ...] = (
-        ("region", "left"), ("kind", "left"), ("window", "right"), ("busy", "right"), ("label", "left"),
-        ("TFLOP/s", "right"), ("TB/s", "right"), ("FLOP/B", "right"), ("ridge", "right"), ("roofline", "right"),
-    )
-    for col, justify in region_cols:
-        if col == "region":
-            table.add_column(col, justify=justify, no_wrap=True, overflow="ellipsis", ratio=1, min_width=16)
-        else:
-            table.add_column(col, justify=justify, no_wrap=True)
-    for r in rows.iter_rows(named=True):
-        table.add_row(
-            r["name"], r["kind"], ns(r["dur_ns"]), pct(r["busy_pct"], 0), _label(r["label"], r["confidence"]),
+REGION_COLUMNS = (
+    Col("region", "name"), Col("kind", "label"), Col("window"), Col("GPU busy"), Col("busy"), Col("label", "label"),
+    Col("TFLOP/s"), Col("TB/s"), Col("FLOP/B"), Col("ridge"), Col("roofline"),
+)
+
+
+def regions_table(result: BoundResult, *, limit: int | None = None) -> FitTable:
+    rows = _shown_regions(result.regions)
+    if limit is not None:
+        rows = rows.head(limit)
+    cells = [
+        (
+            r["name"], r["kind"], ns(r["dur_ns"]), ns(r["busy_ns"]), pct(r["busy_pct"], 0), _label(r["label"], r["confidence"]),
             _num(r["tflops"]), _num(r["tbps"], 2), _num(r["intensity"]), _num(r["ridge"]), _roof(r),
         )
-    return table
+        for r in rows.iter_rows(named=True)
+    ]
+    return FitTable(REGION_COLUMNS, cells)
 
 
 def _roof(r: dict[str, object]) -> str:
@@ -123,46 +121,41 @@ _REASON_TAGS = (
 )
 
 
-def short_name(name: str, width: int = 48) -> str:
-    """A kernel or op name cut to fit one table cell: no ``void``, no argument list."""
+def short_name(name: str, width: int = 72) -> str:
+    """A kernel or op name for one table cell: no ``void``, no argument list, its middle
+    dropped when still too long (the tail tells similar kernels apart)."""
     text = name.removeprefix("void ")
     cut = text.find("(")
     if cut > 0:
         text = text[:cut]
-    return text if len(text) <= width else text[: width - 1] + "…"
+    return shorten_middle(text, width)
 
 
 def _tags(reason: str | None) -> str:
     return ", ".join(tag for needle, tag in _REASON_TAGS if reason and needle in reason)
 
 
-def group_table(frame: pl.DataFrame, *, what: str, limit: int) -> Table:
-    table = Table(box=None, pad_edge=False, show_edge=False, expand=True)
-    group_cols: tuple[tuple[str, Justify], ...] = (
-        (what, "left"), ("calls", "right"), ("GPU time", "right"), ("label", "left"), ("TFLOP/s", "right"),
-        ("TB/s", "right"), ("FLOP/B", "right"), ("roofline", "right"), ("dtype", "left"), ("note", "left"),
+def group_table(frame: pl.DataFrame, *, what: str, limit: int) -> FitTable:
+    columns = (
+        Col(what, "name"), Col("calls"), Col("GPU time"), Col("label", "label"), Col("TFLOP/s"),
+        Col("TB/s"), Col("FLOP/B"), Col("roofline"), Col("dtype", "label"), Col("note", "label"),
     )
-    for col, justify in group_cols:
-        if col == what:  # the name takes whatever width the figures leave
-            table.add_column(col, justify=justify, no_wrap=True, overflow="ellipsis", ratio=1, min_width=24)
-        elif col == "note":
-            table.add_column(col, justify=justify, no_wrap=True, overflow="ellipsis", max_width=16)
-        else:
-            table.add_column(col, justify=justify, no_wrap=True)
+    cells = []
     for r in frame.head(limit).iter_rows(named=True):
         name = short_name(r["name"]) if not r.get("shapes") else f"{r['name']} {short_name(r['shapes'], 40)}"
-        table.add_row(
+        cells.append((
             name, f"{r['calls']:,}", ns(r["kernel_ns"]), _label(r["label"], r["confidence"]), _num(r["tflops"]),
             _num(r["tbps"], 2), _num(r["intensity"]), _roof(r), r["dtype_class"] or "-", _tags(r["reason"]),
-        )
-    return table
+        ))
+    return FitTable(columns, cells)
 
 
-def render_by(result: BoundResult, by: str, *, limit: int = 20) -> RenderableType:
-    """The table for ``--by region|op|kernel`` under the same header."""
+def render_by(result: BoundResult, by: str, *, limit: int = 20, all_regions: bool = False) -> RenderableType:
+    """The table for ``--by region|op|kernel`` under the same header; ``limit`` rows (the
+    report's own view, ``all_regions``, shows every kind of region instead)."""
     parts: list[RenderableType] = [_header(result)]
     if by == "region":
-        parts.append(regions_table(result))
+        parts.append(regions_table(result, limit=None if all_regions else limit))
         parts.extend(evidence_lines(result, limit=limit))
     else:
         frame = result.table(by)
@@ -175,4 +168,4 @@ def render_by(result: BoundResult, by: str, *, limit: int = 20) -> RenderableTyp
 
 
 def render_terminal(result: BoundResult) -> RenderableType:
-    return render_by(result, "region", limit=8)
+    return render_by(result, "region", limit=8, all_regions=True)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import polars as pl
 from rich.console import Group, RenderableType
-from rich.table import Table
 from rich.text import Text
 
 from traceinsight.analysis.breakdown import BreakdownResult, group_of
+from traceinsight.render.fit import Col, FitTable
 from traceinsight.render.units import ns, pct
 
 _STYLES = {"compute": "green", "communication": "magenta", "memcpy": "cyan", "memset": "blue", "idle": "yellow"}
@@ -24,13 +24,14 @@ def render_terminal(result: BreakdownResult) -> RenderableType:
     summary = {row["device"]: row for row in result.devices.iter_rows(named=True)}
     for device in result.by_device["device"].unique().sort().to_list():
         rows = result.by_device.filter(pl.col("device") == device)
-        table = Table(box=None, pad_edge=False, title=f"GPU {device}", title_justify="left")
-        table.add_column("category")
-        table.add_column("time", justify="right")
-        table.add_column("share", justify="right")
-        table.add_column("")
-        for row in rows.iter_rows(named=True):
-            table.add_row(row["category"], ns(row["dur_ns"]), pct(100 * row["share"]), _bar(row["share"], row["category"]))
+        table = FitTable(
+            [Col("category", "label"), Col("time"), Col("share"), Col("", "label")],
+            [
+                (row["category"], ns(row["dur_ns"]), pct(100 * row["share"]), _bar(row["share"], row["category"]))
+                for row in rows.iter_rows(named=True)
+            ],
+            title=f"GPU {device}",
+        )
         parts.append(table)
         info = summary.get(device)
         if info is not None:
@@ -43,10 +44,13 @@ def render_terminal(result: BreakdownResult) -> RenderableType:
             )
     streams = result.by_stream.filter(pl.col("category") != "idle")
     if streams.height:
-        table = Table(box=None, pad_edge=False, title="per stream (each on its own)", title_justify="left")
-        for col in ("GPU", "stream", "category", "time", "share"):
-            table.add_column(col, justify="left" if col == "category" else "right")
-        for row in streams.iter_rows(named=True):
-            table.add_row(str(row["device"]), str(row["stream"]), row["category"], ns(row["dur_ns"]), pct(100 * row["share"]))
+        table = FitTable(
+            [Col("GPU"), Col("stream"), Col("category", "label"), Col("time"), Col("share")],
+            [
+                (str(row["device"]), str(row["stream"]), row["category"], ns(row["dur_ns"]), pct(100 * row["share"]))
+                for row in streams.iter_rows(named=True)
+            ],
+            title="per stream (each on its own)",
+        )
         parts.append(table)
     return Group(*parts)

@@ -4,20 +4,18 @@ from __future__ import annotations
 
 import polars as pl
 from rich.console import Group, RenderableType
-from rich.table import Table
 from rich.text import Text
 
 from traceinsight.analysis.gaps import GapsResult
+from traceinsight.render.fit import Col, FitTable
 from traceinsight.render.units import ns, pct
 
 
-def gaps_table(gaps: pl.DataFrame, *, title: str, origin_ns: int = 0) -> Table:
+def gaps_table(gaps: pl.DataFrame, *, title: str, origin_ns: int = 0) -> FitTable:
     """A table of gap rows (columns of ``gaps.GAP_SCHEMA``); start shown relative to origin."""
-    table = Table(box=None, pad_edge=False, title=title, title_justify="left")
-    for col in ("GPU", "start", "duration", "step", "cause", "culprit"):
-        table.add_column(col, justify="left" if col in ("cause", "culprit") else "right")
-    for row in gaps.iter_rows(named=True):
-        table.add_row(
+    columns = [Col("GPU"), Col("start"), Col("duration"), Col("step"), Col("cause", "label"), Col("culprit", "name")]
+    rows = [
+        (
             str(row["device"]),
             ns(row["start_ns"] - origin_ns),
             ns(row["dur_ns"]),
@@ -25,7 +23,9 @@ def gaps_table(gaps: pl.DataFrame, *, title: str, origin_ns: int = 0) -> Table:
             row["cause"],
             row["culprit"] or "-",
         )
-    return table
+        for row in gaps.iter_rows(named=True)
+    ]
+    return FitTable(columns, rows, title=title)
 
 
 def render_terminal(result: GapsResult, *, include_top: bool = True) -> RenderableType:
@@ -35,21 +35,30 @@ def render_terminal(result: GapsResult, *, include_top: bool = True) -> Renderab
     )
     if result.gap_count == 0:
         return Group(head, Text("no idle gap reaches the threshold", style="green"))
-    causes = Table(box=None, pad_edge=False, title="idle time by cause", title_justify="left")
-    for col in ("cause", "idle", "share", "gaps"):
-        causes.add_column(col, justify="left" if col == "cause" else "right")
-    for row in result.by_cause.iter_rows(named=True):
-        causes.add_row(row["cause"], ns(row["idle_ns"]), pct(100 * row["share"]), f"{row['gaps']:,}")
-    culprits = Table(box=None, pad_edge=False, title="top culprits (host op running during the gap)", title_justify="left")
-    for col in ("culprit", "idle", "share", "gaps", "cause"):
-        culprits.add_column(col, justify="left" if col in ("culprit", "cause") else "right")
-    for row in result.culprits.iter_rows(named=True):
-        culprits.add_row(row["culprit"], ns(row["idle_ns"]), pct(100 * row["share"]), f"{row['gaps']:,}", row["cause"])
-    hist = Table(box=None, pad_edge=False, title="gap sizes", title_justify="left")
-    for col in ("size", "gaps", "idle"):
-        hist.add_column(col, justify="right")
-    for row in result.histogram.iter_rows(named=True):
-        hist.add_row(f"{ns(row['lo_ns'])} – {ns(row['hi_ns'])}", f"{row['gaps']:,}", ns(row["idle_ns"]))
+    causes = FitTable(
+        [Col("cause", "label"), Col("idle"), Col("share"), Col("gaps")],
+        [
+            (row["cause"], ns(row["idle_ns"]), pct(100 * row["share"]), f"{row['gaps']:,}")
+            for row in result.by_cause.iter_rows(named=True)
+        ],
+        title="idle time by cause",
+    )
+    culprits = FitTable(
+        [Col("culprit", "name"), Col("idle"), Col("share"), Col("gaps"), Col("cause", "label")],
+        [
+            (row["culprit"], ns(row["idle_ns"]), pct(100 * row["share"]), f"{row['gaps']:,}", row["cause"])
+            for row in result.culprits.iter_rows(named=True)
+        ],
+        title="top culprits (host op running during the gap)",
+    )
+    hist = FitTable(
+        [Col("size"), Col("gaps"), Col("idle")],
+        [
+            (f"{ns(row['lo_ns'])} – {ns(row['hi_ns'])}", f"{row['gaps']:,}", ns(row["idle_ns"]))
+            for row in result.histogram.iter_rows(named=True)
+        ],
+        title="gap sizes",
+    )
     if not include_top:
         return Group(head, causes, culprits, hist)
     top = gaps_table(result.top, title=f"largest {result.top.height} gaps (start from window start)", origin_ns=result.window_start_ns)

@@ -13,7 +13,6 @@ from traceinsight.render.sections.ops import compact_table
 from traceinsight.render.units import ns, pct
 
 TOP_N = 15
-_NAME_WIDTH = 60
 
 
 _NOISE = re.compile(r"^void |at::native::|\(anonymous namespace\)::|c10::|std::")
@@ -29,16 +28,30 @@ _SUBFAMILY_LABELS = {
 }
 
 
+def _without_arguments(name: str) -> str:
+    """``name`` up to its argument list: the first ``(`` outside template brackets and braces."""
+    depth = 0
+    for i, ch in enumerate(name):
+        if ch in "<{[":
+            depth += 1
+        elif ch in ">}]":
+            depth = max(0, depth - 1)
+        elif ch == "(" and depth == 0 and i > 0:
+            return name[:i]
+    return name
+
+
 def kernel_label(name: str | None) -> str:
-    """A kernel name without the namespaces and return type that make C++ names unreadable."""
-    return _NOISE.sub("", name or "")
+    """A kernel name without the namespaces, return type and argument list that make C++
+    names unreadable (the template arguments stay: they tell the variants apart)."""
+    return _without_arguments(_NOISE.sub("", name or ""))
 
 
 def _launch(result: KernelsResult) -> RenderableType:
     s = result.launch
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
-    grid.add_column()
+    grid.add_column(overflow="fold")
     grid.add_row(
         "kernels",
         f"{s.kernels:,} ({s.linked:,} linked to a launch call"

@@ -3,51 +3,41 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
 
 import polars as pl
 from rich.console import Group, RenderableType
-from rich.table import Table
 from rich.text import Text
 
 from traceinsight.analysis.ops import CPU_HEAVY_RATIO, OpsResult
+from traceinsight.render.fit import Cell, Col, FitTable, shorten_middle
 from traceinsight.render.units import ns
 
 TOP_N = 15
-_NAME_WIDTH = 60
 
 
 def compact_table(
     headers: Sequence[str],
-    rows: Sequence[Sequence[str]],
+    rows: Sequence[Sequence[Cell]],
     *,
     names: int = 1,
     left: int = 0,
     title: str | None = None,
     styles: Sequence[str | None] | None = None,
-) -> Table:
-    """A borderless table whose first ``names`` columns (long names) give way when space is
-    short, while the figures keep their full width; the ``left`` columns after the names are
-    short labels, left-aligned."""
-    table = Table(box=None, pad_edge=False, title=title, title_justify="left")
-    for i, header in enumerate(headers):
-        if i < names:
-            # A wrapping column is the one rich narrows first; the cell text itself never wraps.
-            table.add_column(header, overflow="ellipsis", max_width=_NAME_WIDTH, min_width=12)
-        else:
-            width = max([len(header)] + [len(r[i]) for r in rows])
-            justify: Literal["left", "right"] = "left" if i < names + left else "right"
-            table.add_column(header, justify=justify, no_wrap=True, min_width=width)
-    for j, row in enumerate(rows):
-        cells = [Text(c, no_wrap=True, overflow="ellipsis") if i < names else c for i, c in enumerate(row)]
-        table.add_row(*cells, style=styles[j] if styles else None)
-    return table
+) -> FitTable:
+    """A borderless table whose first ``names`` columns (long names) are shortened in the
+    middle when space is short, while the figures keep their full width; the ``left`` columns
+    after the names are short labels, left-aligned. Too narrow for that: one block per row."""
+    cols = [
+        Col(h, "name" if i < names else ("label" if i < names + left else "num"))
+        for i, h in enumerate(headers)
+    ]
+    return FitTable(cols, rows, title=title, row_styles=styles)
 
 
 def _short(text: str | None, width: int = 40) -> str:
     if not text:
         return ""
-    return text if len(text) <= width else text[: width - 1] + "…"
+    return shorten_middle(text, width)
 
 
 def render_terminal(result: OpsResult) -> RenderableType:

@@ -7,13 +7,14 @@ from rich.table import Table
 from rich.text import Text
 
 from traceinsight.analysis.overview import OverviewResult
+from traceinsight.render.fit import Col, FitTable
 from traceinsight.render.units import ns, pct, size
 
 
 def render_terminal(result: OverviewResult) -> RenderableType:
     head = Table.grid(padding=(0, 2))
     head.add_column(style="bold")
-    head.add_column()
+    head.add_column(overflow="fold")
     head.add_row("trace", f"{result.path} ({size(result.file_bytes)})")
     head.add_row("window", ns(result.window_ns))
     if result.steps:
@@ -34,14 +35,13 @@ def render_terminal(result: OverviewResult) -> RenderableType:
     head.add_row("recorded", ", ".join(extras) or "-")
     parts: list[RenderableType] = [head]
     if result.devices:
-        table = Table(box=None, pad_edge=False)
-        table.add_column("GPU", justify="right")
-        table.add_column("name")
-        table.add_column("kernels", justify="right")
-        table.add_column("busy", justify="right")
-        table.add_column("busy %", justify="right")
-        for dev in result.devices:
-            table.add_row(str(dev.device), dev.name or "?", f"{dev.kernels:,}", ns(dev.busy_ns), pct(dev.busy_pct))
+        table = FitTable(
+            [Col("GPU"), Col("name", "name"), Col("kernels"), Col("busy"), Col("busy %")],
+            [
+                (str(dev.device), dev.name or "?", f"{dev.kernels:,}", ns(dev.busy_ns), pct(dev.busy_pct))
+                for dev in result.devices
+            ],
+        )
         parts.append(table)
     else:
         parts.append(Text("no GPU activity in this trace (CPU-only capture?)", style="yellow"))

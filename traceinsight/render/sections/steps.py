@@ -2,34 +2,31 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.console import Group, RenderableType
-from rich.table import Table
 from rich.text import Text
 
 from traceinsight.analysis.steps import OTHER, PARTS, StepsResult
+from traceinsight.render.fit import Cell, Col, FitTable
 from traceinsight.render.units import ns, pct
 
 _SHORT = {"communication": "comm", "dataloader": "data", "cpu_exec": "cpu"}
 
 
 def render_terminal(result: StepsResult) -> RenderableType:
-    table = Table(box=None, pad_edge=False)
-    table.add_column("step", justify="right")
-    table.add_column("host", justify="right", no_wrap=True)
-    table.add_column("device", justify="right", no_wrap=True)
-    for part in (*PARTS, OTHER):
-        table.add_column(_SHORT.get(part, part), justify="right", no_wrap=True)
-    table.add_column("")
+    part_names = [_SHORT.get(part, part) for part in (*PARTS, OTHER)]
+    columns = [Col("step"), Col("host"), Col("device"), *(Col(p) for p in part_names), Col("", "label", optional=True)]
+    rows: list[Sequence[Cell]] = []
     for row in result.steps.iter_rows(named=True):
         dev = row["device_dur_ns"] or 0
         cells = [pct(100 * row[f"{p}_ns"] / dev, 0) if dev else "-" for p in (*PARTS, OTHER)]
         flag = "warm-up" if row["is_warmup"] else ("outlier" if row["is_outlier"] else "")
-        table.add_row(str(row["step"]), ns(row["host_dur_ns"]), ns(dev), *cells, Text(flag, style="yellow"))
-    stats = Table(box=None, pad_edge=False, title="over steps", title_justify="left")
-    for col in ("metric", "steps", "mean", "median", "p90", "min", "max", "CV"):
-        stats.add_column(col, justify="left" if col == "metric" else "right")
-    for row in result.stats.iter_rows(named=True):
-        stats.add_row(
+        rows.append((str(row["step"]), ns(row["host_dur_ns"]), ns(dev), *cells, Text(flag, style="yellow")))
+    table = FitTable(columns, rows)
+    stat_columns = [Col("metric", "label"), *(Col(c) for c in ("steps", "mean", "median", "p90", "min", "max", "CV"))]
+    stat_rows = [
+        (
             row["metric"].removesuffix("_ns").replace("_ns_", " ").replace("_", " "),
             str(row["steps"]),
             ns(row["mean_ns"]),
@@ -39,6 +36,9 @@ def render_terminal(result: StepsResult) -> RenderableType:
             ns(row["max_ns"]),
             f"{row['cv']:.3f}",
         )
+        for row in result.stats.iter_rows(named=True)
+    ]
+    stats = FitTable(stat_columns, stat_rows, title="over steps")
     notes: list[RenderableType] = []
     if result.warmup_step is not None:
         notes.append(Text(f"step {result.warmup_step} is a warm-up step (markedly slower than the rest)", style="yellow"))
