@@ -26,7 +26,6 @@ from traceinsight.analysis import steps as steps_analysis
 from traceinsight.analysis.base import AnalysisConfig, jsonable
 from traceinsight.analysis.breakdown import gpu_work
 from traceinsight.analysis.overview import analysis_window
-from traceinsight.analysis.report import analyze
 from traceinsight.trace.model import Trace
 
 WHOLE_TRACE_STEP = -1
@@ -258,7 +257,10 @@ def summarize(trace: Trace, rank: int | None = None, config: AnalysisConfig | No
     cfg = config or AnalysisConfig()
     meta = trace.meta
     info = meta.distributed or {}
-    # Through analyze(), the public entry, so that this keeps working however specs are run.
+    # Through analyze(), the public entry, so that this keeps working however specs are run
+    # (imported here: the registry imports the job specs, which import this module).
+    from traceinsight.analysis.report import analyze
+
     report = analyze(trace, cfg, only=["steps", "gaps"])
     step_result = report.sections["steps"]
     gap_result = report.sections["gaps"]
