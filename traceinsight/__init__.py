@@ -10,7 +10,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING
 
-from traceinsight.api import analyze, diff, load
+from traceinsight.api import analyze, compare, diff, load, load_job
 from traceinsight.version import __version__
 
 if TYPE_CHECKING:
@@ -20,6 +20,9 @@ if TYPE_CHECKING:
     from traceinsight.analysis.compile import CompileResult
     from traceinsight.analysis.diff import DiffResult
     from traceinsight.analysis.gaps import GapsResult
+    from traceinsight.analysis.job.report import JobReport
+    from traceinsight.analysis.job.series import SeriesResult
+    from traceinsight.engine.job import Job
     from traceinsight.analysis.kernels import KernelsResult
     from traceinsight.analysis.memory import MemoryResult
     from traceinsight.analysis.ops import OpsResult
@@ -40,6 +43,9 @@ _LAZY = {
     "BreakdownResult": "traceinsight.analysis.breakdown",
     "CompileResult": "traceinsight.analysis.compile",
     "GapsResult": "traceinsight.analysis.gaps",
+    "Job": "traceinsight.engine.job",
+    "JobReport": "traceinsight.analysis.job.report",
+    "SeriesResult": "traceinsight.analysis.job.series",
     "KernelsResult": "traceinsight.analysis.kernels",
     "MemoryResult": "traceinsight.analysis.memory",
     "OpsResult": "traceinsight.analysis.ops",
@@ -54,19 +60,24 @@ __all__ = [
     "CompileResult",
     "DiffResult",
     "GapsResult",
+    "Job",
+    "JobReport",
     "KernelsResult",
     "MemoryResult",
     "OpsResult",
     "OverviewResult",
     "Report",
     "Result",
+    "SeriesResult",
     "StepsResult",
     "Trace",
     "TraceMeta",
     "__version__",
     "analyze",
+    "compare",
     "diff",
     "load",
+    "load_job",
 ]
 
 

@@ -34,7 +34,7 @@ class RegistryError(RuntimeError):
 
 
 def _load() -> tuple[AnalysisSpec, ...]:
-    specs = []
+    specs: list[AnalysisSpec] = []
     for module_name in _MODULES:
         qualified = f"traceinsight.analysis.{module_name}"
         try:

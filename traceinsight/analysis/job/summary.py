@@ -25,7 +25,7 @@ from traceinsight.analysis import intervals
 from traceinsight.analysis import steps as steps_analysis
 from traceinsight.analysis.base import AnalysisConfig, jsonable
 from traceinsight.analysis.breakdown import gpu_work
-from traceinsight.analysis.overview import analysis_window
+from traceinsight.analysis.timeline import analysis_window
 from traceinsight.trace.model import Trace
 
 WHOLE_TRACE_STEP = -1
