@@ -129,6 +129,11 @@ def stragglers_by_step(report: JobReport) -> dict[int, int]:
     return {int(r["step"]): int(r["straggler"]) for r in per_step.iter_rows(named=True) if r["straggler"] is not None}
 
 
+def run_name(path: str) -> str:
+    """A run's file or directory name (the full paths are in the JSON's ``inputs``)."""
+    return path.rstrip("/").rsplit("/", 1)[-1] or path
+
+
 def series_table(result: SeriesResult) -> Table:
     rows = []
     for r in result.runs.iter_rows(named=True):
@@ -136,7 +141,7 @@ def series_table(result: SeriesResult) -> Table:
         rows.append(
             (
                 str(r["run"]),
-                str(r["path"]),
+                run_name(str(r["path"])),
                 str(r["steps"]),
                 ns(r["step_median_ns"]),
                 ns(r["step_mean_ns"]),
@@ -182,4 +187,4 @@ def series_headline(result: SeriesResult) -> str:
         return result.reason or "no run was analysed"
     fastest = result.fastest
     row = result.runs.filter(pl.col("run") == fastest).row(0, named=True)
-    return f"{result.runs.height} runs; fastest: run {fastest} ({row['path']}), median step {ns(row['step_median_ns'])}"
+    return f"{result.runs.height} runs; fastest: run {fastest} ({run_name(str(row['path']))}), median step {ns(row['step_median_ns'])}"
