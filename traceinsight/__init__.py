@@ -22,13 +22,13 @@ if TYPE_CHECKING:
     from traceinsight.analysis.gaps import GapsResult
     from traceinsight.analysis.job.report import JobReport
     from traceinsight.analysis.job.series import SeriesResult
-    from traceinsight.engine.job import Job
     from traceinsight.analysis.kernels import KernelsResult
     from traceinsight.analysis.memory import MemoryResult
     from traceinsight.analysis.ops import OpsResult
     from traceinsight.analysis.overview import OverviewResult
     from traceinsight.analysis.report import Report
     from traceinsight.analysis.steps import StepsResult
+    from traceinsight.engine.job import Job
     from traceinsight.trace.model import Trace, TraceMeta
 
 # Public names resolved on first use, so that importing the package does not load polars.

@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Union, overload
 
 if TYPE_CHECKING:
     from traceinsight.analysis.base import AnalysisConfig
+    from traceinsight.analysis.diff import DiffResult
     from traceinsight.analysis.job.report import JobReport
     from traceinsight.analysis.job.series import SeriesResult
-    from traceinsight.engine.job import Job
-    from traceinsight.analysis.diff import DiffResult
     from traceinsight.analysis.report import Report
+    from traceinsight.engine.job import Job
     from traceinsight.trace.model import Trace
 
 __all__ = ["PathOrTrace", "analyze", "compare", "diff", "load", "load_job"]

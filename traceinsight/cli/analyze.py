@@ -19,7 +19,7 @@ def analyze_command(
         typer.Argument(help="Kineto trace (.json / .json.gz); several files, a directory or a glob: the ranks of a job", metavar="TRACE..."),
     ],
     format: Annotated[
-        str, typer.Option("--format", "-f", help="terminal, json, md (Markdown) or html (self-contained page with plots)")
+        str, typer.Option("--format", "-f", help="terminal, json, md (Markdown) or html (self-contained page with plots); a job also perfetto")
     ] = "terminal",
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the report to this file instead of stdout")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite the --output file if it exists")] = False,

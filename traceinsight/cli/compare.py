@@ -55,6 +55,8 @@ def analyze_job_cli(
     from traceinsight.render.formats import check
 
     fmt_checked = check("job", fmt)
+    if fmt_checked == "perfetto" and output is None:
+        raise UsageError("-f perfetto writes a binary file: give it with -o FILE.pftrace")
     _engine_options(engine, jobs)
     select_job_sections(only)
     assert isinstance(config, AnalysisConfig)
@@ -65,7 +67,13 @@ def analyze_job_cli(
 
         raise TraceInsightError(f"no rank of {job.spec.name or traces[0]} could be analysed: {job.failed[0].path}: {job.failed[0].error}")
     report = job.analyze(only=only)
-    emit(report, fmt_checked, output)
+    if fmt_checked == "perfetto":
+        from traceinsight.cli.output import write_output
+        from traceinsight.render.formats import perfetto_job
+
+        write_output(perfetto_job(report), output, force=True)
+    else:
+        emit(report, fmt_checked, output)
     if job.failed:
         _warn_partial([f"rank {f.rank}: " + (f.error if f.path in f.error else f"{f.path}: {f.error}") for f in job.failed])
         raise typer.Exit(EXIT_PARTIAL)

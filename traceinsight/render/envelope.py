@@ -38,7 +38,7 @@ Document = Report | DiffResult | GapsListing | BoundListing | CompileReport | Qu
 _REPORT_HEADER_KEYS = ("schema_version", "traceinsight_version", "trace", "sections")
 
 
-def _header(kind: Kind, inputs: dict[str, str], options: dict[str, Any], sections: list[str]) -> dict[str, Any]:
+def _header(kind: Kind, inputs: dict[str, str | list[str]], options: dict[str, Any], sections: list[str]) -> dict[str, Any]:
     return {
         "schema_version": ENVELOPE_SCHEMA_VERSION,
         "traceinsight_version": __version__,

@@ -38,7 +38,7 @@ FORMATS: dict[Kind, tuple[Format, ...]] = {
     "bound": ("terminal", "json"),
     "compile": ("terminal", "json"),
     "sql": ("terminal", "csv", "json"),
-    "job": ("terminal", "json", "md", "html"),
+    "job": ("terminal", "json", "md", "html", "perfetto"),
     "series": ("terminal", "json", "md", "html"),
 }
 
@@ -192,6 +192,13 @@ def perfetto(trace: Trace, report: Report | None = None) -> bytes:
     from traceinsight.render.perfetto_export import export_perfetto
 
     return export_perfetto(trace, report)
+
+
+def perfetto_job(report: JobReport) -> bytes:
+    """A job's ranks as one Perfetto ``.pftrace``: one process per rank on a common clock."""
+    from traceinsight.render.perfetto_job import export_job_perfetto
+
+    return export_job_perfetto(report)
 
 
 def write_atomic(content: str | bytes, path: Path) -> None:

@@ -12,7 +12,7 @@ from traceinsight.render.markdown import md_table
 def _section(table: Table) -> list[str]:
     out = [f"## {table.title}", ""]
     if table.rows:
-        out.extend([md_table(table.columns, table.rows), ""])
+        out.extend([md_table(table.columns, list(table.rows)), ""])
     if table.note:
         out.extend([f"_{table.note}_", ""])
     return out

@@ -3,6 +3,7 @@ HTML renderers of jobs lay these out and add nothing of their own to the numbers
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import polars as pl
@@ -11,7 +12,7 @@ from traceinsight.analysis.job.report import JobReport
 from traceinsight.analysis.job.series import SeriesResult
 from traceinsight.render.units import ns, pct
 
-Rows = list[tuple[str, ...]]
+Rows = Sequence[tuple[str, ...]]
 
 
 @dataclass(frozen=True)

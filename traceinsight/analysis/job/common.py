@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+
 import polars as pl
 
 from traceinsight.analysis.job.summary import RankSummary

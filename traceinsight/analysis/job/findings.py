@@ -14,7 +14,14 @@ from typing import ClassVar
 
 import polars as pl
 
-from traceinsight.analysis.findings.model import Confidence, Evidence, Finding, FindingsResult, Pool, RegionEvidence
+from traceinsight.analysis.findings.model import (
+    Confidence,
+    Evidence,
+    Finding,
+    FindingsResult,
+    Pool,
+    RegionEvidence,
+)
 from traceinsight.analysis.job import collectives, ranks, stragglers
 from traceinsight.analysis.job.common import MATERIAL_NS, MATERIAL_SHARE, share
 

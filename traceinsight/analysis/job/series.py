@@ -16,7 +16,13 @@ import polars as pl
 
 from traceinsight.analysis import stats
 from traceinsight.analysis.base import AnalysisConfig, Result
-from traceinsight.analysis.job.summary import IDLE_CAUSES, KERNEL_MIX_SCHEMA, STEP_PARTS, STEP_SCHEMA, RankSummary
+from traceinsight.analysis.job.summary import (
+    IDLE_CAUSES,
+    KERNEL_MIX_SCHEMA,
+    STEP_PARTS,
+    STEP_SCHEMA,
+    RankSummary,
+)
 
 BREAKDOWN = tuple(f"part_{p}_ns" for p in STEP_PARTS)
 ROW_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
