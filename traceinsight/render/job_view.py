@@ -81,7 +81,7 @@ def wait_table(report: JobReport) -> Table:
         for r in w.per_rank.iter_rows(named=True)
     ]
     kinds = "; ".join(
-        f"{r['collective']} ×{r['count']}: bus {r['busbw_median_gbps'] or 0:.0f} GB/s median"
+        f"{r['collective']} ×{r['count']}" + (f": bus {r['busbw_median_gbps']:.0f} GB/s median" if r["busbw_median_gbps"] else "")
         for r in w.by_kind.iter_rows(named=True)
     )
     note = f"matched by {w.matched_by}" + (f"; {kinds}" if kinds else "") if w.available else (w.reason or "")

@@ -29,6 +29,8 @@ from traceinsight.analysis.timeline import analysis_window
 from traceinsight.trace.model import Trace
 
 WHOLE_TRACE_STEP = -1
+# Host spans of a collective of a c10d backend: "gloo:all_reduce", "mpi:broadcast", ...
+HOST_COLLECTIVE = r"^(gloo|mpi|ucc|nccl|xccl):(\w+)$"
 IDLE_CAUSES = gaps_analysis.CAUSES
 STEP_PARTS = (*steps_analysis.PARTS, steps_analysis.OTHER)
 
@@ -189,10 +191,18 @@ def collectives(trace: Trace, windows: pl.DataFrame) -> tuple[pl.DataFrame, int]
             "comm_dtype", "group_size", "process_group", pl.lit(None, pl.Int64).alias("seq_num"), "step",
         )
     else:
+        # gloo (and a c10d backend without record_param_comms) leaves only its host spans,
+        # named "<backend>:<collective>" (e.g. "gloo:all_reduce").
+        host_named = name.str.extract(HOST_COLLECTIVE, 2)
         host = trace.events.filter(
-            pl.col("collective_name").is_not_null() & (pl.col("kind").cast(pl.String) == "cpu_op")
+            pl.col("kind").cast(pl.String).is_in(["cpu_op", "user_annotation"])
+            & (pl.col("collective_name").is_not_null() | host_named.is_not_null())
         )
-        rows = host.select(
+        if host.filter(pl.col("collective_name").is_not_null()).height:
+            host = host.filter(pl.col("collective_name").is_not_null() & (pl.col("kind").cast(pl.String) == "cpu_op"))
+        rows = host.with_columns(
+            pl.col("collective_name").cast(pl.String).fill_null(host_named.str.replace_all("_", "")).alias("collective_name")
+        ).select(
             "ts_ns", "end_ns", "name", "collective_name", "in_msg_nelems", "out_msg_nelems",
             "comm_dtype", "group_size", "process_group", pl.lit(None, pl.Int64).alias("seq_num"), "step",
         )
