@@ -96,7 +96,7 @@ def test_compare_the_sweep(capsys: pytest.CaptureFixture[str]) -> None:
     data = json.loads(out)
     assert data["kind"] == "series" and data["inputs"]["runs"] == SWEEP
     runs = data["series"]["runs"]
-    assert [r["verdict"] for r in runs][0] == "baseline"
+    assert len(runs) == 4 and runs[0]["verdict"] == "baseline"
     assert runs[3]["step_median_ns"] > 4 * runs[0]["step_median_ns"]  # 4096³ GEMMs
     assert all(r["top_findings"] for r in runs)
 
