@@ -6,7 +6,7 @@ import os
 
 import nox
 
-nox.options.sessions = ["lint", "typecheck", "tests"]
+nox.options.sessions = ["lint", "typecheck", "tests", "ray"]
 nox.options.reuse_existing_virtualenvs = False
 
 # The capture tests need torch; the CPU build is enough (set TRACEINSIGHT_TORCH_SPEC to
@@ -20,6 +20,15 @@ def tests(session: nox.Session) -> None:
     """The test suite (CPU only; GPU tests are skipped without CUDA)."""
     session.install("-e", ".[dev,docs]", TORCH_SPEC, "nvidia-ml-py")
     session.run("python", "-m", "pytest", *session.posargs)
+
+
+@nox.session
+def ray(session: nox.Session) -> None:
+    """The Ray engine on a local Ray (the ``ray`` extra): the same results as the process pool."""
+    session.install("-e", ".[dev,ray]")
+    # Here a missing Ray is a failure, not a skip.
+    session.env["TRACEINSIGHT_REQUIRE_RAY"] = "1"
+    session.run("python", "-m", "pytest", "tests/test_engine.py", *session.posargs)
 
 
 @nox.session

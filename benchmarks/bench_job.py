@@ -4,7 +4,11 @@ Each measurement runs in a fresh Python process and reports its wall time and it
 (``resource.getrusage(RUSAGE_SELF)``: the parent only, not its workers). The Parquet cache is
 off, so every rank is decoded from JSON. Usage:
 
-    python benchmarks/bench_job.py --ranks 32 [--ray 8,32,128,256]
+    python benchmarks/bench_job.py --ranks 32 [--ray 8,64,256] [--ray-source FILE]
+
+The pool comparison uses ranks made from ``ddp_train.rank0`` (1.2 MB); the Ray scaling curve
+uses small ranks made from ``job_balanced.rank0`` (100 KB) unless ``--ray-source`` says
+otherwise, so that 256 ranks fit in minutes on a small machine. ``--no-pool`` skips the pool.
 """
 
 from __future__ import annotations
@@ -60,25 +64,35 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--source", type=Path, default=ROOT / "sample_traces" / "ddp_train.rank0.json.gz")
     parser.add_argument("--ranks", type=int, default=32)
-    parser.add_argument("--ray", default="", help="rank counts for the Ray run, e.g. 8,32,128,256")
+    parser.add_argument("--ray", default="", help="rank counts for the Ray run, e.g. 8,64,256")
+    parser.add_argument("--ray-source", type=Path, default=ROOT / "sample_traces" / "job_balanced.rank0.json.gz")
+    parser.add_argument("--no-pool", action="store_true", help="only the Ray runs")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        job_dir = Path(tmp) / f"job{args.ranks}"
-        files = make(args.source, job_dir, args.ranks, 50.0, 1, 1.3)
-        one = child("one", str(files[0]), 1)
-        print(f"one rank in-process: {one['wall_s']:.2f} s, parent peak RSS {one['maxrss_mb']:.0f} MB")
-        results = {}
-        for jobs in (1, 2):
-            r = child("pool", str(job_dir), jobs)
-            results[jobs] = r
-            print(f"{r['ranks']} ranks, --jobs {jobs}: {r['wall_s']:.2f} s, parent peak RSS {r['maxrss_mb']:.0f} MB "
-                  f"({r['maxrss_mb'] / one['maxrss_mb']:.2f}x one rank)")
-        print(f"jobs 2 / jobs 1 time: {results[2]['wall_s'] / results[1]['wall_s']:.2f}")
+        if not args.no_pool:
+            pool(args.source, Path(tmp), args.ranks)
         for n in [int(x) for x in args.ray.split(",") if x]:
             ray_dir = Path(tmp) / f"ray{n}"
-            make(args.source, ray_dir, n, 50.0, 1, 1.3)
+            make(args.ray_source, ray_dir, n, 50.0, 1, 1.3)
             r = child("ray", str(ray_dir), 2)
-            print(f"ray, {n} ranks: {r['wall_s']:.2f} s, {1000 * r['wall_s'] / n:.0f} ms per rank, parent peak RSS {r['maxrss_mb']:.0f} MB")
+            print(f"ray, {n} ranks of {args.ray_source.name}: {r['wall_s']:.2f} s, {1000 * r['wall_s'] / n:.0f} ms per rank, "
+                  f"parent peak RSS {r['maxrss_mb']:.0f} MB", flush=True)
+
+
+def pool(source: Path, tmp: Path, ranks: int) -> None:
+    from make_job import make
+
+    job_dir = tmp / f"job{ranks}"
+    files = make(source, job_dir, ranks, 50.0, 1, 1.3)
+    one = child("one", str(files[0]), 1)
+    print(f"one rank in-process: {one['wall_s']:.2f} s, parent peak RSS {one['maxrss_mb']:.0f} MB", flush=True)
+    results = {}
+    for jobs in (1, 2):
+        r = child("pool", str(job_dir), jobs)
+        results[jobs] = r
+        print(f"{r['ranks']} ranks, --jobs {jobs}: {r['wall_s']:.2f} s, parent peak RSS {r['maxrss_mb']:.0f} MB "
+              f"({r['maxrss_mb'] / one['maxrss_mb']:.2f}x one rank)", flush=True)
+    print(f"jobs 2 / jobs 1 time: {results[2]['wall_s'] / results[1]['wall_s']:.2f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -59,7 +59,8 @@ def generate() -> str:
         "`--version` prints the version.",
         "",
         "Exit codes: 0 ok, 1 data or user error, 2 usage error, 3 regression found by "
-        "`diff --fail-on-regression`.",
+        "`diff --fail-on-regression`, 4 partial: a job or series was analysed but some of its "
+        "files could not be (each named on stderr; see [jobs](jobs.md)).",
         "",
         "`--format json` writes the same envelope for every command (`schema_version`, "
         "`traceinsight_version`, `kind`, `inputs`, `options`, `sections`, then the results): see "

@@ -192,7 +192,7 @@ def test_ddp_findings_and_json(ddp_job: Any) -> None:
     report = ddp_job.analyze()
     ids = [f.id for f in report.findings]
     assert ids[0] == "rank_straggler"
-    assert report.findings[0].evidence["rank"] == 1
+    assert report.findings[0].evidence.rank == 1
     assert "collective_wait" in ids
     assert [f.saving_ns for f in report.findings] == sorted((f.saving_ns for f in report.findings), reverse=True)
     text = json.dumps(report.to_dict(), allow_nan=False)
@@ -218,7 +218,7 @@ def test_handmade_straggler_is_named_with_data_loading(straggler_job: list[str])
     assert report.stragglers.straggler == 2
     assert report.stragglers.reason == "data_loading"
     finding = next(f for f in report.findings if f.id == "rank_straggler")
-    assert finding.evidence["rank"] == 2
+    assert finding.evidence.rank == 2
     # the others wait ~300 µs per all-reduce; rank 2 does not
     waits = {r["rank"]: r["wait_ns"] for r in report.collective_wait.per_rank.to_dicts()}
     assert waits[2] == 0

@@ -10,7 +10,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING
 
-from traceinsight.api import analyze, diff, load
+from traceinsight.api import analyze, compare, diff, load, load_job
 from traceinsight.version import __version__
 
 if TYPE_CHECKING:
@@ -20,12 +20,15 @@ if TYPE_CHECKING:
     from traceinsight.analysis.compile import CompileResult
     from traceinsight.analysis.diff import DiffResult
     from traceinsight.analysis.gaps import GapsResult
+    from traceinsight.analysis.job.report import JobReport
+    from traceinsight.analysis.job.series import SeriesResult
     from traceinsight.analysis.kernels import KernelsResult
     from traceinsight.analysis.memory import MemoryResult
     from traceinsight.analysis.ops import OpsResult
     from traceinsight.analysis.overview import OverviewResult
     from traceinsight.analysis.report import Report
     from traceinsight.analysis.steps import StepsResult
+    from traceinsight.engine.job import Job
     from traceinsight.trace.model import Trace, TraceMeta
 
 # Public names resolved on first use, so that importing the package does not load polars.
@@ -40,6 +43,9 @@ _LAZY = {
     "BreakdownResult": "traceinsight.analysis.breakdown",
     "CompileResult": "traceinsight.analysis.compile",
     "GapsResult": "traceinsight.analysis.gaps",
+    "Job": "traceinsight.engine.job",
+    "JobReport": "traceinsight.analysis.job.report",
+    "SeriesResult": "traceinsight.analysis.job.series",
     "KernelsResult": "traceinsight.analysis.kernels",
     "MemoryResult": "traceinsight.analysis.memory",
     "OpsResult": "traceinsight.analysis.ops",
@@ -54,19 +60,24 @@ __all__ = [
     "CompileResult",
     "DiffResult",
     "GapsResult",
+    "Job",
+    "JobReport",
     "KernelsResult",
     "MemoryResult",
     "OpsResult",
     "OverviewResult",
     "Report",
     "Result",
+    "SeriesResult",
     "StepsResult",
     "Trace",
     "TraceMeta",
     "__version__",
     "analyze",
+    "compare",
     "diff",
     "load",
+    "load_job",
 ]
 
 

@@ -1,4 +1,6 @@
-"""The public Python API: ``load`` a trace, ``analyze`` it, ``diff`` two runs.
+"""The public Python API: ``load`` a trace, ``analyze`` it, ``diff`` two runs; ``load_job``
+the ranks of a distributed run (``analyze(job)`` runs the cross-rank analyses) and
+``compare`` a series of runs.
 
 Each function takes a path or an already loaded :class:`~traceinsight.trace.model.Trace`.
 Imports are lazy so that ``import traceinsight`` stays light (and ``traceinsight.capture``
@@ -8,16 +10,19 @@ works where polars is absent).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Union
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Union, overload
 
 if TYPE_CHECKING:
     from traceinsight.analysis.base import AnalysisConfig
     from traceinsight.analysis.diff import DiffResult
+    from traceinsight.analysis.job.report import JobReport
+    from traceinsight.analysis.job.series import SeriesResult
     from traceinsight.analysis.report import Report
+    from traceinsight.engine.job import Job
     from traceinsight.trace.model import Trace
 
-__all__ = ["PathOrTrace", "analyze", "diff", "load"]
+__all__ = ["PathOrTrace", "analyze", "compare", "diff", "load", "load_job"]
 
 PathOrTrace = Union["Trace", str, "os.PathLike[str]"]
 
@@ -38,6 +43,59 @@ def _as_trace(value: PathOrTrace, *, cache: bool) -> Trace:
     return value if isinstance(value, Trace) else load(value, cache=cache)
 
 
+def load_job(
+    source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    *,
+    jobs: int | None = None,
+    engine: str = "local",
+    address: str | None = None,
+    config: AnalysisConfig | None = None,
+    allow_missing: bool = False,
+    cache: bool = True,
+) -> Job:
+    """The ranks of one distributed run (a directory, a glob, files or URLs), each analysed
+    where it is (``engine``: "local" process pool of ``jobs`` workers, "ray", "serial").
+
+    The :class:`~traceinsight.engine.job.Job` holds one small summary per rank; ``job.scan``
+    and ``job.sql`` read every rank's frames lazily (with a ``rank`` column) from the cache.
+    """
+    from traceinsight.engine.job import load_job as load_ranks
+
+    return load_ranks(
+        source, jobs=jobs, engine=engine, address=address, config=config, allow_missing=allow_missing, cache=cache
+    )
+
+
+def compare(
+    runs: Sequence[str | os.PathLike[str] | Sequence[str | os.PathLike[str]]],
+    *,
+    jobs: int | None = None,
+    engine: str = "local",
+    address: str | None = None,
+    config: AnalysisConfig | None = None,
+    cache: bool = True,
+) -> SeriesResult:
+    """Two or more runs (trace files or jobs) side by side, each against the first with the
+    statistics ``diff`` uses: a :class:`~traceinsight.analysis.job.series.SeriesResult`."""
+    import traceinsight.render  # noqa: F401
+    from traceinsight.engine.job import load_series
+
+    return load_series(runs, jobs=jobs, engine=engine, address=address, config=config, cache=cache)
+
+
+@overload
+def analyze(
+    trace: Job,
+    config: AnalysisConfig | None = None,
+    *,
+    only: Iterable[str] | None = None,
+    skip: Iterable[str] | None = None,
+    on_section: Callable[[str], None] | None = None,
+    cache: bool = True,
+) -> JobReport: ...
+
+
+@overload
 def analyze(
     trace: PathOrTrace,
     config: AnalysisConfig | None = None,
@@ -46,14 +104,30 @@ def analyze(
     skip: Iterable[str] | None = None,
     on_section: Callable[[str], None] | None = None,
     cache: bool = True,
-) -> Report:
-    """Run every registered analysis (or the ``only`` / not ``skip`` ones) over a trace.
+) -> Report: ...
+
+
+def analyze(
+    trace: PathOrTrace | Job,
+    config: AnalysisConfig | None = None,
+    *,
+    only: Iterable[str] | None = None,
+    skip: Iterable[str] | None = None,
+    on_section: Callable[[str], None] | None = None,
+    cache: bool = True,
+) -> Report | JobReport:
+    """Run every registered analysis (or the ``only`` / not ``skip`` ones) over a trace, or
+    the job analyses over a :class:`Job` from :func:`load_job`.
 
     The :class:`Report` displays itself in notebooks and renders to Markdown and HTML.
     """
     # Registers the notebook display functions (Report._repr_html_ and friends).
     import traceinsight.render  # noqa: F401
     from traceinsight.analysis.report import analyze as analyze_trace
+    from traceinsight.engine.job import Job
+
+    if isinstance(trace, Job):
+        return trace.analyze(config, only=list(only) if only is not None else None)
 
     return analyze_trace(_as_trace(trace, cache=cache), config, only=only, skip=skip, on_section=on_section)
 

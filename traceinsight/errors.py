@@ -8,6 +8,7 @@ EXIT_OK = 0
 EXIT_DATA_ERROR = 1
 EXIT_USAGE = 2
 EXIT_REGRESSION = 3
+EXIT_PARTIAL = 4  # a job or series was analysed, but some of its files could not be
 
 
 class TraceInsightError(Exception):

@@ -1,7 +1,9 @@
 """The analyses ``traceinsight analyze`` composes, in report order.
 
-The CLI, the docs and the parametrised tests iterate over ``ANALYSES``; an analysis joins
-the report by exposing ``SPEC`` in its module and being named here. The specs' ``requires``
+The CLI, the docs and the parametrised tests iterate over ``ANALYSES`` (the single-trace
+specs); ``JOB_ANALYSES`` are the ``kind="job"`` specs of the same registry, run over the ranks
+of a job. An analysis joins by exposing ``SPEC`` (or ``SPECS``) in its module and being named
+here. The specs' ``requires``
 are checked when this module loads: an unknown name or a cycle fails at import, not mid-run.
 """
 
@@ -22,6 +24,8 @@ _MODULES = (
     "bound",
     "compile",
     "findings",
+    # Cross-rank analyses (kind="job"): they take a job's rank summaries in place of a trace.
+    "job.specs",
 )
 
 
@@ -30,7 +34,7 @@ class RegistryError(RuntimeError):
 
 
 def _load() -> tuple[AnalysisSpec, ...]:
-    specs = []
+    specs: list[AnalysisSpec] = []
     for module_name in _MODULES:
         qualified = f"traceinsight.analysis.{module_name}"
         try:
@@ -39,7 +43,7 @@ def _load() -> tuple[AnalysisSpec, ...]:
             if exc.name == qualified:
                 continue  # not part of this build
             raise
-        specs.append(module.SPEC)
+        specs.extend(getattr(module, "SPECS", None) or (module.SPEC,))
     return tuple(specs)
 
 
@@ -89,12 +93,17 @@ def closure(names: tuple[str, ...] | list[str]) -> tuple[str, ...]:
     return tuple(n for n in RUN_ORDER if n in wanted)
 
 
-ANALYSES: tuple[AnalysisSpec, ...] = _load()
-RUN_ORDER: tuple[str, ...] = topological_order(ANALYSES)
+# Every registered spec, single-trace and job alike: one registry, one dependency graph.
+SPECS: tuple[AnalysisSpec, ...] = _load()
+RUN_ORDER: tuple[str, ...] = topological_order(SPECS)
+# The single-trace view, what ``analyze TRACE`` runs and shows.
+ANALYSES: tuple[AnalysisSpec, ...] = tuple(s for s in SPECS if s.kind == "trace")
+# The job view, what ``analyze`` runs over the ranks of a job (``analysis.job_runner``).
+JOB_ANALYSES: tuple[AnalysisSpec, ...] = tuple(s for s in SPECS if s.kind == "job")
 
 
 def get(name: str) -> AnalysisSpec:
-    for spec in ANALYSES:
+    for spec in SPECS:
         if spec.name == name:
             return spec
     raise KeyError(name)

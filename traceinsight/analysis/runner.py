@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from traceinsight.analysis.base import AnalysisConfig, Inputs, Result
 from traceinsight.analysis.registry import closure, get
@@ -45,4 +46,18 @@ def run_closure(
             if errors is None:
                 raise
             errors[name] = exc
+    return results
+
+
+def run_job_closure(job: Any, config: AnalysisConfig, names: Iterable[str]) -> dict[str, Result]:
+    """Results of the ``kind="job"`` analyses ``names`` and of what they require, over ``job``
+    (its rank summaries), each once, in dependency order. Single-trace specs are refused."""
+    results: dict[str, Result] = {}
+    for name in closure(tuple(names)):
+        spec = get(name)
+        if spec.kind != "job":
+            raise ValueError(f"analysis {name!r} runs over one trace, not over a job")
+        inputs = Inputs({r: results[r] for r in spec.requires if r in results})
+        # A job spec's run takes the job in the trace's place (see analysis.job.specs).
+        results[name] = spec.run(job, config, inputs)
     return results

@@ -1,4 +1,5 @@
-"""``traceinsight analyze TRACE``: every registered analysis as one report."""
+"""``traceinsight analyze TRACE...``: every registered analysis as one report; several rank
+traces (files, a directory or a glob) are analysed as a job (``cli/compare.py``)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,12 @@ from traceinsight.errors import UsageError
 
 @app.command("analyze")
 def analyze_command(
-    trace: Annotated[Path, typer.Argument(help="Kineto trace: .json or .json.gz")],
+    traces: Annotated[
+        list[str],
+        typer.Argument(help="Kineto trace (.json / .json.gz); several files, a directory or a glob: the ranks of a job", metavar="TRACE..."),
+    ],
     format: Annotated[
-        str, typer.Option("--format", "-f", help="terminal, json, md (Markdown) or html (self-contained page with plots)")
+        str, typer.Option("--format", "-f", help="terminal, json, md (Markdown) or html (self-contained page with plots); a job also perfetto")
     ] = "terminal",
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the report to this file instead of stdout")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite the --output file if it exists")] = False,
@@ -31,15 +35,25 @@ def analyze_command(
     devices: Annotated[
         Path | None, typer.Option("--devices", help="TOML file with a \\[device] table of peaks (see docs/bound.md)")
     ] = None,
+    jobs: Annotated[int | None, typer.Option("--jobs", "-j", help="Job: worker processes (default: one per core)")] = None,
+    engine: Annotated[str, typer.Option("--engine", help="Job: local (process pool), ray, or serial")] = "local",
+    address: Annotated[
+        str | None, typer.Option("--address", help="Job: Ray cluster address (default: RAY_ADDRESS, else a local Ray)")
+    ] = None,
 ) -> None:
     """Analyse a trace: a verdict, then where the GPU time goes, idle gaps, steps and more.
 
     Sections: overview, device time breakdown, idle gaps and their causes, steps, operators,
-    kernels, memory, bound regions and torch.compile.
+    kernels, memory, bound regions and torch.compile. Several rank traces: the job analyses
+    (per-rank table, stragglers, collective wait, job findings); exit code 4 when some rank
+    could not be read.
     """
+    from traceinsight.cli.compare import analyze_job_cli, is_job_input
     from traceinsight.render.formats import check, render, show
 
-    fmt = check("report", format)
+    job = is_job_input(traces)
+    fmt = check("job" if job else "report", format)
+    trace = Path(traces[0])
     from traceinsight.analysis.base import AnalysisConfig
     from traceinsight.analysis.report import analyze, select_sections
     from traceinsight.cli.output import check_writable, write_output
@@ -47,7 +61,8 @@ def analyze_command(
     from traceinsight.render.units import size
     from traceinsight.trace.loader import load
 
-    select_sections(only, skip)  # reject unknown names before the (slow) load
+    if not job:
+        select_sections(only, skip)  # reject unknown names before the (slow) load
     if output is not None:
         check_writable(output, force=force)
     if gap_threshold_us < 0:
@@ -61,6 +76,10 @@ def analyze_command(
         peak_bw_tbps=peak_bw,
         devices_toml=str(devices) if devices is not None else None,
     )
+    if job:
+        analyze_job_cli(traces, fmt=fmt, output=output, only=only, jobs=jobs, engine=engine,
+                        address=address, config=config, cache=not no_cache)
+        return
     with phases(wants_progress(trace)) as phase:
         file_size = trace.stat().st_size if trace.exists() else 0
         phase(f"reading {trace.name} ({size(file_size)})")

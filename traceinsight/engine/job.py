@@ -18,10 +18,12 @@ from typing import Any
 import polars as pl
 
 from traceinsight.analysis.base import AnalysisConfig
+from traceinsight.analysis.job.report import JobReport, analyze_job
+from traceinsight.analysis.job.series import RunSummary, SeriesResult
 from traceinsight.analysis.job.summary import RankSummary, summarize
 from traceinsight.engine.run import Engine, TaskOutcome, run_per_rank
 from traceinsight.errors import TraceInsightError, UsageError
-from traceinsight.trace.discover import JobSpec, RankFile, discover, fetch
+from traceinsight.trace.discover import TRACE_SUFFIXES, JobSpec, RankFile, discover, fetch, is_url
 from traceinsight.trace.schema import FRAME_SCHEMAS
 
 
@@ -101,11 +103,9 @@ class Job:
         tables = {name: self.scan(name) for name in FRAME_SCHEMAS}
         return pl.SQLContext(tables, eager=eager).execute(query)
 
-    def analyze(self, config: AnalysisConfig | None = None) -> Any:
-        """Every cross-rank analysis over this job (a :class:`JobReport`)."""
-        from traceinsight.analysis.job.report import analyze_job
-
-        return analyze_job(list(self.summaries), config or self.config, failed=self.failed)
+    def analyze(self, config: AnalysisConfig | None = None, *, only: Sequence[str] | None = None) -> JobReport:
+        """The job sections (registry specs of ``kind="job"``) over this job: a :class:`JobReport`."""
+        return analyze_job(list(self.summaries), config or self.config, failed=self.failed, only=only)
 
     def __repr__(self) -> str:
         failed = f", failed={[f.rank for f in self.failed]}" if self.failed else ""
@@ -141,23 +141,75 @@ def load_job(
     return Job(spec=spec, summaries=summaries, failed=failed, config=cfg)
 
 
+TOP_FINDINGS = 3
+
+
+def _titles(findings: Sequence[Any]) -> tuple[str, ...]:
+    return tuple(f"{f.title} ({f.saving_pct:.0f} %)" for f in list(findings)[:TOP_FINDINGS])
+
+
+def summarize_run(rank_file: RankFile, config: AnalysisConfig | None = None, cache: bool = True) -> RunSummary:
+    """One single-trace run of a series: its summary and its top findings; runs in a worker."""
+    from traceinsight.analysis.findings.model import FindingsResult
+    from traceinsight.analysis.report import analyze
+    from traceinsight.trace.loader import load
+
+    trace = load(fetch(rank_file.path), cache=cache)
+    summary = replace(summarize(trace, rank=rank_file.rank, config=config), path=rank_file.path)
+    found = analyze(trace, config, only=["findings"]).sections.get("findings")
+    titles = _titles(found.findings) if isinstance(found, FindingsResult) else ()
+    return RunSummary(summary, ranks=1, findings=titles)
+
+
+def is_single_trace(run: str | os.PathLike[str]) -> bool:
+    """A run given as one existing trace file (or one URL); anything else is a job."""
+    text = os.fspath(run)
+    return is_url(text) or (Path(text).is_file() and text.endswith(TRACE_SUFFIXES))
+
+
 def load_series(
-    paths: Sequence[str | os.PathLike[str]],
+    runs: Sequence[str | os.PathLike[str] | Sequence[str | os.PathLike[str]]],
     *,
     jobs: int | None = None,
     engine: Engine | str = "local",
     address: str | None = None,
     config: AnalysisConfig | None = None,
     timeout_s: float | None = None,
-) -> Any:
-    """Several runs (one trace each, in the order given) compared with the first: a
-    :class:`SeriesResult`. Runs that fail to load are left out with a warning in ``reason``."""
-    from traceinsight.analysis.job.series import analyze as analyze_series
+    cache: bool = True,
+) -> SeriesResult:
+    """Several runs compared with the first, in the order given: a :class:`SeriesResult`.
 
-    files = [RankFile(os.fspath(p), i, rank_from="order") for i, p in enumerate(paths)]
+    A run is a trace file, or a job (a directory, a glob or a list of rank files), merged
+    across its ranks. Runs that cannot be read are left out and listed in ``failed``."""
+    from traceinsight.analysis.job.series import analyze as analyze_series
+    from traceinsight.analysis.job.series import merge_ranks
+
     cfg = config or AnalysisConfig()
-    work = functools.partial(summarize_file, config=cfg)
-    outcomes = run_per_rank(files, work, engine=engine, jobs=jobs, address=address, timeout_s=timeout_s)
-    result = analyze_series([o.value for o in outcomes if o.value is not None], cfg)
-    failed = [f"{files[o.index].path}: {o.error}" for o in outcomes if o.value is None]
-    return replace(result, reason="; ".join(failed)) if failed else result
+    singles = [
+        (i, RankFile(os.fspath(run), i, rank_from="order"))
+        for i, run in enumerate(runs)
+        if isinstance(run, (str, os.PathLike)) and is_single_trace(run)
+    ]
+    work = functools.partial(summarize_run, config=cfg, cache=cache)
+    outcomes = run_per_rank([f for _, f in singles], work, engine=engine, jobs=jobs, address=address, timeout_s=timeout_s)
+    found: dict[int, RunSummary] = {}
+    failed: list[str] = []
+    for (i, f), outcome in zip(singles, outcomes, strict=True):
+        if outcome.value is not None:
+            found[i] = outcome.value
+        else:
+            failed.append(f"{f.path}: {outcome.error}")
+    for i, run in enumerate(runs):
+        if i in found or any(i == j for j, _ in singles):
+            continue
+        job = load_job(run, jobs=jobs, engine=engine, address=address, config=cfg, timeout_s=timeout_s, cache=cache)
+        failed.extend(f"{f.path}: {f.error}" for f in job.failed)
+        if not job.summaries:
+            continue
+        report = job.analyze()
+        label = os.fspath(run) if isinstance(run, (str, os.PathLike)) else (job.spec.name or job.spec.paths[0])
+        found[i] = RunSummary(merge_ranks(job.summaries, label), ranks=len(job.summaries), findings=_titles(report.findings))
+    result = analyze_series([found[i] for i in sorted(found)], cfg)
+    if failed:
+        return replace(result, failed=tuple(failed), reason="; ".join(failed))
+    return result

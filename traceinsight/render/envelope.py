@@ -6,7 +6,7 @@ names (listed in ``sections``)::
     {
       "schema_version": 2,              # layout of this envelope
       "traceinsight_version": "0.1.0",
-      "kind": "report",                 # report | diff | gaps | bound | compile | sql
+      "kind": "report",                 # report | diff | gaps | bound | compile | sql | job | series
       "inputs": {"trace": "run.json.gz"},        # diff: {"before": ..., "after": ...}
       "options": {},                    # command options that shaped the output (bound: by, ...)
       "sections": ["overview", "gaps"], # the keys below holding results
@@ -23,20 +23,22 @@ from typing import Any, Literal
 
 from traceinsight.analysis.base import jsonable
 from traceinsight.analysis.diff import DiffResult
+from traceinsight.analysis.job.report import JobReport
+from traceinsight.analysis.job.series import SeriesResult
 from traceinsight.analysis.report import Report
 from traceinsight.render.documents import BoundListing, CompileReport, GapsListing, QueryRows
 from traceinsight.version import __version__
 
 ENVELOPE_SCHEMA_VERSION = 2
 
-Kind = Literal["report", "diff", "gaps", "bound", "compile", "sql"]
-Document = Report | DiffResult | GapsListing | BoundListing | CompileReport | QueryRows
+Kind = Literal["report", "diff", "gaps", "bound", "compile", "sql", "job", "series"]
+Document = Report | DiffResult | GapsListing | BoundListing | CompileReport | QueryRows | JobReport | SeriesResult
 
 # Keys of Report.to_dict() that the envelope header replaces.
 _REPORT_HEADER_KEYS = ("schema_version", "traceinsight_version", "trace", "sections")
 
 
-def _header(kind: Kind, inputs: dict[str, str], options: dict[str, Any], sections: list[str]) -> dict[str, Any]:
+def _header(kind: Kind, inputs: dict[str, str | list[str]], options: dict[str, Any], sections: list[str]) -> dict[str, Any]:
     return {
         "schema_version": ENVELOPE_SCHEMA_VERSION,
         "traceinsight_version": __version__,
@@ -54,6 +56,17 @@ def document(obj: Document) -> dict[str, Any]:
         data = _header("report", {"trace": obj.trace_path}, {}, list(obj.sections))
         data.update((k, v) for k, v in body.items() if k not in _REPORT_HEADER_KEYS)
         return data
+    if isinstance(obj, JobReport):
+        # inputs: the rank files in rank order; failed ranks are listed under "failed".
+        job = obj.to_dict()
+        data = _header("job", {"ranks": list(obj.paths)}, {}, [*obj.sections, "findings", "failed"])
+        data.update(job)
+        return jsonable(data)  # type: ignore[no-any-return]
+    if isinstance(obj, SeriesResult):
+        runs = [str(p) for p in obj.runs["path"].to_list()]
+        data = _header("series", {"runs": runs}, {}, ["series"])
+        data["series"] = obj.to_dict()
+        return jsonable(data)  # type: ignore[no-any-return]
     if isinstance(obj, DiffResult):
         data = _header("diff", {"before": obj.before_path, "after": obj.after_path}, {}, ["diff"])
         data["diff"] = obj.to_dict()

@@ -18,6 +18,8 @@ from rich.table import Table
 from rich.text import Text
 
 from traceinsight.analysis.diff import DiffResult
+from traceinsight.analysis.job.report import JobReport
+from traceinsight.analysis.job.series import SeriesResult
 from traceinsight.analysis.report import Report
 from traceinsight.errors import UsageError
 from traceinsight.render import envelope
@@ -36,14 +38,20 @@ FORMATS: dict[Kind, tuple[Format, ...]] = {
     "bound": ("terminal", "json"),
     "compile": ("terminal", "json"),
     "sql": ("terminal", "csv", "json"),
+    "job": ("terminal", "json", "md", "html", "perfetto"),
+    "series": ("terminal", "json", "md", "html"),
 }
 
 # Width of terminal text written to a file or a string (no terminal to measure); None lets
 # rich take $COLUMNS or 80.
-_TEXT_WIDTH: dict[Kind, int | None] = {"report": 100, "diff": 140, "compile": 140, "gaps": 100, "bound": 100, "sql": None}
+_TEXT_WIDTH: dict[Kind, int | None] = {"report": 100, "diff": 140, "compile": 140, "gaps": 100, "bound": 100, "sql": None, "job": 100, "series": 120}
 
 
 def kind_of(obj: Document) -> Kind:
+    if isinstance(obj, JobReport):
+        return "job"
+    if isinstance(obj, SeriesResult):
+        return "series"
     if isinstance(obj, Report):
         return "report"
     if isinstance(obj, DiffResult):
@@ -100,6 +108,10 @@ def _rows_renderable(rows: QueryRows) -> RenderableType:
 
 def renderable(obj: Document, *, narrow: bool = False) -> RenderableType:
     """``obj`` as a rich renderable for the terminal."""
+    if isinstance(obj, (JobReport, SeriesResult)):
+        from traceinsight.render.job_terminal import job_renderable, series_renderable
+
+        return job_renderable(obj) if isinstance(obj, JobReport) else series_renderable(obj)
     if isinstance(obj, Report):
         return report_renderable(obj, narrow=narrow)
     if isinstance(obj, DiffResult):
@@ -144,6 +156,8 @@ def render(obj: Document, fmt: Format, *, width: int | None = None, trace: Trace
         return terminal_text(obj, width=width)
     if fmt == "csv" and isinstance(obj, QueryRows):
         return obj.rows.write_csv()
+    if isinstance(obj, (JobReport, SeriesResult)) and fmt in ("md", "html"):
+        return _job_text(obj, fmt)
     if fmt == "md" and isinstance(obj, Report):
         from traceinsight.render.markdown import render_markdown
 
@@ -163,11 +177,28 @@ def render(obj: Document, fmt: Format, *, width: int | None = None, trace: Trace
     raise UsageError(f"a {kind_of(obj)} cannot be written as {fmt}")
 
 
+def _job_text(obj: JobReport | SeriesResult, fmt: Format) -> str:
+    if fmt == "md":
+        from traceinsight.render.job_markdown import job_markdown, series_markdown
+
+        return job_markdown(obj) if isinstance(obj, JobReport) else series_markdown(obj)
+    from traceinsight.render.html.job import render_job_html, render_series_html
+
+    return render_job_html(obj) if isinstance(obj, JobReport) else render_series_html(obj)
+
+
 def perfetto(trace: Trace, report: Report | None = None) -> bytes:
     """The trace (plus the report's gaps, steps and bound tracks) as a Perfetto ``.pftrace``."""
     from traceinsight.render.perfetto_export import export_perfetto
 
     return export_perfetto(trace, report)
+
+
+def perfetto_job(report: JobReport) -> bytes:
+    """A job's ranks as one Perfetto ``.pftrace``: one process per rank on a common clock."""
+    from traceinsight.render.perfetto_job import export_job_perfetto
+
+    return export_job_perfetto(report)
 
 
 def write_atomic(content: str | bytes, path: Path) -> None:

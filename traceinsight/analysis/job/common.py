@@ -1,37 +1,17 @@
-"""What the cross-rank analyses share: the steps every rank has, findings, and thresholds."""
+"""What the cross-rank analyses share: the steps every rank has, and thresholds."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
 
 import polars as pl
 
-from traceinsight.analysis.base import jsonable
 from traceinsight.analysis.job.summary import RankSummary
 
 # A cross-rank effect is worth a finding when it costs at least this share of the step time.
 MATERIAL_SHARE = 0.05
 # ... and at least this much in total (ns), so that noise on very short traces stays quiet.
 MATERIAL_NS = 100_000
-
-
-@dataclass(frozen=True)
-class JobFinding:
-    """A cross-rank finding: what it costs, how sure, what to change, and the evidence."""
-
-    id: str
-    title: str
-    saving_pct: float
-    saving_ns: int
-    confidence: str  # "high" | "medium" | "low"
-    fix: str
-    evidence: dict[str, Any] = field(default_factory=dict)
-    method: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {k: jsonable(v) for k, v in self.__dict__.items()}
 
 
 def steps_frame(summaries: Sequence[RankSummary]) -> pl.DataFrame:

@@ -1,22 +1,34 @@
 """A series of runs (a sweep of sizes, batch sizes, settings): one row per run and each run's
 change against the first, judged with the same statistics as ``diff`` (bootstrap interval of
 the median step ratio plus a rank test, ``traceinsight.analysis.stats``).
+
+A run is one trace or a whole job; a job's steps are merged across its ranks first
+(:func:`merge_ranks`): a step lasts as long as its slowest rank (the job advances at that
+pace), and its breakdown is the mean over the ranks.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import polars as pl
 
 from traceinsight.analysis import stats
 from traceinsight.analysis.base import AnalysisConfig, Result
-from traceinsight.analysis.job.summary import IDLE_CAUSES, RankSummary
+from traceinsight.analysis.job.summary import (
+    IDLE_CAUSES,
+    KERNEL_MIX_SCHEMA,
+    STEP_PARTS,
+    STEP_SCHEMA,
+    RankSummary,
+)
 
+BREAKDOWN = tuple(f"part_{p}_ns" for p in STEP_PARTS)
 ROW_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
     "run": pl.Int64,
     "path": pl.String,
+    "ranks": pl.Int64,
     "steps": pl.Int64,
     "step_median_ns": pl.Float64,
     "step_mean_ns": pl.Float64,
@@ -24,9 +36,12 @@ ROW_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
     "communication_ns": pl.Float64,
     "exposed_comm_ns": pl.Float64,
     "idle_ns": pl.Float64,
+    **{c: pl.Float64 for c in BREAKDOWN},
     "top_kernel": pl.String,
     "top_kernel_share": pl.Float64,
     "top_idle_cause": pl.String,
+    "top_findings": pl.List(pl.String),
+    "delta_median_ns": pl.Float64,
     "ratio": pl.Float64,
     "ci_low": pl.Float64,
     "ci_high": pl.Float64,
@@ -41,40 +56,99 @@ class SeriesResult(Result):
 
     name = "series"
     runs: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=ROW_SCHEMA))
+    failed: tuple[str, ...] = ()  # runs that could not be read, one line each
 
     def to_polars(self) -> pl.DataFrame:
         return self.runs
 
+    @property
+    def fastest(self) -> int | None:
+        """The run with the shortest median step."""
+        if self.runs.height == 0:
+            return None
+        return int(self.runs.sort("step_median_ns").row(0, named=True)["run"])
 
-def _samples(summary: RankSummary) -> pl.Series:
-    steps = summary.steps.filter(~pl.col("is_warmup")) if summary.steps.height > 1 else summary.steps
-    return steps["dur_ns"].cast(pl.Float64)
+
+@dataclass(frozen=True)
+class RunSummary:
+    """One run of a series: its (merged) summary, its ranks and its top findings' titles."""
+
+    summary: RankSummary
+    ranks: int = 1
+    findings: tuple[str, ...] = ()
 
 
-def analyze(summaries: Sequence[RankSummary], config: AnalysisConfig | None = None) -> SeriesResult:
-    if not summaries:
+def merge_ranks(summaries: Sequence[RankSummary], path: str) -> RankSummary:
+    """One summary for a job: per step, the slowest rank's duration and the mean breakdown over
+    the steps every rank has; kernel mixes summed."""
+    if len(summaries) == 1:
+        return replace(summaries[0], path=path)
+    steps = pl.concat([s.steps for s in summaries], how="vertical")
+    counted = steps.group_by("step").agg(pl.len().alias("_n"))
+    shared = counted.filter(pl.col("_n") == len(summaries))["step"]
+    numeric = [c for c in STEP_SCHEMA if c not in ("step", "start_ns", "end_ns", "dur_ns", "is_warmup")]
+    merged = (
+        steps.filter(pl.col("step").is_in(shared.implode()))
+        .group_by("step")
+        .agg(
+            pl.col("start_ns").min(),
+            pl.col("end_ns").max(),
+            pl.col("dur_ns").max(),
+            pl.col("is_warmup").any(),
+            *[pl.col(c).mean().round(0) for c in numeric],
+        )
+        .sort("step")
+        .select([pl.col(c).cast(t) for c, t in STEP_SCHEMA.items()])
+    )
+    mix = (
+        pl.concat([s.kernel_mix for s in summaries], how="vertical")
+        .group_by("name", "category")
+        .agg(pl.col("count").sum(), pl.col("dur_ns").sum())
+        .sort(["dur_ns", "name"], descending=[True, False])
+        .select(list(KERNEL_MIX_SCHEMA))
+    )
+    return replace(summaries[0], path=path, steps=merged, kernel_mix=mix, collectives=summaries[0].collectives.clear())
+
+
+def _analysed_steps(summary: RankSummary) -> pl.DataFrame:
+    return summary.steps.filter(~pl.col("is_warmup")) if summary.steps.height > 1 else summary.steps
+
+
+def analyze(runs: Sequence[RankSummary | RunSummary], config: AnalysisConfig | None = None) -> SeriesResult:
+    items = [r if isinstance(r, RunSummary) else RunSummary(r) for r in runs]
+    if not items:
         return SeriesResult(available=False, reason="no run was analysed")
-    base = _samples(summaries[0]).to_numpy()
+    base = _analysed_steps(items[0].summary)["dur_ns"].cast(pl.Float64)
     rows = []
-    for i, s in enumerate(summaries):
-        durs = _samples(s)
-        steps = s.steps.filter(~pl.col("is_warmup")) if s.steps.height > 1 else s.steps
+    for i, item in enumerate(items):
+        s = item.summary
+        steps = _analysed_steps(s)
+        durs = steps["dur_ns"].cast(pl.Float64)
         kernels = s.kernel_mix.filter(pl.col("category") == "compute")
         total_kernel = float(kernels["dur_ns"].sum() or 0)
         idle = {c: float(steps[f"idle_{c}_ns"].sum()) for c in IDLE_CAUSES}
         top_cause = max(idle, key=lambda c: idle[c]) if any(idle.values()) else None
-        cmp = stats.compare_samples(base, durs.to_numpy())
+        cmp = stats.compare_samples(base.to_numpy(), durs.to_numpy())
+        median = durs.median()
+        base_median = base.median()
         rows.append(
             {
                 "run": i,
                 "path": s.path,
+                "ranks": item.ranks,
                 "steps": durs.len(),
-                "step_median_ns": durs.median(),
+                "step_median_ns": median,
                 "step_mean_ns": durs.mean(),
-                **{c: steps[c].cast(pl.Float64).mean() for c in ("compute_ns", "communication_ns", "exposed_comm_ns", "idle_ns")},
+                **{c: steps[c].cast(pl.Float64).mean() for c in ("compute_ns", "communication_ns", "exposed_comm_ns", "idle_ns", *BREAKDOWN)},
                 "top_kernel": kernels["name"][0] if kernels.height else None,
                 "top_kernel_share": float(kernels["dur_ns"][0]) / total_kernel if total_kernel else None,
                 "top_idle_cause": top_cause,
+                "top_findings": list(item.findings),
+                "delta_median_ns": (
+                    float(median) - float(base_median)  # type: ignore[arg-type]
+                    if median is not None and base_median is not None
+                    else None
+                ),
                 "ratio": cmp.ratio,
                 "ci_low": cmp.ci_low,
                 "ci_high": cmp.ci_high,

@@ -25,11 +25,12 @@ from traceinsight.analysis import intervals
 from traceinsight.analysis import steps as steps_analysis
 from traceinsight.analysis.base import AnalysisConfig, jsonable
 from traceinsight.analysis.breakdown import gpu_work
-from traceinsight.analysis.overview import analysis_window
-from traceinsight.analysis.report import analyze
+from traceinsight.analysis.timeline import analysis_window
 from traceinsight.trace.model import Trace
 
 WHOLE_TRACE_STEP = -1
+# Host spans of a collective of a c10d backend: "gloo:all_reduce", "mpi:broadcast", ...
+HOST_COLLECTIVE = r"^(gloo|mpi|ucc|nccl|xccl):(\w+)$"
 IDLE_CAUSES = gaps_analysis.CAUSES
 STEP_PARTS = (*steps_analysis.PARTS, steps_analysis.OTHER)
 
@@ -190,10 +191,18 @@ def collectives(trace: Trace, windows: pl.DataFrame) -> tuple[pl.DataFrame, int]
             "comm_dtype", "group_size", "process_group", pl.lit(None, pl.Int64).alias("seq_num"), "step",
         )
     else:
+        # gloo (and a c10d backend without record_param_comms) leaves only its host spans,
+        # named "<backend>:<collective>" (e.g. "gloo:all_reduce").
+        host_named = name.str.extract(HOST_COLLECTIVE, 2)
         host = trace.events.filter(
-            pl.col("collective_name").is_not_null() & (pl.col("kind").cast(pl.String) == "cpu_op")
+            pl.col("kind").cast(pl.String).is_in(["cpu_op", "user_annotation"])
+            & (pl.col("collective_name").is_not_null() | host_named.is_not_null())
         )
-        rows = host.select(
+        if host.filter(pl.col("collective_name").is_not_null()).height:
+            host = host.filter(pl.col("collective_name").is_not_null() & (pl.col("kind").cast(pl.String) == "cpu_op"))
+        rows = host.with_columns(
+            pl.col("collective_name").cast(pl.String).fill_null(host_named.str.replace_all("_", "")).alias("collective_name")
+        ).select(
             "ts_ns", "end_ns", "name", "collective_name", "in_msg_nelems", "out_msg_nelems",
             "comm_dtype", "group_size", "process_group", pl.lit(None, pl.Int64).alias("seq_num"), "step",
         )
@@ -258,7 +267,10 @@ def summarize(trace: Trace, rank: int | None = None, config: AnalysisConfig | No
     cfg = config or AnalysisConfig()
     meta = trace.meta
     info = meta.distributed or {}
-    # Through analyze(), the public entry, so that this keeps working however specs are run.
+    # Through analyze(), the public entry, so that this keeps working however specs are run
+    # (imported here: the registry imports the job specs, which import this module).
+    from traceinsight.analysis.report import analyze
+
     report = analyze(trace, cfg, only=["steps", "gaps"])
     step_result = report.sections["steps"]
     gap_result = report.sections["gaps"]

@@ -1,0 +1,117 @@
+"""``traceinsight analyze`` over a job and ``traceinsight compare``: formats, exit codes, plots."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from traceinsight.cli.app import main
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
+DDP = [str(SAMPLES / f"ddp_train.rank{r}.json.gz") for r in (0, 1)]
+STRAGGLER = str(SAMPLES / "job_straggler.rank*.json.gz")
+SWEEP = [str(SAMPLES / f"mm_sweep_{n}.json.gz") for n in (64, 256, 1024, 4096)]
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_analyze_two_files_is_a_job(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "analyze", *DDP, "--engine", "serial", "-f", "json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["kind"] == "job" and data["inputs"]["ranks"] == DDP
+    assert data["sections"] == ["rank_table", "stragglers", "collective_wait", "job_findings", "findings", "failed"]
+    assert data["stragglers"]["straggler"] == 1 and data["findings"][0]["evidence"]["rank"] == 1
+
+
+def test_analyze_a_glob_in_markdown_and_terminal(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, out, _ = run(capsys, "analyze", STRAGGLER, "--jobs", "2", "-f", "md")
+    assert code == 0
+    assert "rank 2 is the straggler (it spends longer loading data)" in out
+    assert "| rank_straggler | 2 |" in out
+    target = tmp_path / "job.txt"
+    code, _, _ = run(capsys, "analyze", STRAGGLER, "--engine", "serial", "-f", "terminal", "-o", str(target))
+    assert code == 0
+    text = target.read_text()
+    assert "Rank 2 holds the other ranks back" in text
+    assert max(len(line) for line in text.splitlines()) <= 100
+
+
+def test_job_html_has_the_heatmap_with_the_straggler_marked(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    target = tmp_path / "job.html"
+    code, _, _ = run(capsys, "analyze", STRAGGLER, "--engine", "serial", "-f", "html", "-o", str(target))
+    assert code == 0
+    page = target.read_text()
+    assert "device step time per rank and step" in page
+    assert page.count("straggler of this step") == 8  # rank 2 in each of the 8 steps
+    assert "rank 3, step" in page and "Collective wait" in page
+
+
+def test_job_perfetto_has_one_process_per_rank(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    pytest.importorskip("perfetto")
+    from traceinsight.render.perfetto_export import iter_slices, track_names
+
+    target = tmp_path / "job.pftrace"
+    code, _, _ = run(capsys, "analyze", *DDP, "--engine", "serial", "-f", "perfetto", "-o", str(target))
+    assert code == 0
+    data = target.read_bytes()
+    names = track_names(data)
+    assert names.count("rank 0") == names.count("rank 1") == 1
+    straggling = [name for _, _, name in iter_slices(data) if name.endswith("(straggler)")]
+    assert len(straggling) == 5
+    code, _, err = run(capsys, "analyze", *DDP, "-f", "perfetto")
+    assert code == 2 and "-o FILE.pftrace" in err
+
+
+def test_one_unreadable_rank_exits_4_and_names_it(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    for r in (0, 1, 3):
+        shutil.copy(SAMPLES / f"job_balanced.rank{r}.json.gz", tmp_path / f"job_balanced.rank{r}.json.gz")
+    with gzip.open(tmp_path / "job_balanced.rank2.json.gz", "wt") as f:
+        f.write('{"traceEvents": [ {"ph": "X", "ts": ')
+    code, out, err = run(capsys, "analyze", str(tmp_path), "--jobs", "2", "-f", "json", "--no-cache")
+    assert code == 4
+    data = json.loads(out)
+    assert [f["rank"] for f in data["failed"]] == [2]
+    assert [r["rank"] for r in data["rank_table"]["table"]] == [0, 1, 3]
+    assert "job_balanced.rank2.json.gz" in err and len(err.strip().splitlines()) == 1
+
+
+def test_mixed_jobs_are_one_line_exit_1(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "analyze", DDP[0], str(SAMPLES / "job_balanced.rank1.json.gz"))
+    assert code == 1
+    assert len(err.strip().splitlines()) == 1 and "ddp_train.rank0" in err and "job_balanced.rank1" in err
+
+
+def test_compare_the_sweep(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "compare", *SWEEP, "--engine", "serial", "-f", "json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["kind"] == "series" and data["inputs"]["runs"] == SWEEP
+    runs = data["series"]["runs"]
+    assert len(runs) == 4 and runs[0]["verdict"] == "baseline"
+    assert runs[3]["step_median_ns"] > 4 * runs[0]["step_median_ns"]  # 4096³ GEMMs
+    assert all(r["top_findings"] for r in runs)
+
+
+def test_compare_amp_in_html_and_markdown(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    pair = [str(SAMPLES / "amp_off.json.gz"), str(SAMPLES / "amp_on.json.gz")]
+    target = tmp_path / "amp.html"
+    code, _, _ = run(capsys, "compare", *pair, "--engine", "serial", "-f", "html", "-o", str(target))
+    assert code == 0
+    page = target.read_text()
+    assert "median step time per run" in page and "<svg" in page
+    code, out, _ = run(capsys, "compare", *pair, "--engine", "serial", "-f", "md")
+    assert code == 0 and "| 1 | amp_on.json.gz |" in out
+
+
+def test_compare_needs_two_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "compare", SWEEP[0])
+    assert code == 2 and "two or more runs" in err

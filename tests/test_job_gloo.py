@@ -1,0 +1,98 @@
+"""The four-rank gloo job recorded on one H200 (sample_traces/README.md): rank 2 sleeps 30 ms
+more per step inside its ``data_loading`` input step in ``job_straggler``; ``job_balanced`` has
+every rank alike. gloo leaves its all-reduces as host spans (``gloo:all_reduce``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import traceinsight as ti
+from traceinsight.analysis.base import AnalysisConfig, Inputs
+from traceinsight.analysis.job.report import JobReport
+from traceinsight.analysis.registry import ANALYSES, JOB_ANALYSES, SPECS, get
+from traceinsight.analysis.runner import run_closure, run_job_closure
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
+STRAGGLER = str(SAMPLES / "job_straggler.rank*.json.gz")
+BALANCED = str(SAMPLES / "job_balanced.rank*.json.gz")
+
+
+@pytest.fixture(scope="module")
+def straggler() -> Any:
+    return ti.load_job(STRAGGLER, engine="serial")
+
+
+@pytest.fixture(scope="module")
+def balanced() -> Any:
+    return ti.load_job(BALANCED, engine="serial")
+
+
+def test_the_straggler_is_rank_2_for_data_loading(straggler: Any) -> None:
+    report = ti.analyze(straggler)
+    assert isinstance(report, JobReport)
+    assert straggler.ranks == [0, 1, 2, 3] and straggler.world_size == 4
+    s = report.stragglers
+    assert s.material and s.straggler == 2 and s.reason == "data_loading"
+    assert s.steps_led == len(s.steps_used) == 8
+    top = s.excess_parts.row(0, named=True)
+    assert top["part"] == "dataloader" and 28e6 < top["excess_ns"] < 32e6  # the extra 30 ms sleep
+    finding = report.findings[0]
+    assert finding.id == "rank_straggler" and finding.evidence.rank == 2
+    assert "loading data" in finding.title and "DataLoader" in finding.fix
+
+
+def test_the_others_wait_for_rank_2_in_their_all_reduce(straggler: Any) -> None:
+    wait = ti.analyze(straggler).collective_wait
+    assert wait.available and wait.matched_by == "order within the process group"
+    per_rank = {r["rank"]: r for r in wait.per_rank.to_dicts()}
+    assert per_rank[2]["wait_ns"] == 0 and per_rank[2]["last_arrivals"] == 8
+    for rank in (0, 1, 3):
+        assert 8 * 28e6 < per_rank[rank]["wait_ns"] < 8 * 32e6
+
+
+def test_the_balanced_job_has_no_material_straggler(balanced: Any) -> None:
+    report = ti.analyze(balanced)
+    assert not report.stragglers.material and report.stragglers.straggler is None
+    assert "rank_straggler" not in [f.id for f in report.findings]
+
+
+def test_compare_says_the_balanced_job_is_faster() -> None:
+    result = ti.compare([STRAGGLER, BALANCED], engine="serial")
+    runs = result.runs.to_dicts()
+    assert [r["ranks"] for r in runs] == [4, 4]
+    assert runs[1]["verdict"] == "faster" and runs[1]["ratio"] < 0.5
+    assert result.fastest == 1
+    assert any("Rank 2" in t for t in runs[0]["top_findings"])
+
+
+def test_job_specs_are_in_the_one_registry() -> None:
+    names = [s.name for s in JOB_ANALYSES]
+    assert names == ["rank_table", "stragglers", "collective_wait", "job_findings", "series"]
+    assert all(s in SPECS for s in (*ANALYSES, *JOB_ANALYSES)) and len(SPECS) == len(ANALYSES) + len(JOB_ANALYSES)
+    assert get("job_findings").requires == ("rank_table", "stragglers", "collective_wait")
+
+
+def test_the_single_trace_runner_skips_job_specs(straggler: Any) -> None:
+    trace = ti.load(straggler.spec.paths[0])
+    results = run_closure(trace, AnalysisConfig(), ["steps", "stragglers"])
+    assert list(results) == ["steps"]
+
+
+def test_the_job_runner_runs_requirements_once(straggler: Any) -> None:
+    results = run_job_closure(straggler, AnalysisConfig(), ["job_findings"])
+    assert list(results) == ["rank_table", "stragglers", "collective_wait", "job_findings"]
+    with pytest.raises(ValueError, match="over one trace"):
+        run_job_closure(straggler, AnalysisConfig(), ["gaps"])
+    assert Inputs(results).get("job_findings", type(results["job_findings"])).findings
+
+
+def test_job_sql_has_a_rank_column(straggler: Any) -> None:
+    rows = straggler.sql(
+        "SELECT rank, SUM(dur_ns) AS ns FROM events WHERE name = 'data_loading' AND kind = 'user_annotation' "
+        "GROUP BY rank ORDER BY rank"
+    )
+    ns = dict(zip(rows["rank"].to_list(), rows["ns"].to_list(), strict=True))
+    assert ns[2] > 10 * ns[0]  # 32 ms against 2 ms per step

@@ -1,0 +1,118 @@
+"""``traceinsight compare RUN...`` (a series of runs), and the job path of ``analyze`` (several
+rank traces, a directory or a glob)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from traceinsight.cli.app import app
+from traceinsight.errors import EXIT_PARTIAL, UsageError
+
+
+def _engine_options(engine: str, jobs: int | None) -> None:
+    from traceinsight.engine import ENGINES
+
+    if engine not in ENGINES:
+        raise UsageError(f"unknown engine {engine!r}; choose from {', '.join(ENGINES)}")
+    if jobs is not None and jobs < 1:
+        raise UsageError("--jobs must be >= 1")
+
+
+def _warn_partial(lines: list[str]) -> None:
+    for line in lines:
+        typer.echo(f"warning: not analysed: {line}", err=True)
+
+
+def is_job_input(traces: list[str]) -> bool:
+    """Several files, a directory or a glob make a job; one trace file is a single trace."""
+    if len(traces) != 1:
+        return True
+    path = Path(traces[0])
+    return path.is_dir() or (not path.exists() and any(c in traces[0] for c in "*?["))
+
+
+def analyze_job_cli(
+    traces: list[str],
+    *,
+    fmt: str,
+    output: Path | None,
+    only: list[str] | None,
+    jobs: int | None,
+    engine: str,
+    address: str | None,
+    config: object,
+    cache: bool,
+) -> None:
+    """``analyze`` over the ranks of a job; exits 4 when some rank could not be analysed."""
+    from traceinsight.analysis.base import AnalysisConfig
+    from traceinsight.analysis.job.report import select_job_sections
+    from traceinsight.cli.output import emit
+    from traceinsight.engine.job import load_job
+    from traceinsight.render.formats import check
+
+    fmt_checked = check("job", fmt)
+    if fmt_checked == "perfetto" and output is None:
+        raise UsageError("-f perfetto writes a binary file: give it with -o FILE.pftrace")
+    _engine_options(engine, jobs)
+    select_job_sections(only)
+    assert isinstance(config, AnalysisConfig)
+    source: str | list[str] = traces[0] if len(traces) == 1 else traces
+    job = load_job(source, jobs=jobs, engine=engine, address=address, config=config, cache=cache)
+    if not job.summaries:
+        from traceinsight.errors import TraceInsightError
+
+        raise TraceInsightError(f"no rank of {job.spec.name or traces[0]} could be analysed: {job.failed[0].path}: {job.failed[0].error}")
+    report = job.analyze(only=only)
+    if fmt_checked == "perfetto":
+        from traceinsight.cli.output import write_output
+        from traceinsight.render.formats import perfetto_job
+
+        write_output(perfetto_job(report), output, force=True)
+    else:
+        emit(report, fmt_checked, output)
+    if job.failed:
+        _warn_partial([f"rank {f.rank}: " + (f.error if f.path in f.error else f"{f.path}: {f.error}") for f in job.failed])
+        raise typer.Exit(EXIT_PARTIAL)
+
+
+@app.command("compare")
+def compare_command(
+    runs: Annotated[
+        list[str],
+        typer.Argument(help="Two or more runs: trace files, or jobs (a directory or a quoted glob of rank traces)", metavar="RUN..."),
+    ],
+    format: Annotated[str, typer.Option("--format", "-f", help="terminal, json, md or html (page with a plot)")] = "terminal",
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Write to this file instead of stdout")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite the output file if it exists")] = False,
+    jobs: Annotated[int | None, typer.Option("--jobs", "-j", help="Worker processes (default: one per core)")] = None,
+    engine: Annotated[str, typer.Option("--engine", help="local (process pool), ray, or serial")] = "local",
+    address: Annotated[
+        str | None, typer.Option("--address", help="Ray cluster address (default: RAY_ADDRESS, else a local Ray)")
+    ] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Parse the files even if cached copies exist")] = False,
+) -> None:
+    """Compare a series of runs: one row per run, each against the first with diff's statistics."""
+    from traceinsight.cli.output import check_writable, emit
+    from traceinsight.render.formats import check
+
+    fmt = check("series", format)
+    if len(runs) < 2:
+        raise UsageError("compare needs two or more runs")
+    _engine_options(engine, jobs)
+    if output is not None:
+        check_writable(output, force=force)
+    from traceinsight.api import compare
+
+    result = compare(runs, jobs=jobs, engine=engine, address=address or os.environ.get("RAY_ADDRESS"), cache=not no_cache)
+    if result.runs.height == 0:
+        from traceinsight.errors import TraceInsightError
+
+        raise TraceInsightError(f"no run could be analysed: {result.failed[0] if result.failed else 'no input'}")
+    emit(result, fmt, output)
+    if result.failed:
+        _warn_partial(list(result.failed))
+        raise typer.Exit(EXIT_PARTIAL)

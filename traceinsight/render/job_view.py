@@ -1,0 +1,191 @@
+"""What every format shows of a job or a series, as plain strings: the terminal, Markdown and
+HTML renderers of jobs lay these out and add nothing of their own to the numbers."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import polars as pl
+
+from traceinsight.analysis.job.report import JobReport
+from traceinsight.analysis.job.series import SeriesResult
+from traceinsight.render.units import ns, pct
+
+Rows = Sequence[tuple[str, ...]]
+
+
+@dataclass(frozen=True)
+class Table:
+    title: str
+    columns: tuple[str, ...]
+    rows: Rows
+    note: str = ""
+
+
+def headline(report: JobReport) -> str:
+    ranks = report.ranks
+    steps = len(report.rank_table.steps_used)
+    text = f"{len(ranks)} rank(s), {steps} common step(s)"
+    s = report.stragglers
+    if s.material and s.straggler is not None:
+        text += f"; rank {s.straggler} is the straggler ({s.reason_text or s.reason}), the others lose {pct(100 * s.lost_share)} of the step time"
+    elif s.available:
+        text += "; no material straggler"
+    return text
+
+
+def failed_lines(report: JobReport) -> list[str]:
+    return [f"rank {getattr(f, 'rank', '?')}: {getattr(f, 'error', f)}" for f in report.failed]
+
+
+def rank_table(report: JobReport) -> Table:
+    t = report.rank_table.table
+    rows = [
+        (
+            str(r["rank"]),
+            ns(r["step_median_ns"]),
+            ns(r["compute_ns"]),
+            ns(r["communication_ns"]),
+            ns(r["exposed_comm_ns"]),
+            ns(r["idle_ns"]),
+            ns(r["collective_wait_ns"]),
+        )
+        for r in t.iter_rows(named=True)
+    ]
+    return Table(
+        "Ranks (per step)",
+        ("rank", "step", "compute", "comm", "exposed", "idle", "wait"),
+        rows,
+        "median device step; compute, communication, exposed communication, idle and collective wait are means per step",
+    )
+
+
+def straggler_table(report: JobReport) -> Table:
+    s = report.stragglers
+    rows = [
+        (str(r["part"]), ns(r["straggler_ns"]), ns(r["others_median_ns"]), ns(r["excess_ns"]))
+        for r in s.excess_parts.head(5).iter_rows(named=True)
+    ]
+    if s.material and s.straggler is not None:
+        note = f"rank {s.straggler} led {s.steps_led} of {len(s.steps_used)} steps; the others lose {ns(s.lost_ns)} in all"
+    else:
+        note = s.reason or "no rank holds the others back materially"
+    return Table("Straggler: its own time per step", ("part", "straggler", "others", "excess"), rows, note)
+
+
+def wait_table(report: JobReport) -> Table:
+    w = report.collective_wait
+    rows = [
+        (str(r["rank"]), str(r["collectives"]), ns(r["collective_ns"]), ns(r["wait_ns"]), pct(100 * (r["wait_share"] or 0.0)), str(r["last_arrivals"]))
+        for r in w.per_rank.iter_rows(named=True)
+    ]
+    kinds = "; ".join(
+        f"{r['collective']} ×{r['count']}" + (f": bus {r['busbw_median_gbps']:.0f} GB/s median" if r["busbw_median_gbps"] else "")
+        for r in w.by_kind.iter_rows(named=True)
+    )
+    note = f"matched by {w.matched_by}" + (f"; {kinds}" if kinds else "") if w.available else (w.reason or "")
+    return Table("Collective wait (whole trace)", ("rank", "colls", "time", "wait", "share", "last"), rows, note)
+
+
+def findings_table(report: JobReport) -> Table:
+    rows = [
+        (f.id, "-" if f.evidence.rank is None else str(f.evidence.rank), pct(f.saving_pct), ns(f.saving_ns), f.confidence, f.title)
+        for f in report.findings
+    ]
+    return Table("Job findings", ("id", "rank", "saving", "per step", "conf.", "what"), rows, "" if rows else "none material")
+
+
+def finding_fixes(report: JobReport) -> list[str]:
+    return [f"{f.id}: {f.fix}" for f in report.findings]
+
+
+def job_tables(report: JobReport) -> list[Table]:
+    tables = []
+    if "rank_table" in report.sections:
+        tables.append(rank_table(report))
+    if "stragglers" in report.sections:
+        tables.append(straggler_table(report))
+    if "collective_wait" in report.sections:
+        tables.append(wait_table(report))
+    if "job_findings" in report.sections:
+        tables.append(findings_table(report))
+    return tables
+
+
+def step_grid(report: JobReport) -> tuple[list[int], list[int], dict[tuple[int, int], int]]:
+    """Ranks, steps and the device step time (ns) of each (rank, step), over all steps."""
+    frames = [s.steps.select("step", "dur_ns").with_columns(pl.lit(s.rank, pl.Int64).alias("rank")) for s in report.summaries]
+    if not frames:
+        return [], [], {}
+    grid = pl.concat(frames, how="vertical")
+    cells = {(int(r["rank"]), int(r["step"])): int(r["dur_ns"]) for r in grid.iter_rows(named=True)}
+    return sorted({r for r, _ in cells}), sorted({s for _, s in cells}), cells
+
+
+def stragglers_by_step(report: JobReport) -> dict[int, int]:
+    per_step = report.stragglers.per_step
+    if per_step.height == 0 or not report.stragglers.material:
+        return {}
+    return {int(r["step"]): int(r["straggler"]) for r in per_step.iter_rows(named=True) if r["straggler"] is not None}
+
+
+def run_name(path: str) -> str:
+    """A run's file or directory name (the full paths are in the JSON's ``inputs``)."""
+    return path.rstrip("/").rsplit("/", 1)[-1] or path
+
+
+def series_table(result: SeriesResult) -> Table:
+    rows = []
+    for r in result.runs.iter_rows(named=True):
+        ci = f"{r['ci_low']:.2f}–{r['ci_high']:.2f}" if r["ci_low"] is not None and r["ci_high"] is not None else "-"
+        rows.append(
+            (
+                str(r["run"]),
+                run_name(str(r["path"])),
+                str(r["steps"]),
+                ns(r["step_median_ns"]),
+                ns(r["step_mean_ns"]),
+                "-" if r["ratio"] is None else f"{r['ratio']:.2f}×",
+                ci,
+                str(r["verdict"]).replace("_", " "),
+            )
+        )
+    return Table(
+        "Runs (against run 0)",
+        ("run", "trace", "steps", "median", "mean", "ratio", "95% CI", "verdict"),
+        rows,
+        "ratio = median step / run 0's; a verdict needs the bootstrap interval to exclude 1 and the rank test, as in diff",
+    )
+
+
+def series_breakdown(result: SeriesResult) -> Table:
+    rows = [
+        (
+            str(r["run"]),
+            ns(r["compute_ns"]),
+            ns(r["communication_ns"]),
+            ns(r["idle_ns"]),
+            str(r["top_idle_cause"] or "-"),
+            "-" if r["delta_median_ns"] is None else ("+" if r["delta_median_ns"] > 0 else "") + ns(r["delta_median_ns"]),
+        )
+        for r in result.runs.iter_rows(named=True)
+    ]
+    return Table("Breakdown per step", ("run", "compute", "comm", "idle", "idle mostly", "Δ median"), rows)
+
+
+def series_findings(result: SeriesResult) -> Table:
+    rows = [
+        (str(r["run"]), title)
+        for r in result.runs.iter_rows(named=True)
+        for title in (r["top_findings"] or [])
+    ]
+    return Table("Top findings per run", ("run", "finding (saving)"), rows, "" if rows else "none material")
+
+
+def series_headline(result: SeriesResult) -> str:
+    if result.runs.height == 0:
+        return result.reason or "no run was analysed"
+    fastest = result.fastest
+    row = result.runs.filter(pl.col("run") == fastest).row(0, named=True)
+    return f"{result.runs.height} runs; fastest: run {fastest} ({run_name(str(row['path']))}), median step {ns(row['step_median_ns'])}"
