@@ -112,13 +112,13 @@ def test_host_sync_at_the_materiality_edge(tmp_path: Path, idle_us: float, mater
 
 def test_host_sync_saving_is_capped_by_the_time_the_host_was_blocked(tmp_path: Path) -> None:
     # The host is blocked 40 µs only (it was busy launching before): removing the sync frees
-    # 40 µs of host time, whatever the idle behind it.
+    # 40 µs of host time, whatever the idle behind it (2 ms here).
     f = by_id(
-        findings(write_h200(sync_trace(500.0, sync_from=4_962.0), tmp_path / "s.json")), "host_sync"
+        findings(write_h200(drained_trace(0.0, sync_us=40.0), tmp_path / "s.json")), "host_sync"
     )
     assert f is not None
     assert f.saving_window_ns == 40_000
-    assert dict(f.evidence.figures)["sync_idle_ns"] >= 490_000
+    assert dict(f.evidence.figures)["sync_idle_ns"] >= 1_990_000
 
 
 def test_host_bound_names_the_region_but_never_dynamo_internals(tmp_path: Path) -> None:
@@ -528,3 +528,61 @@ def test_result_is_json_safe_and_tabular(tmp_path: Path) -> None:
         + table.filter(~pl.col("material"))["saving_pct"].to_list()
     )
     assert MATERIALITY_PCT == 1.0
+
+
+def drained_trace(after_return_us: float, sync_us: float = 600.0) -> HandMadeTrace:
+    """Hand-made: .item() blocks the host ``sync_us`` until the GPU drains at 5 ms; the host
+    then works ``after_return_us`` in ``prepare_batch`` (no ops) and 2 ms more before launching
+    again, so the GPU idles from 5 ms (or later, when the host launched a kernel meanwhile)."""
+    t = HandMadeTrace()
+    t.step(1, 0, 10_000)
+    t.host("aten::add", 1, 3)
+    t.gpu(ADD, 10, 4_990, launch_ts=2)
+    t.host("aten::item", 5_010 - sync_us, sync_us)
+    t.host("cudaStreamSynchronize", 5_011 - sync_us, sync_us - 4, cat="cuda_runtime")
+    start = 5_012.0
+    if after_return_us > 0:
+        # A short kernel launched right after the return keeps the GPU busy until then.
+        t.host("aten::add", 5_011, 3)
+        t.gpu(ADD, 5_013, after_return_us, launch_ts=5_012)
+        start = 5_013 + after_return_us
+    t.host("prepare_batch", start, 2_000)
+    t.host("aten::add", start + 2_002, 3)
+    t.gpu(ADD, start + 2_010, 9_990 - start - 2_010, launch_ts=start + 2_003)
+    return t
+
+
+@pytest.mark.parametrize(("after_return_us", "opened"), [(0.0, True), (500.0, False)])
+def test_host_sync_counts_the_gap_that_begins_when_the_sync_returns(
+    tmp_path: Path, after_return_us: float, opened: bool
+) -> None:
+    result = findings(write_h200(drained_trace(after_return_us), tmp_path / "drain.json"))
+    sync, host = by_id(result, "host_sync"), by_id(result, "host_bound")
+    if opened:
+        # The host works in prepare_batch with the GPU drained: without the sync it would have
+        # done that work during the 600 µs it was blocked, the GPU still busy.
+        assert sync is not None and sync.material
+        assert sync.saving_window_ns == pytest.approx(600_000, abs=1_000)
+        assert any(r.name == "prepare_batch" for r in sync.evidence.regions)
+        assert host is None  # the gap is the sync's; host_bound does not claim it again
+    else:
+        # The long gap begins 500 µs after the return: the host work, not the sync, left the GPU
+        # idle; only the 13 µs between the drain and the next kernel is the sync's.
+        assert sync is None or sync.saving_window_ns <= 13_000
+        assert host is not None and host.material and "prepare_batch" in host.title
+
+
+def test_a_sync_that_blocks_zero_ns_saves_nothing(tmp_path: Path) -> None:
+    # Hand-made: the GPU is already idle when a zero-length cudaStreamSynchronize is called.
+    t = HandMadeTrace()
+    t.step(1, 0, 10_000)
+    t.host("aten::add", 1, 3)
+    t.gpu(ADD, 10, 4_990, launch_ts=2)
+    t.host("cudaStreamSynchronize", 5_010, 0, cat="cuda_runtime")
+    t.host("prepare_batch", 5_011, 2_000)
+    t.host("aten::add", 7_015, 3)
+    t.gpu(ADD, 7_020, 2_970, launch_ts=7_016)
+    result = findings(write_h200(t, tmp_path / "zero.json"))
+    sync = by_id(result, "host_sync")
+    assert sync is None or sync.saving_window_ns == 0
+    assert by_id(result, "host_bound") is None  # the gap opened at the sync's return

@@ -34,11 +34,6 @@ FIX_FINDING = {
 # reported with a small saving, diff measures no change beyond the steps' noise, and launch
 # overhead is the larger finding, rightly (see docs/findings.md, "Predicted vs measured").
 NOT_LEADING = {"churn"}
-# Pairs the findings get wrong today, said so in docs/findings.md (strict: a fix makes them pass).
-MISSED = {
-    "item_sync": "host_sync misses a .item() whose cost is the host work it stops from overlapping "
-    "(next_micro_batch); host_bound leads instead",
-}
 PAIRS = [
     pytest.param("amp_off", "amp_on", "fp32_no_tensor_cores", id="amp_off"),
     pytest.param("dataloader_w0", "dataloader_w4", "dataloader_stall", id="dataloader_w0"),
@@ -47,7 +42,6 @@ PAIRS = [
         f"fix_{name}_before",
         f"fix_{name}_after",
         finding,
-        marks=[pytest.mark.xfail(reason=MISSED[name], strict=True)] if name in MISSED else [],
         id=f"fix_{name}_before",
     )
     for name, finding in FIX_FINDING.items()

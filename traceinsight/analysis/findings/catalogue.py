@@ -170,6 +170,9 @@ PINNED_GBPS = 25.0
 LAUNCH_SHORT_PCT = 30.0
 # Same-shape GEMMs adjacent on a stream, each below this, this many in a row: one batched call.
 SMALL_GEMM_NS = 50_000
+# A gap opened by a sync begins within this of the blocking call's return: the device drains,
+# then the call returns a few µs later (8-25 µs in the item_sync pair on an H200).
+SYNC_RETURN_TOLERANCE_NS = 50_000
 SMALL_GEMM_RUN = 8
 # Reserved memory above this share of the device's memory is pressure.
 MEMORY_PRESSURE_SHARE = 0.9

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TypeVar
 
 import polars as pl
@@ -17,6 +18,7 @@ from traceinsight.analysis.base import Result
 from traceinsight.analysis.bound import BoundResult
 from traceinsight.analysis.breakdown import BreakdownResult
 from traceinsight.analysis.compile import CompileResult
+from traceinsight.analysis.findings.syncs import SYNC_GAP_SCHEMA, sync_opened_gaps
 from traceinsight.analysis.gaps import GapsResult
 from traceinsight.analysis.kernels import KernelsResult
 from traceinsight.analysis.memory import MemoryResult
@@ -112,6 +114,13 @@ class FindingContext:
         if self.gaps is None:
             return 0
         return int(self.gaps.by_cause.filter(pl.col("cause") == cause)["idle_ns"].sum())
+
+    @cached_property
+    def sync_gaps(self) -> pl.DataFrame:
+        """Gaps opened by a host synchronisation, with the saving each allows (see .syncs)."""
+        if self.gaps is None:
+            return pl.DataFrame(schema=SYNC_GAP_SCHEMA)
+        return sync_opened_gaps(self.trace, self.gaps.gaps)
 
     # -- evidence read from the frames --------------------------------------------------
     def locations_of(self, op_names: list[str], limit: int = 3) -> tuple[str, ...]:

@@ -13,10 +13,11 @@ from traceinsight.analysis.findings.model import (
     Evidence,
     KernelEvidence,
     OpEvidence,
+    Pool,
     RegionEvidence,
 )
 from traceinsight.analysis.findings.savings import Estimate, estimate
-from traceinsight.analysis.gaps import SYNC_CALL_PATTERN
+from traceinsight.analysis.findings.syncs import blocking_spans
 
 SYNC_OPS = (
     "aten::item",
@@ -88,30 +89,53 @@ def detect_dataloader_stall(ctx: FindingContext) -> Estimate | None:
     )
 
 
-def _host_blocked_ns(ctx: FindingContext) -> int:
-    """Host time spent blocked on the device: synchronising runtime calls, and the launch
-    calls of device-to-host copies (a copy to pageable memory returns when it is done)."""
-    ev = ctx.trace.events
-    sync_calls = ev.filter(
-        pl.col("kind").is_in(["runtime", "driver"])
-        & pl.col("name").cast(pl.String).str.contains(SYNC_CALL_PATTERN)
-    )
-    d2h = ctx.trace.kernels.filter(
-        (pl.col("kind") == "memcpy") & pl.col("name").cast(pl.String).str.contains("DtoH")
-    )
-    launch_ns = (d2h["launch_end_ns"] - d2h["launch_ts_ns"]).drop_nulls().clip(lower_bound=0)
-    return int(sync_calls["dur_ns"].sum()) + int(launch_ns.sum())
-
-
 def detect_host_sync(ctx: FindingContext) -> Estimate | None:
-    gap_idle = ctx.idle_by_cause("sync")
+    opened = ctx.sync_gaps
+    # Gaps the host spent in a sync that did not open them (waiting on other work): all of it.
+    waited = (
+        pl.DataFrame()
+        if ctx.gaps is None
+        else ctx.gaps.gaps.filter(pl.col("cause") == "sync").join(
+            opened.select("device", "start_ns"), on=["device", "start_ns"], how="anti"
+        )
+    )
+    opened_ns = int(opened["saving_ns"].sum())
+    waited_ns = int(waited["dur_ns"].sum()) if waited.height else 0
+    gap_idle = int(opened["dur_ns"].sum()) + waited_ns
     if gap_idle <= 0:
         return None
-    # Without the sync the host runs ahead only by the time it was blocked: when the host is
-    # the bottleneck anyway (launch-bound), the GPU idle behind a sync stays as launch idle.
-    blocked = _host_blocked_ns(ctx)
-    idle = min(gap_idle, blocked)
-    culprits = _culprits(ctx, "sync")
+    # Removing the syncs frees the host for as long as it was blocked in them, no longer.
+    blocked = int(blocking_spans(ctx.trace)["blocked_ns"].sum())
+    idle = min(opened_ns + waited_ns, blocked)
+    scale = idle / (opened_ns + waited_ns) if opened_ns + waited_ns else 0.0
+    # Idle after a sync spent launching or loading data is also what launch_bound and
+    # dataloader_stall report (their fixes shrink it without removing the sync): counted
+    # once, here. host_bound does not count gaps a sync opened at all (see detect_host_bound).
+    launching = opened.filter(
+        (pl.col("cause") == "launch_overhead")
+        & ~pl.col("culprit").fill_null("").str.contains(DYNAMO_INTERNAL.pattern)
+    )
+    loading = opened.filter(pl.col("cause") == "data_loading")
+    parts: tuple[tuple[Pool, str, int], ...] = (
+        ("idle", "launch_bound", int(int(launching["saving_ns"].sum()) * scale)),
+        ("idle", "dataloader_stall", int(int(loading["saving_ns"].sum()) * scale)),
+    )
+    culprits = (
+        pl.concat([opened.select("culprit", "dur_ns"), waited.select("culprit", "dur_ns")])
+        if waited.height
+        else opened.select("culprit", "dur_ns")
+    )
+    culprits = (
+        culprits.filter(
+            pl.col("culprit").is_not_null()
+            & ~pl.col("culprit").str.contains(DYNAMO_INTERNAL.pattern)
+        )
+        .group_by("culprit")
+        .agg(pl.col("dur_ns").sum().alias("idle_ns"), pl.len().alias("gaps"))
+        .sort(["idle_ns", "culprit"], descending=[True, False])
+        .head(5)
+    )
+    n_gaps = opened.height + waited.height
     ev = ctx.trace.events
     name = pl.col("name").cast(pl.String)
     per_step = max(ctx.step_count, 1)
@@ -156,12 +180,14 @@ def detect_host_sync(ctx: FindingContext) -> Estimate | None:
         ctx,
         "host_sync",
         {"idle": idle},
+        within_parts=parts,
         confidence="high" if culprits.height else "medium",
-        confidence_reason=f"{_gap_counts(ctx, 'sync')} idle gaps behind synchronising calls; "
+        confidence_reason=f"{n_gaps} idle gaps opened by synchronising calls; "
         f"{n_item / per_step:.0f} .item()/nonzero-style calls per step",
-        method="device idle time in gaps behind a host synchronisation (the GPU drains, then waits "
-        "for the host to launch again), capped by the host time blocked in synchronising calls and "
-        "device-to-host copies: removing the syncs frees the host for that long, no more",
+        method="per idle gap that begins when a synchronising call returns (the GPU drained, and "
+        "stays idle whatever the host does next) or while the host waits in one: the shorter of "
+        "the gap and the host time blocked in that call, which the host would otherwise have "
+        "spent ahead of the GPU; in all, at most the host time blocked in synchronising calls",
         evidence=Evidence(
             ops=ops,
             regions=regions,
@@ -173,7 +199,11 @@ def detect_host_sync(ctx: FindingContext) -> Estimate | None:
                     *[str(c) for c in culprits["culprit"].to_list()],
                 ]
             ),
-            figures=(("sync_idle_ns", float(gap_idle)), ("host_blocked_ns", float(blocked))),
+            figures=(
+                ("sync_idle_ns", float(gap_idle)),
+                ("sync_opened_gaps", float(opened.height)),
+                ("host_blocked_ns", float(blocked)),
+            ),
         ),
     )
 
@@ -300,9 +330,15 @@ def detect_host_bound(ctx: FindingContext) -> Estimate | None:
     """Idle gaps while the host ran untraced code or CPU-heavy ops inside a named region."""
     if ctx.gaps is None:
         return None
-    # From every gap (the result's culprit table keeps only the top ones).
+    # From every gap (the result's culprit table keeps only the top ones), except the gaps a
+    # sync opened: the sync drained the queue, so no host work there can overlap queued GPU
+    # work until the sync goes; those gaps are host_sync's, and what the host work then still
+    # costs shows once the sync is removed.
     culprits = (
-        ctx.gaps.gaps.filter(
+        ctx.gaps.gaps.join(
+            ctx.sync_gaps.select("device", "start_ns"), on=["device", "start_ns"], how="anti"
+        )
+        .filter(
             pl.col("cause").is_in(HOST_CAUSES)
             & pl.col("culprit").is_not_null()
             & (pl.col("culprit") != NO_CULPRIT)
