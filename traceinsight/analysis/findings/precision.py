@@ -20,7 +20,7 @@ from traceinsight.analysis.findings.savings import Estimate, estimate
 from traceinsight.analysis.kernel_families import with_families
 
 GEMM_FAMILIES = ("gemm", "conv")
-_FP64_NAME = r"(?i)dgemm|zgemm|f64f64|_f64_|fp64"
+_FP64_NAME = r"(?i)dgemm|zgemm|f64f64|_f64_|fp64|tensorop_d\d+gemm"
 _FP32_NAME = r"(?i)sgemm|f32f32|_f32_|fp32|float"
 _MISALIGNED_NAME = r"(?i)align[12](\b|_|$)"
 
@@ -181,7 +181,8 @@ def detect_fp64_compute(ctx: FindingContext) -> Estimate | None:
     table = _kernel_table(ctx)
     if table is None:
         return None
-    rows = table.filter((pl.col("dtype_class") == "fp64") | pl.col("name").str.contains(_FP64_NAME))
+    # "fp64_tc": fp64 work on FP64 tensor cores (the bound analysis prices it at that peak).
+    rows = table.filter(pl.col("dtype_class").is_in(["fp64", "fp64_tc"]) | pl.col("name").str.contains(_FP64_NAME))
     rows = rows.filter(~pl.col("family").is_in(["memcpy", "memset"]))
     if rows.height == 0:
         return None
@@ -213,7 +214,7 @@ def detect_fp64_compute(ctx: FindingContext) -> Estimate | None:
         ),
         evidence=Evidence(
             kernels=_kernels_evidence(rows),
-            ops=_ops_evidence(ctx, _gemm_ops(ctx, ("fp64",))),
+            ops=_ops_evidence(ctx, _gemm_ops(ctx, ("fp64", "fp64_tc"))),
             figures=(("fp64_kernel_ns", float(total_ns)),),
         ),
     )
@@ -318,7 +319,7 @@ def _flops_per_call(ctx: FindingContext) -> pl.DataFrame:
         cls: (ctx.peak_tflops(cls) or 0.0)
         * (SIMT_EFFICIENCY if cls in ("fp32", "fp64") else TENSOR_CORE_EFFICIENCY)
         * 1e3
-        for cls in ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8")
+        for cls in ("fp64", "fp64_tc", "fp32", "tf32", "bf16", "fp16", "fp8")
     }
     ops = ctx.bound.ops.filter(pl.col("family").is_in(GEMM_FAMILIES) & (pl.col("calls") > 0))
     return (
