@@ -277,12 +277,16 @@ def _attributes(objects: list[Any], names: tuple[str, ...]) -> list[list[Any]]:
 
 
 def _raw_json_column(values: list[msgspec.Raw]) -> pl.Series:
-    """Raw JSON snippets as one string column, built with one join and one split.
+    """Raw JSON snippets as one string column, built with one join and one split in polars
+    (no Python str per row); an absent value (empty Raw) becomes null.
 
     NUL cannot occur unescaped in JSON text, so it is a safe separator.
     """
+    if not values:
+        return pl.Series(values, dtype=pl.String)
     text = b"\x00".join(values).decode("utf-8", "replace")
-    return pl.Series(text.split("\x00"), dtype=pl.String).replace("", None)
+    split = pl.Series([text]).str.split("\x00").explode()
+    return pl.select(pl.when(split.str.len_bytes() > 0).then(split)).to_series()
 
 
 def _compact_json(column: pl.Series) -> pl.Series:
