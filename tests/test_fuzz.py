@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import traceinsight as ti
@@ -29,6 +29,9 @@ def _small_real_trace() -> dict[str, Any]:
 
 BASE = _small_real_trace()
 BASE_BYTES = json.dumps(BASE, indent=1).encode()
+FIRST_KERNEL = next(
+    i for i, e in enumerate(BASE["traceEvents"]) if e.get("ph") == "X" and e.get("cat") == "kernel"
+)
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False) | st.text(max_size=8),
@@ -60,6 +63,8 @@ def _check(path: Path) -> None:
     ),
     drop=st.lists(st.integers(0, len(BASE["traceEvents"]) - 1), max_size=5),
 )
+# found by this test: a dur whose ns value overflows Int64 crashed the load
+@example(edits=[(FIRST_KERNEL, "dur", -9.2e18)], drop=[])
 def test_structural_mutations(tmp_path: Path, edits: list[tuple[int, str, Any]], drop: list[int]) -> None:
     # GIVEN the base trace with fields and args set to arbitrary JSON values, and some events
     # replaced by a number

@@ -226,6 +226,17 @@ def test_missing_or_zero_durations(tmp_path: Path) -> None:
     assert "no usable 'dur'" in warnings and "negative" in warnings
 
 
+@pytest.mark.parametrize("dur", [-9.2e18, -9223372036854775808, -1e300, 9.2e18])
+def test_durations_beyond_int64_ns_are_dropped_with_a_warning(tmp_path: Path, dur: float) -> None:
+    # GIVEN a hand-made trace whose dur (µs) would overflow Int64 nanoseconds
+    # (-9.2e18 was found by test_fuzz.py::test_structural_mutations)
+    path = write_trace(tmp_path / "huge.json", [op("a", 1, dur), op("b", 2, 3)])
+    # WHEN it is loaded THEN that dur is dropped with a warning instead of crashing
+    trace = ti.load(path, cache=False)
+    assert trace.events.sort("ts_ns")["dur_ns"].to_list() == [0, 3_000]
+    assert "1 duration events had no usable 'dur'" in " ".join(trace.meta.warnings)
+
+
 def test_begin_end_pairs_become_durations(tmp_path: Path) -> None:
     # GIVEN hand-made nested B/E pairs on one thread and one E too many
     events = [

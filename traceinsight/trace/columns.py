@@ -110,6 +110,9 @@ _RAW_DTYPES: dict[str, Any] = {
 }
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+# A dur beyond ±2**62 ns (~146 years) cannot be real, and in ns it would not fit an Int64:
+# such a value becomes null, which the linker reports and treats as instantaneous.
+_MAX_DUR_US = 2**62 / 1000.0
 _EVENT_FIELD_NAMES = ("name", "cat", "pid", "tid", "ts", "dur", "args")
 _PHASE = attrgetter("PH")
 MEMORY_SCHEMA = {"ts": pl.Float64, "pid": pl.Int64, "tid": pl.Int64} | {
@@ -274,12 +277,16 @@ def _attributes(objects: list[Any], names: tuple[str, ...]) -> list[list[Any]]:
 
 
 def _raw_json_column(values: list[msgspec.Raw]) -> pl.Series:
-    """Raw JSON snippets as one string column, built with one join and one split.
+    """Raw JSON snippets as one string column, built with one join and one split in polars
+    (no Python str per row); an absent value (empty Raw) becomes null.
 
     NUL cannot occur unescaped in JSON text, so it is a safe separator.
     """
+    if not values:
+        return pl.Series(values, dtype=pl.String)
     text = b"\x00".join(values).decode("utf-8", "replace")
-    return pl.Series(text.split("\x00"), dtype=pl.String).replace("", None)
+    split = pl.Series([text]).str.split("\x00").explode()
+    return pl.select(pl.when(split.str.len_bytes() > 0).then(split)).to_series()
 
 
 def _compact_json(column: pl.Series) -> pl.Series:
@@ -381,12 +388,20 @@ def _with_schema(part: pl.DataFrame) -> pl.DataFrame:
     n = part.height
     return pl.DataFrame(
         [
-            part.get_column(name)
+            _usable_dur(part.get_column(name))
+            if name == "dur"
+            else part.get_column(name)
             if name in part.columns
             else pl.Series(name, dtype=dtype).extend_constant(None, n)
             for name, dtype in _RAW_DTYPES.items()
         ]
     )
+
+
+def _usable_dur(dur: pl.Series) -> pl.Series:
+    if not (dur.abs() >= _MAX_DUR_US).any():
+        return dur
+    return pl.select(pl.when(dur.abs() < _MAX_DUR_US).then(dur)).to_series().alias("dur")
 
 
 def counters_frame(rows: list[tuple[float, int, str, str, float]]) -> pl.DataFrame:
