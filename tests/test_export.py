@@ -130,7 +130,7 @@ def test_sql_polars_engine(capsys: pytest.CaptureFixture[str]) -> None:
     assert rows == [{"n": kernels.height, "total_ns": int(kernels["dur_ns"].sum())}]
     code = main(["sql", str(sample_path("gemm_bf16")), "SELECT nope FROM kernels"])
     _, err = capsys.readouterr()
-    assert code == 2 and "SQL error" in err
+    assert code == 1 and "SQL error" in err  # a data error, not a usage error
 
 
 def test_sql_perfetto_engine_explains_the_missing_binary(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:

@@ -103,9 +103,11 @@ def _plain_help(cmd: Any, *, sections: bool) -> None:
     for sub in getattr(cmd, "commands", {}).values():
         _plain_help(sub, sections=sections)
     for param in cmd.params:
-        if param.param_type_name == "argument" and param.metavar is None:
-            param.metavar = param.name.upper()
-            upper = param.metavar + ("..." if param.nargs != 1 else "")
+        if param.param_type_name == "argument":
+            if param.metavar is None:
+                param.metavar = param.name.upper()
+            many = param.nargs != 1 and not param.metavar.endswith("...")
+            upper = param.metavar + ("..." if many else "")
             param._usage_display_name = lambda upper=upper: upper
         elif getattr(param, "is_flag", False) and param.metavar is None:
             param.metavar = ""
