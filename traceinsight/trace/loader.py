@@ -39,7 +39,7 @@ def _load_uncached(path: Path) -> Trace:
         del data
         base = _base_time_ns(raw.header)
         # link() gets the only reference to the big frame, so it can free it as it goes.
-        linked = link(raw.take_durations(), raw.counters, raw.memory, base)
+        linked = link(raw.take_durations(), raw.counters, raw.memory, base, raw.pid_labels)
     except TraceFormatError:
         raise
     except Exception as exc:  # the contract: bad input yields TraceFormatError, never a crash

@@ -1,0 +1,94 @@
+"""Trace formats whose sections used to go missing: 2021-era PyTorch and MTIA.
+
+The traces here are hand-made, reduced faithfully from the formats those profilers write:
+the 2021 kineto tb_plugin test traces (``ProfilerStep#N`` with cat ``Operator``, capitalised
+``Kernel``/``Memcpy``/``Runtime`` cats, ``[memory]`` events with only ``Bytes``) and MTIA
+device work (cat ``mtia_ccp_events`` on a pid named "MTIA N").
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from tests.handmade import op, write_trace
+from traceinsight.analysis.base import AnalysisConfig
+from traceinsight.analysis.gaps import run as run_gaps
+from traceinsight.analysis.steps import run as run_steps
+from traceinsight.trace.loader import load
+
+HOST = 1000
+
+
+def _old_event(cat: str, name: str, ts: float, dur: float, *, pid: Any = HOST, tid: Any = HOST,
+               args: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur,
+            "args": args or {}}
+
+
+def old_2021_trace(path: Path, steps: int = 3, step_us: float = 1000.0) -> Path:
+    """Hand-made, after the kineto tb_plugin 2021 test traces: Operator steps, capitalised
+    device cats, text tids ("stream 7"), no baseTimeNanoseconds."""
+    events: list[dict[str, Any]] = []
+    corr = 100
+    for i in range(steps):
+        t0 = 1_000.0 + i * step_us
+        events.append(_old_event("Operator", f"ProfilerStep#{i + 1}", t0, step_us - 10))
+        events.append(_old_event("Operator", "aten::mm", t0 + 10, 50, args={"External id": corr}))
+        events.append(_old_event("Runtime", "cudaLaunchKernel", t0 + 20, 10,
+                                 args={"correlation": corr, "external id": corr}))
+        events.append(_old_event("Kernel", "void gemm_kernel<float>", t0 + 40, 300, pid=0,
+                                 tid="stream 7", args={"correlation": corr, "external id": corr,
+                                                       "device": 0, "stream": 7}))
+        events.append(_old_event("Runtime", "cudaMemcpyAsync", t0 + 35, 10,
+                                 args={"correlation": corr + 1, "external id": corr}))
+        events.append(_old_event("Memcpy", "Memcpy HtoD (Pageable -> Device)", t0 + 350, 20,
+                                 pid=0, tid="stream 7",
+                                 args={"correlation": corr + 1, "device": 0, "stream": 7,
+                                       "bytes": 4096}))
+        corr += 2
+    return write_trace(path, events)
+
+
+def mtia_trace(path: Path) -> Path:
+    """Hand-made MTIA trace: host steps and runtime calls, device work as mtia_ccp_events on
+    a pid named "MTIA 0"."""
+    events: list[dict[str, Any]] = []
+    for i in range(3):
+        t0 = 1_000.0 + i * 1_000.0
+        events.append(op(f"ProfilerStep#{i}", t0, 990, cat="user_annotation"))
+        events.append(op("aten::add", t0 + 10, 40))
+        events.append(op("mtiaLaunchKernel", t0 + 20, 10, cat="mtia_runtime",
+                         args={"correlation": 10 + i}))
+        events.append(_old_event("mtia_ccp_events", "add_kernel", t0 + 100, 600, pid="MTIA 0",
+                                 tid="stream 1", args={"correlation": 10 + i}))
+    return write_trace(path, events, baseTimeNanoseconds=1_700_000_000_000_000_000)
+
+
+def test_old_operator_steps_are_steps(tmp_path: Path) -> None:
+    trace = load(old_2021_trace(tmp_path / "old.json"), cache=False)
+    assert trace.step_spans()["step"].to_list() == [1, 2, 3]
+    steps = run_steps(trace, AnalysisConfig())
+    assert steps.available, steps.reason
+    # Step spans are not ops: nothing is attributed to "ProfilerStep#N" as an operator.
+    assert trace.kernels["top_op_name"].cast(pl.String).to_list().count("aten::mm") == 6
+    assert set(trace.kernels["step"].to_list()) == {1, 2, 3}
+
+
+def test_old_capitalised_device_cats_are_device_work(tmp_path: Path) -> None:
+    trace = load(old_2021_trace(tmp_path / "old.json"), cache=False)
+    kinds = trace.kernels["kind"].cast(pl.String).value_counts().sort("kind")
+    assert dict(kinds.iter_rows()) == {"kernel": 3, "memcpy": 3}
+    assert trace.kernels["launch_name"].null_count() == 0
+    assert trace.gpu_devices == [0]
+
+
+def test_mtia_device_work_is_seen(tmp_path: Path) -> None:
+    trace = load(mtia_trace(tmp_path / "mtia.json"), cache=False)
+    assert trace.has_gpu
+    assert trace.gpu_devices == [0]
+    assert trace.kernels["launch_name"].cast(pl.String).to_list() == ["mtiaLaunchKernel"] * 3
+    gaps = run_gaps(trace, AnalysisConfig())
+    assert gaps.available, gaps.reason
