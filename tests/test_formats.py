@@ -92,3 +92,40 @@ def test_mtia_device_work_is_seen(tmp_path: Path) -> None:
     assert trace.kernels["launch_name"].cast(pl.String).to_list() == ["mtiaLaunchKernel"] * 3
     gaps = run_gaps(trace, AnalysisConfig())
     assert gaps.available, gaps.reason
+
+
+def old_memory_trace(path: Path) -> Path:
+    """Hand-made, after 2021-era profile_memory traces: ``[memory]`` events with only
+    ``Bytes`` (no Total Allocated / Total Reserved), on device 0 and the CPU."""
+    events: list[dict[str, Any]] = [_old_event("Operator", "ProfilerStep#1", 0, 10_000)]
+    mib = 1 << 20
+    sizes = [19 * mib, 1024 * mib, 1024 * mib, -1024 * mib, 600 * mib, -19 * mib]
+    for i, size in enumerate(sizes):
+        events.append({"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]",
+                       "pid": HOST, "tid": HOST, "ts": 100.0 + i * 100,
+                       "args": {"Device Type": 1, "Device Id": 0, "Addr": 1000 + i, "Bytes": size}})
+    events.append({"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]",
+                   "pid": HOST, "tid": HOST, "ts": 150.0,
+                   "args": {"Device Type": 0, "Device Id": -1, "Addr": 5, "Bytes": 64}})
+    return write_trace(path, events)
+
+
+def test_memory_peak_without_totals_is_the_running_sum(tmp_path: Path) -> None:
+    from traceinsight.analysis.memory import run as run_memory
+
+    result = run_memory(load(old_memory_trace(tmp_path / "mem.json"), cache=False), AnalysisConfig())
+    assert result.available, result.reason
+    cuda = result.peaks.filter(pl.col("device") == "cuda:0").row(0, named=True)
+    # 19 MiB + 1 GiB + 1 GiB, before the first free: not the first event's 19 MiB.
+    assert cuda["peak_allocated_bytes"] == (19 + 2048) << 20
+    assert any("running sum" in note for note in result.notes)
+
+
+def test_tiny_cpu_totals_are_not_peaks(sample_trace: Any) -> None:
+    from traceinsight.analysis.memory import run as run_memory
+
+    # Recorded with profile_memory on torch 2.x: the CPU's "Total Allocated" reaches 32 B.
+    result = run_memory(sample_trace("train_eager"), AnalysisConfig())
+    assert result.peaks["device"].to_list() == ["cuda:0"]
+    assert result.peaks["peak_allocated_bytes"].item() > 1 << 30
+    assert any(note.startswith("cpu: peak allocated 32 B") for note in result.notes)
