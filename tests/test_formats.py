@@ -28,7 +28,7 @@ def _old_event(cat: str, name: str, ts: float, dur: float, *, pid: Any = HOST, t
             "args": args or {}}
 
 
-def old_2021_trace(path: Path, steps: int = 3, step_us: float = 1000.0) -> Path:
+def old_2021_trace(path: Path, steps: int = 3, step_us: float = 1000.0, kernel_us: float = 300.0) -> Path:
     """Hand-made, after the kineto tb_plugin 2021 test traces: Operator steps, capitalised
     device cats, text tids ("stream 7"), no baseTimeNanoseconds."""
     events: list[dict[str, Any]] = []
@@ -39,12 +39,12 @@ def old_2021_trace(path: Path, steps: int = 3, step_us: float = 1000.0) -> Path:
         events.append(_old_event("Operator", "aten::mm", t0 + 10, 50, args={"External id": corr}))
         events.append(_old_event("Runtime", "cudaLaunchKernel", t0 + 20, 10,
                                  args={"correlation": corr, "external id": corr}))
-        events.append(_old_event("Kernel", "void gemm_kernel<float>", t0 + 40, 300, pid=0,
+        events.append(_old_event("Kernel", "void gemm_kernel<float>", t0 + 40, kernel_us, pid=0,
                                  tid="stream 7", args={"correlation": corr, "external id": corr,
                                                        "device": 0, "stream": 7}))
         events.append(_old_event("Runtime", "cudaMemcpyAsync", t0 + 35, 10,
                                  args={"correlation": corr + 1, "external id": corr}))
-        events.append(_old_event("Memcpy", "Memcpy HtoD (Pageable -> Device)", t0 + 350, 20,
+        events.append(_old_event("Memcpy", "Memcpy HtoD (Pageable -> Device)", t0 + 50 + kernel_us, 20,
                                  pid=0, tid="stream 7",
                                  args={"correlation": corr + 1, "device": 0, "stream": 7,
                                        "bytes": 4096}))
@@ -129,3 +129,32 @@ def test_tiny_cpu_totals_are_not_peaks(sample_trace: Any) -> None:
     assert result.peaks["device"].to_list() == ["cuda:0"]
     assert result.peaks["peak_allocated_bytes"].item() > 1 << 30
     assert any(note.startswith("cpu: peak allocated 32 B") for note in result.notes)
+
+
+def test_diff_gate_on_old_format_steps(tmp_path: Path) -> None:
+    """The CI gate where it matters: 2 vs 2 steps cannot show a significant change (exit 0
+    even at a 0 % threshold); 10 vs 10 steps with the kernel twice as long exit 3."""
+    from traceinsight.cli.app import main
+
+    two_a = old_2021_trace(tmp_path / "a2.json", steps=2)
+    two_b = old_2021_trace(tmp_path / "b2.json", steps=2, kernel_us=600)
+    assert main(["diff", str(two_a), str(two_b), "--no-cache", "--fail-on-regression", "0"]) == 0
+    fast = old_2021_trace(tmp_path / "fast.json", steps=10)
+    slow = old_2021_trace(tmp_path / "slow.json", steps=10, kernel_us=600)
+    assert main(["diff", str(fast), str(slow), "--no-cache", "--fail-on-regression", "5"]) == 3
+    assert main(["diff", str(slow), str(fast), "--no-cache", "--fail-on-regression", "5"]) == 0
+
+
+def test_inner_launch_call_wins_a_shared_correlation(tmp_path: Path) -> None:
+    """Hand-made: a runtime call and the driver call inside it share one correlation (as
+    cudaGraphLaunch / cuLaunchKernel do); the kernel's launch is the inner, later one."""
+    events = [
+        op("aten::mm", 0, 100),
+        op("cudaLaunchKernel", 10, 50, cat="cuda_runtime", args={"correlation": 7}),
+        op("cuLaunchKernel", 20, 20, cat="cuda_driver", args={"correlation": 7}),
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 200, "dur": 10,
+         "args": {"correlation": 7, "device": 0, "stream": 7}},
+    ]
+    trace = load(write_trace(tmp_path / "shared.json", events), cache=False)
+    assert trace.kernels["launch_name"].cast(pl.String).to_list() == ["cuLaunchKernel"]
+    assert trace.kernels["launch_ts_ns"].to_list() == [20_000]
