@@ -304,6 +304,16 @@ def test_more_workers_cut_data_loading_idle() -> None:
     assert causes["data_loading"]["delta_ns_per_step"] < -0.5 * causes["data_loading"]["before_ns_per_step"]
     idle = {r["category"]: r for r in result.breakdown.table.iter_rows(named=True)}["idle"]
     assert idle["delta_ns_per_step"] < 0
+    st = result.step_time
+    # The workers' refill stalls (every 4th step) are kept and flagged, not dropped.
+    assert st.n_after == 10 and st.dropped_after == 0 and st.outliers_after == 3
+    assert st.statistic == "mean" and st.after_mean_ns is not None and st.after_median_ns is not None
+    assert st.after_mean_ns > st.after_median_ns
+    assert st.after_total_ns == pytest.approx(st.after_mean_ns * st.n_after, rel=1e-9)
+    # One denominator per table: no idle cause per step exceeds the mean step it sits in.
+    for side in ("before", "after"):
+        mean_step = getattr(st, f"{side}_mean_ns")
+        assert causes["data_loading"][f"{side}_ns_per_step"] <= mean_step
 
 
 def test_sample_against_itself_is_no_change() -> None:
@@ -322,8 +332,12 @@ def test_sample_against_itself_is_no_change() -> None:
 def test_fail_on_regression_on_recorded_pair() -> None:
     fast, slow = str(sample_path("amp_on")), str(sample_path("amp_off"))
     result = diff(fast, slow)
-    expected = EXIT_REGRESSION if result.verdict == "slower" else 0
-    assert result.step_time.ratio is not None and result.step_time.ratio > 2.0
+    st = result.step_time
+    # amp_off's every step is over twice amp_on's (ratio and interval checked here): the gate
+    # must fire exactly when the step counts let the rank test reach p < 0.05 at all.
+    assert st.ratio is not None and st.ratio > 2.0
+    assert st.ci_low is not None and st.ci_low > 1.05
+    expected = EXIT_REGRESSION if min_rank_p(st.n_before, st.n_after) < 0.05 else 0
     assert main(["diff", fast, slow, "--format", "json", "--fail-on-regression", "5"]) == expected
     assert main(["diff", slow, fast, "--format", "json", "--fail-on-regression", "5"]) == 0
 

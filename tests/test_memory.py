@@ -170,13 +170,22 @@ def test_devices_are_kept_apart(tmp_path: Path) -> None:
     gpu0, gpu1, cpu = Allocator(0), Allocator(1), Allocator(-1, device_type=0)
     gpu0.event(1, 0x10, 5 * MiB)
     gpu1.event(2, 0x10, 7 * MiB)  # the same address on another device is another block
-    cpu.event(3, 0x10, 64)
+    cpu.event(3, 0x10, 64 * MiB)
     gpu0.event(4, 0x10, -5 * MiB)
     r = memory.run(_load(tmp_path, [op("aten::to", 0, 10), *gpu0.events, *gpu1.events, *cpu.events]), AnalysisConfig())
     peaks = dict(zip(r.peaks["device"], r.peaks["peak_allocated_bytes"], strict=True))
-    assert peaks == {"cuda:0": 5 * MiB, "cuda:1": 7 * MiB, "cpu": 64}
+    assert peaks == {"cuda:0": 5 * MiB, "cuda:1": 7 * MiB, "cpu": 64 * MiB}
     assert r.peaks["device"].to_list() == ["cuda:0", "cuda:1", "cpu"]
     assert not r.has_steps and r.step_ends.height == 0
+
+
+def test_a_few_bytes_of_cpu_total_are_not_a_peak(tmp_path: Path) -> None:
+    gpu0, cpu = Allocator(0), Allocator(-1, device_type=0)
+    gpu0.event(1, 0x10, 5 * MiB)
+    cpu.event(2, 0x10, 16)
+    r = memory.run(_load(tmp_path, [op("aten::to", 0, 10), *gpu0.events, *cpu.events]), AnalysisConfig())
+    assert r.peaks["device"].to_list() == ["cuda:0"]
+    assert any(note.startswith("cpu: peak allocated 16 B") for note in r.notes)
 
 
 def test_without_memory_events_says_why(tmp_path: Path) -> None:

@@ -141,3 +141,21 @@ def test_properties_of_any_comparison(before: list[float], after: list[float]) -
     mirror = {"faster": "slower", "slower": "faster", "no_significant_change": "no_significant_change"}
     if cmp.verdict != "no_significant_change" and swapped.verdict != "no_significant_change":
         assert swapped.verdict == mirror[cmp.verdict]
+    # The point estimates and the rank test are exactly symmetric, whatever the bootstrap does.
+    if cmp.ratio is not None and swapped.ratio is not None:
+        assert cmp.ratio * swapped.ratio == pytest.approx(1.0, rel=1e-9)
+    if cmp.p_value is not None:
+        assert swapped.p_value == pytest.approx(cmp.p_value, rel=1e-9, abs=1e-12)
+
+
+def test_the_mean_sees_stalls_that_the_median_steps_over() -> None:
+    """Reduced from dataloader_w4: most steps get faster, but every 4th stalls on a refill."""
+    before = [100.0, 101.0, 99.0, 100.5, 100.2, 99.8, 100.1, 99.9, 100.3, 99.7]
+    after = [60.0, 61.0, 400.0, 60.5, 60.2, 400.0, 60.1, 59.9, 400.0, 59.7]
+    by_median = compare_samples(before, after)
+    by_mean = compare_samples(before, after, statistic="mean")
+    # The median reads 40 % faster; the run as a whole is 1.8x slower, which the mean says.
+    assert by_median.ratio is not None and by_median.ratio < 0.7
+    assert by_mean.verdict != "faster"
+    assert by_mean.ratio == pytest.approx(sum(after) / sum(before))
+    assert by_mean.ratio is not None and by_mean.ratio > 1.5

@@ -145,6 +145,7 @@ def diff(
     min_steps: int | None = None,
     top_n: int | None = None,
     config: AnalysisConfig | None = None,
+    drop_outliers: bool = False,
 ) -> DiffResult:
     """Compare ``after`` with ``before``: step-time verdict, breakdown deltas, what changed.
 
@@ -165,5 +166,6 @@ def diff(
         min_steps=d.min_steps if min_steps is None else min_steps,
         top_n=d.top_n if top_n is None else top_n,
         config=d.config if config is None else config,
+        drop_outliers=drop_outliers,
     )
     return diff_traces(_as_trace(before, cache=cache), _as_trace(after, cache=cache), options)

@@ -40,6 +40,9 @@ COMPILE_DATA_PATTERN = r"^(entire_frame_compile|entire_backward_compile)_data: f
 # Older releases have no entire_* spans; their outermost compile work is one of these.
 LEGACY_COMPILE_SPANS = ("_compile.compile_inner (dynamo_timed)", "_compile.compile_inner")
 TRITON_PREFIX = "triton_"
+# Host spans of the kernels Inductor generated (Triton launchers, C++ kernels of the CPU
+# backend): part of a compiled graph's work, never eager code run at a graph break.
+INDUCTOR_LAUNCHER_PATTERN = r"^(triton_|cpp_fused_)"
 # Host-side dispatch wrappers that sit between compiled regions without being user code.
 DYNAMO_GLUE = (CACHE_LOOKUP, "Pregraph bytecode", "AOTDispatcher Runtime Wrapper Prologue")
 
@@ -175,6 +178,7 @@ def _graph_break_ops(host: pl.DataFrame, per: int) -> pl.DataFrame:
         & ~name.str.starts_with(REGION_PREFIX)
         & ~name.is_in([*DYNAMO_GLUE, AOT_FORWARD, AOT_BACKWARD, *COMPILE_SPANS, *LEGACY_COMPILE_SPANS, "dynamo"])
         & ~name.str.ends_with(" (dynamo_timed)")
+        & ~name.str.contains(INDUCTOR_LAUNCHER_PATTERN)
     )
     return (
         children.group_by(name)

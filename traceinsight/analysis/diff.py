@@ -2,18 +2,20 @@
 
 Alignment:
 
-- steps: the step analysis marks warm-up and outlier steps; both are dropped and the kept
-  steps are compared as two samples of device step time (host step time when a side has no
-  GPU work). Kept steps are paired by position for the per-step table only; the verdict does
+- steps: the step analysis marks warm-up and outlier steps; warm-up steps are dropped, outliers
+  are kept and counted (``drop_outliers`` drops them too), and the kept steps are compared as
+  two samples of device step time (host step time when a side has no GPU work). Kept steps are paired by position for the per-step table only; the verdict does
   not assume pairing.
 - ops by top-level op name and input shapes, kernels by name (with their family), regions by
   annotation name; each side's GPU time is divided by its number of kept steps, so runs of
   different lengths compare. Without steps, per-trace totals are compared and said so.
-- breakdown and idle-by-cause figures cover each trace's whole analysed window and are divided
-  by the number of profiled steps in it.
+- breakdown and idle-by-cause figures are means over the kept steps' device windows, the
+  denominator of the step-time table (without steps: the whole window / profiled steps).
 
-The verdict is "faster"/"slower" only when the bootstrap interval of the median ratio excludes
-1 AND the rank test gives p < alpha (see :mod:`traceinsight.analysis.stats`).
+The verdict is "faster"/"slower" only when the bootstrap interval of the ratio of mean step
+times (total time of the kept steps over their number) excludes 1 AND the rank test gives
+p < alpha (see :mod:`traceinsight.analysis.stats`): a stall every few steps cannot hide from
+the mean as it can from the median.
 """
 
 from __future__ import annotations
@@ -160,7 +162,8 @@ def diff_traces(before: Trace, after: Trace, opts: DiffOptions | None = None) ->
     opts = opts or DiffOptions()
     config = opts.config
     b_label, a_label = _labels(before, after, opts)
-    b, a = make_side(before, b_label, config), make_side(after, a_label, config)
+    b = make_side(before, b_label, config, opts.drop_outliers)
+    a = make_side(after, a_label, config, opts.drop_outliers)
     comparable, notes, b_dev, a_dev = _device_notes(b, a)
     step_time = compare_steps(b, a, opts)
     per = "step" if b.kept_steps and a.kept_steps else "trace"

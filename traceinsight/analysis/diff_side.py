@@ -30,6 +30,9 @@ class DiffOptions:
     n_boot: int = DEFAULT_BOOTSTRAP
     seed: int = DEFAULT_SEED
     min_steps: int = MIN_SAMPLES
+    # Drop the steps the step analysis flags as outliers (they are kept, and flagged, by
+    # default: a stall every few steps is part of what the run costs).
+    drop_outliers: bool = False
     top_n: int = 10
     config: AnalysisConfig = field(default_factory=AnalysisConfig)
 
@@ -45,6 +48,8 @@ class Side:
     dropped: int
     results: dict[str, Result] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
+    # Kept steps the step analysis flags as outliers (counted in every figure).
+    outliers: int = 0
 
     @property
     def per(self) -> int:
@@ -68,7 +73,7 @@ class Side:
         return result, None
 
 
-def make_side(trace: Trace, label: str, config: AnalysisConfig) -> Side:
+def make_side(trace: Trace, label: str, config: AnalysisConfig, drop_outliers: bool = False) -> Side:
     errors: dict[str, Exception] = {}
     results = run_closure(trace, config, SECTIONS, errors=errors)
     for name in REQUIRED:
@@ -80,10 +85,15 @@ def make_side(trace: Trace, label: str, config: AnalysisConfig) -> Side:
     steps = results.get("steps")
     frame = steps.steps if isinstance(steps, StepsResult) and steps.available else None
     if frame is not None and frame.height:
-        keep = ~pl.col("is_warmup").fill_null(False) & ~pl.col("is_outlier").fill_null(False)
+        outlier = pl.col("is_outlier").fill_null(False)
+        keep = ~pl.col("is_warmup").fill_null(False)
+        if drop_outliers:
+            keep &= ~outlier
         kept_frame = frame.filter(keep).sort("step")
         kept = [int(s) for s in kept_frame["step"].to_list()]
-        return Side(trace, label, kept, all_steps, kept_frame, None, frame.height - kept_frame.height, results, reasons)
+        flagged = int(kept_frame.select(outlier.sum()).item())
+        dropped = frame.height - kept_frame.height
+        return Side(trace, label, kept, all_steps, kept_frame, None, dropped, results, reasons, flagged)
     # Without the step analysis, the profiled steps still give per-step normalisation.
     reason = steps.reason if isinstance(steps, StepsResult) else None
     return Side(trace, label, all_steps, all_steps, None, reason or "no steps in this trace", 0, results, reasons)

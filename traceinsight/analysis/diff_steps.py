@@ -22,6 +22,15 @@ class StepTimeDiff:
     n_after: int = 0
     dropped_before: int = 0
     dropped_after: int = 0
+    outliers_before: int = 0
+    outliers_after: int = 0
+    # Which statistic ``ratio``, ``change_pct`` and the interval compare ("mean": the total
+    # time of the kept steps over their number, which no stall can hide from).
+    statistic: str = "mean"
+    before_mean_ns: float | None = None
+    after_mean_ns: float | None = None
+    before_total_ns: int | None = None
+    after_total_ns: int | None = None
     before_median_ns: float | None = None
     after_median_ns: float | None = None
     before_p90_ns: float | None = None
@@ -58,7 +67,13 @@ def compare_steps(before: Side, after: Side, opts: DiffOptions) -> StepTimeDiff:
     b = before.steps_frame[metric].drop_nulls()
     a = after.steps_frame[metric].drop_nulls()
     cmp = compare_samples(
-        b.to_numpy(), a.to_numpy(), alpha=opts.alpha, n_boot=opts.n_boot, seed=opts.seed, min_samples=opts.min_steps
+        b.to_numpy(),
+        a.to_numpy(),
+        alpha=opts.alpha,
+        n_boot=opts.n_boot,
+        seed=opts.seed,
+        min_samples=opts.min_steps,
+        statistic="mean",
     )
     paired = (
         before.steps_frame.select(pl.col("step").alias("before_step"), pl.col(metric).alias("before_ns"))
@@ -83,6 +98,13 @@ def compare_steps(before: Side, after: Side, opts: DiffOptions) -> StepTimeDiff:
         n_after=cmp.n_after,
         dropped_before=before.dropped,
         dropped_after=after.dropped,
+        outliers_before=before.outliers,
+        outliers_after=after.outliers,
+        statistic=cmp.statistic,
+        before_mean_ns=cmp.before_mean,
+        after_mean_ns=cmp.after_mean,
+        before_total_ns=int(b.sum()) if b.len() else None,
+        after_total_ns=int(a.sum()) if a.len() else None,
         before_median_ns=cmp.before_median,
         after_median_ns=cmp.after_median,
         before_p90_ns=cmp.before_p90,

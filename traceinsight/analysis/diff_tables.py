@@ -28,7 +28,7 @@ class TableDiff:
 def breakdown_table(before: Side, after: Side) -> TableDiff:
     if before.steps_frame is not None and after.steps_frame is not None:
         table = _delta_table(step_parts(before, "before"), step_parts(after, "after"), "group")
-        return TableDiff(table=table.rename({"group": "category"}), basis="mean of the kept steps")
+        return TableDiff(table=table.rename({"group": "category"}), basis=KEPT_STEPS_BASIS)
     frames = []
     for side, prefix in ((before, "before"), (after, "after")):
         result, reason = side.section("breakdown", BreakdownResult)
@@ -49,7 +49,7 @@ def breakdown_table(before: Side, after: Side) -> TableDiff:
             )
         )
     table = _delta_table(frames[0], frames[1], "group")
-    return TableDiff(table=table.rename({"group": "category"}), basis="whole trace window / profiled steps")
+    return TableDiff(table=table.rename({"group": "category"}), basis=WINDOW_BASIS)
 
 
 def _delta_table(b: pl.DataFrame, a: pl.DataFrame, key: str) -> pl.DataFrame:
@@ -64,16 +64,54 @@ def _delta_table(b: pl.DataFrame, a: pl.DataFrame, key: str) -> pl.DataFrame:
     )
 
 
+KEPT_STEPS_BASIS = "mean of the kept steps (device step windows)"
+WINDOW_BASIS = "whole trace window / profiled steps"
+
+
+def _idle_in_kept_steps(side: Side, gaps: pl.DataFrame) -> pl.DataFrame:
+    """Idle ns per cause inside the kept steps' device windows, per kept step and device: the
+    denominator of the step-time table, so no cause can exceed the step it sits in."""
+    assert side.steps_frame is not None
+    windows = side.steps_frame.select(w_start="device_start_ns", w_end="device_end_ns").drop_nulls()
+    devices = max(gaps["device"].n_unique(), 1)
+    clipped = (
+        gaps.select("device", "start_ns", "end_ns", "cause")
+        .join(windows, how="cross")
+        .with_columns(
+            overlap_ns=(
+                pl.min_horizontal("end_ns", "w_end") - pl.max_horizontal("start_ns", "w_start")
+            ).clip(lower_bound=0)
+        )
+        .group_by("cause")
+        .agg(idle_ns=pl.col("overlap_ns").sum())
+    )
+    total = clipped["idle_ns"].sum()
+    return clipped.select(
+        pl.col("cause").cast(pl.String),
+        idle_ns_per_step=pl.col("idle_ns") / (side.per * devices),
+        share=pl.col("idle_ns") / total if total else pl.lit(None, dtype=pl.Float64),
+    )
+
+
 def idle_by_cause(before: Side, after: Side) -> TableDiff:
+    in_steps = before.steps_frame is not None and after.steps_frame is not None
     frames = []
     for side, prefix in ((before, "before"), (after, "after")):
         result, reason = side.section("gaps", GapsResult)
         if result is None:
             return TableDiff(available=False, reason=f"{side.label}: {reason}")
-        frames.append(
-            result.by_cause.select(
+        if in_steps:
+            per_cause = _idle_in_kept_steps(side, result.gaps)
+        else:
+            per_cause = result.by_cause.select(
                 pl.col("cause").cast(pl.String),
-                (pl.col("idle_ns") / side.window_per).alias(f"{prefix}_ns_per_step"),
+                idle_ns_per_step=pl.col("idle_ns") / side.window_per,
+                share=pl.col("share"),
+            )
+        frames.append(
+            per_cause.select(
+                "cause",
+                pl.col("idle_ns_per_step").alias(f"{prefix}_ns_per_step"),
                 pl.col("share").alias(f"{prefix}_share"),
             )
         )
@@ -84,7 +122,7 @@ def idle_by_cause(before: Side, after: Side) -> TableDiff:
         .with_columns(delta_ns_per_step=pl.col("after_ns_per_step") - pl.col("before_ns_per_step"))
         .sort("delta_ns_per_step", descending=False)
     )
-    return TableDiff(table=table, basis="whole trace window / profiled steps")
+    return TableDiff(table=table, basis=KEPT_STEPS_BASIS if in_steps else WINDOW_BASIS)
 
 
 def _peak_figures(result: MemoryResult) -> dict[str, float]:

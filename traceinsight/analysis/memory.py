@@ -27,6 +27,11 @@ LEAK_MIN_STEPS = 3
 LEAK_TOLERANCE_BYTES = 4096
 LEAK_TOLERANCE_FRACTION = 0.001
 NO_OP = "(no op)"
+# CPU "Total Allocated" in recent traces counts only what the profiler saw the CPU allocator
+# hand out (a few bytes to kilobytes), not what the process holds: a CPU peak below this is
+# not shown as a peak.
+MIN_CPU_PEAK_BYTES = 1 << 20
+CPU_DEVICE_TYPE = 0
 # Ops that allocate on behalf of their caller; the caller is reported next to them.
 ALLOCATION_HELPERS = (
     "aten::empty",
@@ -91,6 +96,8 @@ class MemoryResult(Result):
     has_steps: bool = False
     # Start of the recorded activity, so times can be shown relative to it.
     origin_ns: int = 0
+    # How the figures were read where it is not the allocator's own totals, and what was hidden.
+    notes: tuple[str, ...] = ()
 
     def to_polars(self) -> pl.DataFrame:
         return self.peaks
@@ -124,7 +131,7 @@ def _step_at(points: pl.DataFrame, steps: pl.DataFrame, ts_col: str, out: str) -
 
 
 def _events(trace: Trace) -> pl.DataFrame:
-    return (
+    mem = (
         # Row numbers are the time order that allocation matching and the peak rely on.
         trace.memory.filter(pl.col("bytes").is_not_null())
         .sort("ts_ns", maintain_order=True)
@@ -137,6 +144,29 @@ def _events(trace: Trace) -> pl.DataFrame:
         )
         .with_columns(label=_device_label())
     )
+    # Older traces carry only each event's Bytes: the allocated total is then their running
+    # sum per device (allocations made before the profiler started are not in it).
+    device = ["device_type", "device"]
+    return mem.with_columns(
+        running_sum=pl.col("total_allocated_bytes").is_null().all().over(device),
+        total_allocated_bytes=pl.when(pl.col("total_allocated_bytes").is_null().all().over(device))
+        .then(pl.col("bytes").cum_sum().over(device))
+        .otherwise(pl.col("total_allocated_bytes")),
+    )
+
+
+def _hide_meaningless_peaks(peaks: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
+    tiny = (pl.col("device_type") == CPU_DEVICE_TYPE) & (
+        pl.col("peak_allocated_bytes").fill_null(0) < MIN_CPU_PEAK_BYTES
+    )
+    hidden = peaks.filter(tiny)
+    notes = [
+        f"{row['label']}: peak allocated {row['peak_allocated_bytes'] or 0} B over "
+        f"{row['events']} events is the profiler's CPU allocator count, not the process's "
+        "memory; not shown as a peak"
+        for row in hidden.iter_rows(named=True)
+    ]
+    return peaks.filter(~tiny), notes
 
 
 def _peaks(mem: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
@@ -301,7 +331,16 @@ def run(trace: Trace, config: AnalysisConfig, inputs: Inputs | None = None) -> M
     if mem.height == 0:
         return MemoryResult(available=False, reason="trace recorded without profile_memory")
     steps = _steps(trace)
-    peaks = _peaks(mem, steps)
+    notes = [
+        f"{label}: the trace has no allocator totals; allocated bytes are the running sum of "
+        "the traced allocations and frees (memory allocated before profiling is not in it)"
+        for label in mem.filter(pl.col("running_sum"))["label"].unique().sort().to_list()
+    ]
+    peaks, hidden = _hide_meaningless_peaks(_peaks(mem, steps))
+    notes += hidden
+    mem = mem.filter(pl.col("label").is_in(peaks["label"].implode()))
+    if mem.height == 0:
+        return MemoryResult(available=False, reason="; ".join(notes) or "no device memory events")
     allocs = _allocations(mem)
     alive = _alive_at_peak(allocs, peaks)
     traced = alive.group_by("label").agg(traced_at_peak_bytes=pl.col("bytes").sum())
@@ -322,6 +361,7 @@ def run(trace: Trace, config: AnalysisConfig, inputs: Inputs | None = None) -> M
         leaks=leaks,
         has_steps=steps.height > 0,
         origin_ns=_origin_ns(trace, mem),
+        notes=tuple(notes),
     )
 
 

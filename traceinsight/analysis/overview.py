@@ -62,7 +62,9 @@ def run(trace: Trace, config: AnalysisConfig, inputs: Inputs | None = None) -> O
     window = max(hi - lo, 0)
     counts = {
         str(row["kind"]): int(row["len"])
-        for row in events.group_by("kind").len().sort("len", descending=True).iter_rows(named=True)
+        for row in events.group_by("kind").len()
+        # Ties by name: group_by's order is not stable between runs.
+        .sort([pl.col("len"), pl.col("kind").cast(pl.String)], descending=[True, False]).iter_rows(named=True)
     }
     steps = tuple(
         int(s) for s in events.filter(pl.col("step").is_not_null())["step"].unique().sort().to_list()

@@ -2,8 +2,12 @@
 
 Two independent pieces of evidence, both needed before a change is called real:
 
-- a bootstrap confidence interval of the ratio of medians (after / before), resampling each
-  side on its own with a fixed seed so that the same inputs always give the same interval;
+- a bootstrap confidence interval of the ratio of a location statistic (after / before),
+  resampling each side on its own with a fixed seed so that the same inputs always give the
+  same interval. The statistic is the mean by default: the mean step is the total time of the
+  steps divided by their number, so a stall every few steps moves it by exactly its share of
+  the time, where a median can step over it. The median stays available for callers that
+  want a typical step rather than the cost of the run;
 - a two-sided Mann-Whitney U rank test (exact distribution for small samples without ties,
   normal approximation with tie and continuity corrections otherwise).
 
@@ -20,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 Verdict = Literal["faster", "slower", "no_significant_change"]
+Statistic = Literal["mean", "median"]
 
 MIN_SAMPLES = 3
 DEFAULT_ALPHA = 0.05
@@ -42,6 +47,8 @@ class SampleComparison:
 
     n_before: int
     n_after: int
+    before_mean: float | None
+    after_mean: float | None
     before_median: float | None
     after_median: float | None
     before_p90: float | None
@@ -55,6 +62,8 @@ class SampleComparison:
     test_method: str | None
     verdict: Verdict
     reason: str
+    # Which location statistic ``ratio`` and its interval compare.
+    statistic: Statistic = "median"
 
     @property
     def change_pct(self) -> float | None:
@@ -73,29 +82,32 @@ def median_ratio_ci(
     confidence: float = 1.0 - DEFAULT_ALPHA,
     n_boot: int = DEFAULT_BOOTSTRAP,
     seed: int = DEFAULT_SEED,
+    statistic: Statistic = "median",
 ) -> tuple[float, float, float]:
-    """Ratio of medians (after / before) and its percentile bootstrap interval.
+    """Ratio of medians (or means: ``statistic``), after / before, and its percentile
+    bootstrap interval.
 
     Each side is resampled with replacement independently (the runs are not paired).
-    Raises ValueError on an empty side or a non-positive before median.
+    Raises ValueError on an empty side or a non-positive before median (mean).
     """
     b = _as_array(before)
     a = _as_array(after)
     if b.size == 0 or a.size == 0:
         raise ValueError("both samples need at least one finite value")
-    b_med = float(np.median(b))
+    stat = np.mean if statistic == "mean" else np.median
+    b_med = float(stat(b))
     if b_med <= 0:
-        raise ValueError("the before median must be positive to form a ratio")
+        raise ValueError(f"the before {statistic} must be positive to form a ratio")
     rng = np.random.default_rng(seed)
-    b_boot = np.median(b[rng.integers(0, b.size, size=(n_boot, b.size))], axis=1)
-    a_boot = np.median(a[rng.integers(0, a.size, size=(n_boot, a.size))], axis=1)
+    b_boot = stat(b[rng.integers(0, b.size, size=(n_boot, b.size))], axis=1)
+    a_boot = stat(a[rng.integers(0, a.size, size=(n_boot, a.size))], axis=1)
     # A resample of the before side can only hold its own values, all positive when the
     # median is; guard anyway so a zero never turns into inf.
     ratios = a_boot / np.where(b_boot > 0, b_boot, np.nan)
     ratios = ratios[np.isfinite(ratios)]
     tail = (1.0 - confidence) / 2.0
     lo, hi = np.quantile(ratios, [tail, 1.0 - tail])
-    return float(np.median(a)) / b_med, float(lo), float(hi)
+    return float(stat(a)) / b_med, float(lo), float(hi)
 
 
 def _exact_u_cdf(m: int, n: int) -> npt.NDArray[np.float64]:
@@ -176,16 +188,21 @@ def compare_samples(
     n_boot: int = DEFAULT_BOOTSTRAP,
     seed: int = DEFAULT_SEED,
     min_samples: int = MIN_SAMPLES,
+    statistic: Statistic = "median",
 ) -> SampleComparison:
     """Compare two samples of durations: faster/slower only when both tests agree.
 
-    "faster" / "slower" need the bootstrap interval of the median ratio to exclude 1 AND the
-    rank test to give p < ``alpha``; anything less is "no_significant_change", with the reason.
+    "faster" / "slower" need the bootstrap interval of the ratio of ``statistic`` (median or
+    mean) to exclude 1 AND the rank test to give p < ``alpha``; anything less is
+    "no_significant_change", with the reason.
     """
     b = _as_array(before)
     a = _as_array(after)
     b_med, b_p90 = _describe(b)
     a_med, a_p90 = _describe(a)
+    b_mean = float(b.mean()) if b.size else None
+    a_mean = float(a.mean()) if a.size else None
+    b_loc, a_loc = (b_mean, a_mean) if statistic == "mean" else (b_med, a_med)
     confidence = 1.0 - alpha
 
     def result(
@@ -199,6 +216,8 @@ def compare_samples(
         return SampleComparison(
             n_before=int(b.size),
             n_after=int(a.size),
+            before_mean=b_mean,
+            after_mean=a_mean,
             before_median=b_med,
             after_median=a_med,
             before_p90=b_p90,
@@ -212,13 +231,14 @@ def compare_samples(
             test_method=test.method if test else None,
             verdict=verdict,
             reason=reason,
+            statistic=statistic,
         )
 
     if b.size == 0 or a.size == 0:
         return result("no_significant_change", "no samples on one side")
-    if b_med is None or b_med <= 0:
-        return result("no_significant_change", "the before median is not positive; no ratio")
-    plain_ratio = (a_med or 0.0) / b_med
+    if b_loc is None or b_loc <= 0:
+        return result("no_significant_change", f"the before {statistic} is not positive; no ratio")
+    plain_ratio = (a_loc or 0.0) / b_loc
     if b.size < min_samples or a.size < min_samples:
         return result(
             "no_significant_change",
@@ -226,9 +246,11 @@ def compare_samples(
             f"{min_samples} on each side)",
             ratio=plain_ratio,
         )
-    ratio, lo, hi = median_ratio_ci(b, a, confidence=confidence, n_boot=n_boot, seed=seed)
+    ratio, lo, hi = median_ratio_ci(
+        b, a, confidence=confidence, n_boot=n_boot, seed=seed, statistic=statistic
+    )
     test = mann_whitney_u(a, b)
-    ci_text = f"{confidence:.0%} CI of the median ratio [{lo:.3f}, {hi:.3f}]"
+    ci_text = f"{confidence:.0%} CI of the {statistic} ratio [{lo:.3f}, {hi:.3f}]"
     p_text = f"rank test p={test.p_value:.3g}"
     if lo <= 1.0 <= hi:
         return result("no_significant_change", f"{ci_text} contains 1", ratio, lo, hi, test)

@@ -38,6 +38,13 @@ def diff_command(
     alpha: Annotated[float, typer.Option("--alpha", help="Significance level of the tests")] = 0.05,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the bootstrap")] = 0,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Parse the files even if cached copies exist")] = False,
+    drop_outliers: Annotated[
+        bool,
+        typer.Option(
+            "--drop-outliers",
+            help="Leave the steps flagged as outliers out of the comparison (kept by default: stalls are part of the run's cost)",
+        ),
+    ] = False,
 ) -> None:
     """Compare two runs: step-time verdict with confidence, and the ops, kernels and regions behind it."""
     from traceinsight.render.formats import check
@@ -64,6 +71,7 @@ def diff_command(
         top_n=top,
         alpha=alpha,
         seed=seed,
+        drop_outliers=drop_outliers,
     )
     emit(result, fmt, output, top=top)
     if fail_on_regression is not None and result.is_regression(fail_on_regression):

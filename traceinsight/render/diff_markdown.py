@@ -50,7 +50,7 @@ def _contrib_section(title: str, frame: pl.DataFrame, keys: list[str], b: str, a
                 f"{r['before_calls_per_step']:.0f} → {r['after_calls_per_step']:.0f}",
             ]
         )
-    header = [*keys, b, a, "Δ /step", "calls /step"]
+    header = [*keys, b, a, "Δ /step", "kernels /step"]
     align = ["---"] * len(keys) + ["---:"] * 4
     return [f"**{title}**", "", *_table(header, rows, align)]
 
@@ -63,7 +63,23 @@ def render_markdown(result: DiffResult, *, top: int = 8) -> str:
         lines += _table(
             ["step time", b, a, "change"],
             [
-                ["median", ns(st.before_median_ns), ns(st.after_median_ns), change_pct(st.ratio)],
+                [
+                    "total of kept steps",
+                    ns(st.before_total_ns),
+                    ns(st.after_total_ns),
+                    change_pct(
+                        st.after_total_ns / st.before_total_ns
+                        if st.before_total_ns and st.after_total_ns is not None
+                        else None
+                    ),
+                ],
+                [f"mean{' (verdict)' if st.statistic == 'mean' else ''}", ns(st.before_mean_ns), ns(st.after_mean_ns), change_pct(st.ratio if st.statistic == "mean" else None)],
+                [
+                    "median",
+                    ns(st.before_median_ns),
+                    ns(st.after_median_ns),
+                    change_pct(st.after_median_ns / st.before_median_ns if st.before_median_ns and st.after_median_ns is not None else None),
+                ],
                 [
                     "p90",
                     ns(st.before_p90_ns),
@@ -71,6 +87,7 @@ def render_markdown(result: DiffResult, *, top: int = 8) -> str:
                     change_pct(st.after_p90_ns / st.before_p90_ns if st.before_p90_ns and st.after_p90_ns is not None else None),
                 ],
                 ["steps kept", str(st.n_before), str(st.n_after), ""],
+                ["outliers kept (flagged)", str(st.outliers_before), str(st.outliers_after), ""],
             ],
             ["---", "---:", "---:", "---:"],
         )

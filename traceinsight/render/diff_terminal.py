@@ -51,7 +51,7 @@ def _verdict_line(result: DiffResult) -> Text:
     text = Text()
     text.append(VERDICT_TEXT[result.verdict], style=VERDICT_STYLE[result.verdict])
     if st.ratio is not None:
-        text.append(f"  {result.after_label} vs {result.before_label}: median step ")
+        text.append(f"  {result.after_label} vs {result.before_label}: {st.statistic} step ")
         text.append(change_pct(st.ratio), style=delta_style(st.ratio - 1.0) if result.verdict != "no_significant_change" else "")
     text.append(f"\n{st.verdict_reason}" if st.verdict_reason else "", style="dim")
     return text
@@ -67,7 +67,10 @@ def _step_table(st: StepTimeDiff, b: str, a: str) -> RenderableType:
     table.add_column("change", justify="right")
     table.add_row("steps kept", str(st.n_before), str(st.n_after), "")
     table.add_row("dropped (warm-up/outliers)", str(st.dropped_before), str(st.dropped_after), "")
+    table.add_row("outliers kept (flagged)", str(st.outliers_before), str(st.outliers_after), "")
     for label, bv, av in (
+        ("total of kept steps", st.before_total_ns, st.after_total_ns),
+        ("mean", st.before_mean_ns, st.after_mean_ns),
         ("median", st.before_median_ns, st.after_median_ns),
         ("p90", st.before_p90_ns, st.after_p90_ns),
     ):
@@ -75,7 +78,7 @@ def _step_table(st: StepTimeDiff, b: str, a: str) -> RenderableType:
         table.add_row(label, ns(bv), ns(av), Text(change_pct(ratio), style=delta_style(None if ratio is None else ratio - 1)))
     if st.ci_low is not None and st.ci_high is not None:
         table.add_row(
-            f"{st.confidence:.0%} CI of median ratio", "", "", f"[{st.ci_low:.3f}, {st.ci_high:.3f}]"
+            f"{st.confidence:.0%} CI of {st.statistic} ratio", "", "", f"[{st.ci_low:.3f}, {st.ci_high:.3f}]"
         )
     if st.p_value is not None:
         table.add_row(st.test or "rank test", "", "", f"p = {st.p_value:.3g}")
@@ -111,7 +114,7 @@ def _contrib_table(title: str, frame: pl.DataFrame, keys: list[str], b: str, a: 
     from traceinsight.render.sections.kernels import kernel_label
 
     columns = [Col(k, "label" if k == "family" else "name", max_width=None if i == 0 else 32) for i, k in enumerate(keys)]
-    columns += [Col(f"{b} /step"), Col(f"{a} /step"), Col("Δ /step"), Col("calls /step"), Col("", "label")]
+    columns += [Col(f"{b} /step"), Col(f"{a} /step"), Col("Δ /step"), Col("kernels /step"), Col("", "label")]
     rows: list[tuple[Cell, ...]] = []
     for row in frame.iter_rows(named=True):
         delta = row["delta_ns_per_step"]

@@ -46,11 +46,20 @@ def _to_ns(col: str, origin_us: float) -> pl.Expr:
     return pl.when(value.abs() < _MAX_NS).then(value).cast(pl.Int64)
 
 
+_KIND_BY_LOWER_CAT = {cat.lower(): kind for cat, kind in KIND_BY_CAT.items()}
+_HOST_STEP_KINDS = ("cpu_op", "user_annotation", "other")
+
+
 def _kind_expr() -> pl.Expr:
     cat = pl.col("cat").cast(pl.String).str.to_lowercase()
-    mapped = cat.replace_strict(KIND_BY_CAT, default=None, return_dtype=pl.String)
+    mapped = cat.replace_strict(_KIND_BY_LOWER_CAT, default=None, return_dtype=pl.String)
+    # A step is a step by its name, whatever host category wrote it (2021-era: "Operator").
+    is_step = pl.col("name").cat.starts_with(PROFILER_STEP_PREFIX).fill_null(False)
+    host = mapped.is_null() | mapped.is_in(_HOST_STEP_KINDS)
     return (
-        pl.when(mapped.is_not_null())
+        pl.when(is_step & host)
+        .then(pl.lit("user_annotation"))
+        .when(mapped.is_not_null())
         .then(mapped)
         .when(cat.str.contains("runtime"))
         .then(pl.lit("runtime"))
@@ -63,11 +72,24 @@ def _kind_expr() -> pl.Expr:
     )
 
 
+def _device_from_pid_label(pid_labels: dict[int, str]) -> pl.Expr:
+    """The device index named by a device timeline's text pid ("MTIA 0", "GPU 1"), if any."""
+    indices = {}
+    for pid, label in pid_labels.items():
+        words = label.split()
+        if len(words) >= 2 and words[-1].isdigit():
+            indices[pid] = int(words[-1])
+    if not indices:
+        return pl.lit(None, dtype=pl.Int64)
+    return pl.col("pid").replace_strict(indices, default=None, return_dtype=pl.Int64)
+
+
 def link(
     durations: pl.DataFrame,
     counters: pl.DataFrame,
     memory: pl.DataFrame,
     base_time_ns: int | None,
+    pid_labels: dict[int, str] | None = None,
 ) -> LinkResult:
     warnings: list[str] = []
     origin_us = 0.0
@@ -83,10 +105,11 @@ def link(
     # Computed as a small frame of their own: adding columns to the reader's frame, which
     # arrives as one chunk per decoded piece, would make polars copy all of it into one chunk.
     # (Even a select on that frame rechunks all of it, so its columns are taken one by one.)
-    times = pl.DataFrame([durations.get_column(c) for c in ("ts", "dur", "cat")]).select(
+    times = pl.DataFrame([durations.get_column(c) for c in ("ts", "dur", "cat", "name")]).select(
         ts=pl.when(((pl.col("ts") - origin_us) * 1000.0).abs() < _MAX_NS).then(pl.col("ts")),
         dur=pl.when(pl.col("dur") * 1000.0 < _MAX_NS).then(pl.col("dur")),
         cat=pl.col("cat"),
+        name=pl.col("name"),
     )
     missing_ts = times["ts"].null_count()
     if missing_ts:
@@ -123,7 +146,11 @@ def link(
         id=pl.int_range(events.height, dtype=pl.Int64),
         end_ns=pl.col("ts_ns") + pl.col("dur_ns"),
         device=pl.when(is_gpu).then(
-            pl.coalesce(pl.col("device"), pl.when(pl.col("pid") >= 0).then(pl.col("pid")))
+            pl.coalesce(
+                pl.col("device"),
+                pl.when(pl.col("pid") >= 0).then(pl.col("pid")),
+                _device_from_pid_label(pid_labels or {}),
+            )
         ),
         stream=pl.when(is_gpu).then(pl.coalesce(pl.col("stream"), pl.col("tid"))),
     )

@@ -39,7 +39,7 @@ def _load_uncached(path: Path) -> Trace:
         del data
         base = _base_time_ns(raw.header)
         # link() gets the only reference to the big frame, so it can free it as it goes.
-        linked = link(raw.take_durations(), raw.counters, raw.memory, base)
+        linked = link(raw.take_durations(), raw.counters, raw.memory, base, raw.pid_labels)
         if linked.events.height == 0 and linked.counters.height == 0 and linked.memory.height == 0:
             dropped = "; ".join(w for w in linked.warnings if "ignored" in w)
             raise TraceFormatError(path, "no usable events" + (f" ({dropped})" if dropped else ""))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import polars as pl
 
 # Bump whenever the frames' content or meaning changes: it invalidates every cache entry.
-READER_VERSION = 4
+READER_VERSION = 5
 
 KINDS = (
     "cpu_op",
@@ -32,30 +32,45 @@ GPU_KINDS = frozenset({"kernel", "memcpy", "memset", "gpu_annotation", "sync"})
 GPU_WORK_KINDS = frozenset({"kernel", "memcpy", "memset"})
 LAUNCH_KINDS = frozenset({"runtime", "driver"})
 
-# Kineto `cat` values (lower-cased) and the kind each maps to.
+# Device-timeline categories of every accelerator backend, spelled as the profilers write them
+# (the reader matches ``cat`` exactly when it picks which args to decode), with the kind each
+# maps to. CUDA, ROCm/HIP and XPU share Kineto's lower-case names; 2021-era Kineto wrote them
+# capitalised; MTIA writes its device work as ``mtia_ccp_events`` (pid "MTIA N").
+DEVICE_CATEGORIES: dict[str, str] = {
+    "kernel": "kernel",
+    "Kernel": "kernel",
+    "mtia_ccp_events": "kernel",
+    "gpu_memcpy": "memcpy",
+    "memcpy": "memcpy",
+    "Memcpy": "memcpy",
+    "gpu_memset": "memset",
+    "memset": "memset",
+    "Memset": "memset",
+    "gpu_user_annotation": "gpu_annotation",
+    "cuda_sync": "sync",
+}
+
+# Kineto `cat` values and the kind each maps to (matched case-insensitively).
 KIND_BY_CAT = {
     "cpu_op": "cpu_op",
     "operator": "cpu_op",
     "user_annotation": "user_annotation",
-    "gpu_user_annotation": "gpu_annotation",
-    "kernel": "kernel",
-    "gpu_memcpy": "memcpy",
-    "memcpy": "memcpy",
-    "gpu_memset": "memset",
-    "memset": "memset",
     "cuda_runtime": "runtime",
     "hip_runtime": "runtime",
     "runtime": "runtime",
     "privateuse1_runtime": "runtime",
     "mtia_runtime": "runtime",
+    "xpu_runtime": "runtime",
     "cuda_driver": "driver",
     "hip_driver": "driver",
     "driver": "driver",
     "privateuse1_driver": "driver",
     "python_function": "python",
-    "cuda_sync": "sync",
-}
+} | DEVICE_CATEGORIES
 
+# Training steps are recognised by this name on any host category: recent PyTorch writes them
+# as user_annotation, 2021-era PyTorch as cpu_op ("Operator"); the loader files both as
+# user_annotation so that every analysis sees one kind of step span.
 PROFILER_STEP_PREFIX = "ProfilerStep#"
 
 # Columns of `Trace.events`, in order, with their dtypes.

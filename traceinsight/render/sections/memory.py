@@ -78,4 +78,5 @@ def render_terminal(result: MemoryResult) -> RenderableType:
         )
     if result.step_ends.height and not result.leaks:
         parts.append(Text("no steady step-over-step growth (no leak suspected)", style="green"))
+    parts.extend(Text(f"note: {note}", style="dim") for note in result.notes)
     return Group(*parts)
