@@ -257,10 +257,10 @@ def install(monkeypatch: Any, **kwargs: Any) -> FakeNvml:
     """Put a fresh FakeNvml in ``sys.modules['pynvml']`` and forget earlier one-time warnings."""
     import sys
 
-    from traceinsight.capture import nvml
+    from traceinsight.capture import notices
 
     fake = FakeNvml(**kwargs)
     monkeypatch.setitem(sys.modules, "pynvml", fake.module())
-    monkeypatch.setattr(nvml, "_reported", set())
+    notices.forget_reported()
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     return fake

@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import sample_path
 from traceinsight.analysis.report import analyze
 from traceinsight.cli.app import main
-from traceinsight.render.perfetto_export import _lanes, _Slice, export_perfetto
+from traceinsight.render.perfetto_export import Slice, assign_lanes, export_perfetto
 
 pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
 
@@ -98,8 +98,8 @@ def test_timestamps_are_absolute_when_the_trace_has_a_base(exported: tuple[Any, 
 
 
 def test_overlapping_slices_go_to_extra_lanes() -> None:
-    slices = [_Slice(0, 10, "a"), _Slice(2, 5, "b"), _Slice(4, 12, "c"), _Slice(11, 13, "d")]
-    lanes = _lanes(slices)
+    slices = [Slice(0, 10, "a"), Slice(2, 5, "b"), Slice(4, 12, "c"), Slice(11, 13, "d")]
+    lanes = assign_lanes(slices)
     assert [[(s.name, d) for s, d in lane] for lane in lanes] == [[("a", 0), ("b", 1), ("d", 0)], [("c", 0)]]
 
 

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from traceinsight.render.html.timeline import per_bin
-from traceinsight.render.perfetto_export import _lanes, _Slice
+from traceinsight.render.perfetto_export import Slice, assign_lanes
 from traceinsight.render.svg import nice_ticks
 
 intervals = st.lists(
@@ -18,8 +18,8 @@ intervals = st.lists(
 
 @given(intervals)
 def test_lanes_keep_every_slice_and_nest(spans: list[tuple[int, int]]) -> None:
-    slices = [_Slice(s, e, str(i)) for i, (s, e) in enumerate(spans)]
-    lanes = _lanes(slices)
+    slices = [Slice(s, e, str(i)) for i, (s, e) in enumerate(spans)]
+    lanes = assign_lanes(slices)
     placed = [s.name for lane in lanes for s, _ in lane]
     assert sorted(placed) == sorted(s.name for s in slices)
     for lane in lanes:

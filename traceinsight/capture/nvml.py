@@ -12,33 +12,14 @@ import math
 import os
 import threading
 import time
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from traceinsight.capture import counters as C
+from traceinsight.capture.notices import report_unavailable
 
 OK = "ok"
-
-# Reasons already reported; "says so once" is per process and per reason.
-_reported: set[str] = set()
-_reported_lock = threading.Lock()
-
-
-def report_unavailable(what: str, reason: str) -> None:
-    """Warn once per process that counters are missing and why."""
-    key = f"{what}: {reason}"
-    with _reported_lock:
-        if key in _reported:
-            return
-        _reported.add(key)
-    warnings.warn(
-        f"traceinsight: {what} unavailable ({reason}); capturing without them",
-        RuntimeWarning,
-        stacklevel=3,
-    )
-
 
 @dataclass(frozen=True)
 class DeviceInfo:

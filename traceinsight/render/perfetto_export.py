@@ -32,7 +32,7 @@ _INT64_MAX = 2**63 - 1
 
 
 @dataclass
-class _Slice:
+class Slice:
     ts: int
     end: int
     name: str
@@ -51,9 +51,9 @@ class _Track:
     rank: int | None = None
 
 
-def _lanes(slices: list[_Slice]) -> list[list[tuple[_Slice, int]]]:
+def assign_lanes(slices: list[Slice]) -> list[list[tuple[Slice, int]]]:
     """Split slices into lanes where each lane nests properly; each slice gets its depth."""
-    lanes: list[list[tuple[_Slice, int]]] = []
+    lanes: list[list[tuple[Slice, int]]] = []
     stacks: list[list[int]] = []
     for s in sorted(slices, key=lambda s: (s.ts, -(s.end - s.ts))):
         for lane, stack in zip(lanes, stacks, strict=True):
@@ -82,8 +82,8 @@ class _Builder:
         self.tracks.append(t)
         return t
 
-    def slices(self, track: _Track, slices: list[_Slice]) -> None:
-        lanes = _lanes(slices)
+    def slices(self, track: _Track, slices: list[Slice]) -> None:
+        lanes = assign_lanes(slices)
         for i, lane in enumerate(lanes):
             target = track if i == 0 else self.track(f"{track.name} (overlap {i})", parent=track.parent or track.uuid)
             for s, depth in lane:
@@ -172,7 +172,7 @@ def _host_tracks(b: _Builder, trace: Trace) -> None:
         )
         track = b.track(tname, pid=int(pid), tid=int(tid))
         slices = [
-            _Slice(ts, end, str(name), {"kind": str(kind)} | ({"correlation": corr} if corr is not None else {}))
+            Slice(ts, end, str(name), {"kind": str(kind)} | ({"correlation": corr} if corr is not None else {}))
             for ts, end, name, kind, corr in _rows(part.with_columns(pl.col("name").cast(pl.String)), "ts_ns", "end_ns", "name", "kind", "correlation")
         ]
         b.slices(track, slices)
@@ -188,7 +188,7 @@ def _gpu_tracks(b: _Builder, trace: Trace) -> dict[int, _Track]:
             name = f"stream {stream}" + (" annotations" if is_ann else "")
             track = b.track(name, parent=roots[device].uuid)
             slices = [
-                _Slice(ts, end, str(n), {"kind": str(k)} | ({"correlation": c} if c is not None else {}))
+                Slice(ts, end, str(n), {"kind": str(k)} | ({"correlation": c} if c is not None else {}))
                 for ts, end, n, k, c in _rows(sub.with_columns(pl.col("name").cast(pl.String)), "ts_ns", "end_ns", "name", "kind", "correlation")
             ]
             b.slices(track, slices)
@@ -204,14 +204,14 @@ def _analysis_tracks(b: _Builder, report: Report, gpu_roots: dict[int, _Track]) 
             rows = frame.filter(pl.col("device") == device)
             track = b.track(f"idle gaps GPU {device}", parent=root.uuid)
             slices = [
-                _Slice(row["start_ns"], row["end_ns"], f"idle: {row['cause']}", {"cause": row["cause"], **{c: row[c] for c in ("culprit", "step") if row[c] is not None}})
+                Slice(row["start_ns"], row["end_ns"], f"idle: {row['cause']}", {"cause": row["cause"], **{c: row[c] for c in ("culprit", "step") if row[c] is not None}})
                 for row in rows.iter_rows(named=True)
             ]
             b.slices(track, slices)
     steps = section_of(report, StepsResult)
     if steps is not None and steps.available:
         track = b.track("steps (device)", parent=root.uuid)
-        b.slices(track, [_Slice(s, e, f"step {n}") for n, s, e in _rows(steps.steps, "step", "device_start_ns", "device_end_ns") if s is not None and e is not None and e >= s])
+        b.slices(track, [Slice(s, e, f"step {n}") for n, s, e in _rows(steps.steps, "step", "device_start_ns", "device_end_ns") if s is not None and e is not None and e >= s])
     bound = section_of(report, BoundResult)
     if bound is not None and bound.available:
         frame = bound.regions
@@ -222,7 +222,7 @@ def _analysis_tracks(b: _Builder, report: Report, gpu_roots: dict[int, _Track]) 
             rows = frame.filter(pl.col("kind") == kind)
             track = b.track("bound regions" + (f" ({kind})" if kind else ""), parent=root.uuid)
             slices = [
-                _Slice(row["start_ns"], row["end_ns"], f"{row['label']}: {row['name']}", {c: row[c] for c in shown if row[c] is not None})
+                Slice(row["start_ns"], row["end_ns"], f"{row['label']}: {row['name']}", {c: row[c] for c in shown if row[c] is not None})
                 for row in rows.iter_rows(named=True)
                 if row["start_ns"] is not None and row["end_ns"] is not None and row["end_ns"] >= row["start_ns"]
             ]

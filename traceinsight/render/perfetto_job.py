@@ -12,7 +12,7 @@ from __future__ import annotations
 import polars as pl
 
 from traceinsight.analysis.job.report import JobReport
-from traceinsight.render.perfetto_export import _Builder, _Slice
+from traceinsight.render.perfetto_export import Slice, _Builder
 from traceinsight.trace.model import Trace
 from traceinsight.trace.schema import GPU_KINDS
 
@@ -26,11 +26,11 @@ def _rank_tracks(b: _Builder, trace: Trace, rank: int, offset: int, report: JobR
     for (pid, tid), part in host.sort("pid", "tid").group_by("pid", "tid", maintain_order=True):
         name = trace.meta.thread_names.get(f"{pid}:{tid}") or f"host thread {tid}"
         track = b.track(name, parent=root.uuid)
-        b.slices(track, [_Slice(ts + offset, end + offset, str(n), {"kind": str(k)}) for ts, end, n, k in part.select("ts_ns", "end_ns", "name", "kind").iter_rows()])
+        b.slices(track, [Slice(ts + offset, end + offset, str(n), {"kind": str(k)}) for ts, end, n, k in part.select("ts_ns", "end_ns", "name", "kind").iter_rows()])
     gpu = events.filter(pl.col("on_gpu") & pl.col("device").is_not_null())
     for (device, stream), part in gpu.sort("device", "stream").group_by("device", "stream", maintain_order=True):
         track = b.track(f"GPU {device} stream {stream}", parent=root.uuid)
-        b.slices(track, [_Slice(ts + offset, end + offset, str(n), {"kind": str(k)}) for ts, end, n, k in part.select("ts_ns", "end_ns", "name", "kind").iter_rows()])
+        b.slices(track, [Slice(ts + offset, end + offset, str(n), {"kind": str(k)}) for ts, end, n, k in part.select("ts_ns", "end_ns", "name", "kind").iter_rows()])
     summary = next((s for s in report.summaries if s.rank == rank), None)
     if summary is None or summary.steps.height == 0:
         return
@@ -41,7 +41,7 @@ def _rank_tracks(b: _Builder, trace: Trace, rank: int, offset: int, report: JobR
     b.slices(
         track,
         [
-            _Slice(s + offset, e + offset, f"step {n}" + (" (straggler)" if led.get(int(n)) == rank else ""), {"dur_ns": int(d)})
+            Slice(s + offset, e + offset, f"step {n}" + (" (straggler)" if led.get(int(n)) == rank else ""), {"dur_ns": int(d)})
             for n, s, e, d in summary.steps.select("step", "start_ns", "end_ns", "dur_ns").iter_rows()
             if e >= s
         ],
