@@ -286,3 +286,29 @@ def test_first_call_far_above_steady_state_is_set_apart(tmp_path: Path) -> None:
     assert [r["name"] for r in b.first_calls] == ["aten::mm"]
     assert b.first_calls[0]["first_ns"] == 75_000_000 and b.first_calls[0]["calls"] == 4
     assert any("first call" in n for n in b.notes)
+
+
+def test_a_first_call_alone_does_not_make_a_region_overhead_bound(tmp_path: Path) -> None:
+    # Hand-made: the 75 ms first aten::mm (cuBLAS handle creation) of the reduced trace above,
+    # then a steady state that keeps the GPU busy (2 ms kernels launched 40 µs apart).
+    args = {"Input Dims": [[4096, 4096], [4096, 4096]], "Input type": [F32, F32], "Concrete Inputs": ["", ""]}
+    events: list[dict[str, Any]] = []
+    ts, gpu = 100.0, 0.0
+    for i, dur in enumerate([75_000.0, 40.0, 41.0, 39.0]):
+        start = max(ts + dur, gpu)
+        events += [op("aten::mm", ts, dur, args=args | {"External id": i + 1}),
+                   launch("cudaLaunchKernel", ts + dur - 10, 3.0, i + 1),
+                   kernel("ampere_sgemm_128x64_nn", start, 2_000.0, i + 1)]
+        ts, gpu = ts + dur + 5, start + 2_000.0
+    path = write_trace(tmp_path / "t.json", events, deviceProperties=[{"id": 0, "name": "NVIDIA H200"}])
+    trace = load(path, cache=False)
+    whole = bound_run(trace, AnalysisConfig()).regions.filter(pl.col("kind") == "trace").row(0, named=True)
+    # Before: the 75 ms idle gap read as launch overhead and made the trace overhead-bound.
+    # After: it is set apart, and the steady state (GPU busy) is judged on its roofline.
+    assert whole["label"] == "compute", whole["reason"]
+    assert "one-time first call left out" in whole["reason"]
+    assert whole["idle_ns"] >= 75_000_000  # the window and its idle are still reported as measured
+    # Without the first call the same trace is compute-bound too (the label is the steady state's).
+    steady = [e for e in events if e.get("args", {}).get("External id") != 1]
+    whole2 = _bound(write_trace(tmp_path / "s.json", steady, deviceProperties=[{"id": 0, "name": "NVIDIA H200"}]))
+    assert whole2.regions.filter(pl.col("kind") == "trace")["label"].item() == "compute"

@@ -27,7 +27,12 @@ import polars as pl
 
 from traceinsight.analysis import devices, intervals
 from traceinsight.analysis.base import AnalysisConfig, AnalysisSpec, Inputs, Result
-from traceinsight.analysis.bound_labels import CAUSE_LABEL, idle_causes, label_regions
+from traceinsight.analysis.bound_labels import (
+    CAUSE_LABEL,
+    FIRST_CALL_CAUSE,
+    idle_causes,
+    label_regions,
+)
 from traceinsight.analysis.bound_regions import assign, region_spans
 from traceinsight.analysis.counters_align import counter_means, counter_windows
 from traceinsight.analysis.first_calls import first_call_outliers, first_call_rows
@@ -188,8 +193,37 @@ def _step_device_windows(trace: Trace, table: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def _first_call_gaps(gaps: pl.DataFrame, first_calls: pl.DataFrame) -> pl.DataFrame:
+    """Gaps that overlap a one-time first call's host span take the cause ``first_call``: the
+    GPU waited on initialisation (cuBLAS handles, autotuning), not on the steady state's launches."""
+    if first_calls.height == 0 or gaps.height == 0:
+        return gaps
+    spans = first_calls.select(pl.col("start_ns").alias("_fc_start"), pl.col("end_ns").alias("_fc_end"))
+    hit = (
+        gaps.with_row_index("_gap")
+        .join_where(spans, pl.col("start_ns") < pl.col("_fc_end"), pl.col("end_ns") > pl.col("_fc_start"))
+        .select("_gap")
+        .unique()
+    )
+    return (
+        gaps.with_row_index("_gap")
+        .with_columns(
+            pl.when(pl.col("_gap").is_in(hit["_gap"].implode()))
+            .then(pl.lit(FIRST_CALL_CAUSE))
+            .otherwise(pl.col("cause").cast(pl.String))
+            .alias("cause")
+        )
+        .drop("_gap")
+    )
+
+
 def _region_table(
-    trace: Trace, work: pl.DataFrame, peaks: devices.DevicePeaks | None, gaps: pl.DataFrame | None, primary: int
+    trace: Trace,
+    work: pl.DataFrame,
+    peaks: devices.DevicePeaks | None,
+    gaps: pl.DataFrame | None,
+    primary: int,
+    first_calls: pl.DataFrame,
 ) -> tuple[pl.DataFrame, int]:
     regions, left_out = region_spans(trace)
     pairs = assign(regions, work)
@@ -221,7 +255,8 @@ def _region_table(
         pl.when(pl.col("dur_ns") > 0).then(pl.col("busy_ns") / pl.col("dur_ns") * 100.0).otherwise(0.0).alias("busy_pct"),
     )
     gaps_ok = gaps is not None
-    cause_frame = idle_causes(table, gaps if gaps is not None else pl.DataFrame(schema={"device": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64, "cause": pl.String}))
+    no_gaps = pl.DataFrame(schema={"device": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64, "cause": pl.String})
+    cause_frame = idle_causes(table, _first_call_gaps(gaps, first_calls) if gaps is not None else no_gaps)
     table = table.join(cause_frame, on="region_id", how="left")
     bw = peaks.mem_bw_tbps if peaks else None
     table = table.with_columns(roofline_columns(bw)).with_columns(above_peak_reason(peaks.l2_bytes if peaks else None))
@@ -354,7 +389,8 @@ def run(trace: Trace, config: AnalysisConfig, inputs: Inputs | None = None) -> B
     # An unavailable gaps result still carries an (empty) gaps table with the right columns.
     gaps = gaps_result.gaps if gaps_result is not None else None
     gap_reason = None if gaps_result is not None else "the gap analysis did not run"
-    regions, left_out = _region_table(trace, work, peaks if roofline_ok else None, gaps, primary)
+    outliers = first_call_outliers(trace)
+    regions, left_out = _region_table(trace, work, peaks if roofline_ok else None, gaps, primary, outliers)
     if left_out:
         notes.append(f"{left_out} smaller top-level ops are not listed as regions (see --by op)")
     bw = peaks.mem_bw_tbps if roofline_ok and peaks else None
@@ -378,7 +414,6 @@ def run(trace: Trace, config: AnalysisConfig, inputs: Inputs | None = None) -> B
                 f"{100.0 * no_op / total:.0f}% of kernel time has no recorded op (Triton/Inductor kernels, CUDA graphs): "
                 "their bound is guessed from the kernel family"
             )
-    outliers = first_call_outliers(trace)
     if outliers.height:
         top = outliers.row(0, named=True)
         extra_ns = int((outliers["first_ns"] - outliers["steady_ns"]).sum())
@@ -386,7 +421,7 @@ def run(trace: Trace, config: AnalysisConfig, inputs: Inputs | None = None) -> B
             f"{outliers.height} op(s) ran a one-time first call far above their steady state "
             f"(e.g. {top['name']}: {top['first_ns'] / 1e6:.1f} ms first vs {top['steady_ns'] / 1e6:.3f} ms after; "
             f"{extra_ns / 1e6:.1f} ms in all): initialisation such as cuBLAS handles or autotuning, "
-            "not launch overhead of the steady state (see first_calls)"
+            "not launch overhead of the steady state (see first_calls); the idle it causes is left out of the region labels"
         )
     above = [t.filter(pl.col("above_peak_reason").is_not_null()) for t in (regions, ops, kernels)]
     if any(t.height for t in above):

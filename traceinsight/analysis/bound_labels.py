@@ -22,6 +22,9 @@ CAUSE_LABEL = {
     "device_wait": "idle",
 }
 SHORT_IDLE = "launch_overhead"  # idle made of gaps below the threshold
+# Idle caused by a one-time first call (analysis/first_calls.py): left out of the window a
+# label is judged on, so initialisation does not read as the steady state's overhead.
+FIRST_CALL_CAUSE = "first_call"
 
 IDLE_SHARE_THRESHOLD = 0.5  # the GPU is "mostly idle" above this share of the window
 SHORT_KERNEL_IDLE_SHARE = 0.3  # with this much idle, kernels shorter than launches mean overhead
@@ -29,9 +32,10 @@ SHORT_KERNEL_SHARE = 0.5
 
 
 def idle_causes(windows: pl.DataFrame, gaps: pl.DataFrame) -> pl.DataFrame:
-    """Per region: idle time in reported gaps by cause (a column ``<cause>_ns`` each)."""
+    """Per region: idle time in reported gaps by cause (a column ``<cause>_ns`` each, and
+    ``first_call_ns`` for gaps a one-time first call caused)."""
     out = windows.select("region_id", "device", "start_ns", "end_ns")
-    causes = sorted(CAUSE_LABEL)
+    causes = [*sorted(CAUSE_LABEL), FIRST_CALL_CAUSE]
     for cause in causes:
         cover = gaps.filter(pl.col("cause") == cause).select("device", "start_ns", "end_ns")
         out = intervals.covered_ns(out, cover, by=["device"], out=f"{cause}_ns")
@@ -43,8 +47,14 @@ def label_regions(
 ) -> pl.DataFrame:
     causes = sorted(CAUSE_LABEL)
     cause_cols = [f"{c}_ns" for c in causes]
-    idle = pl.col("idle_ns")
-    idle_share = pl.when(pl.col("dur_ns") > 0).then(idle / pl.col("dur_ns")).otherwise(0.0)
+    first_ns = f"{FIRST_CALL_CAUSE}_ns"
+    if first_ns not in frame.columns:
+        frame = frame.with_columns(pl.lit(0, dtype=pl.Int64).alias(first_ns))
+    # The label is judged on the window without the idle a one-time first call caused.
+    set_apart = pl.col(first_ns).fill_null(0)
+    dur = pl.col("dur_ns") - set_apart
+    idle = (pl.col("idle_ns") - set_apart).clip(lower_bound=0)
+    idle_share = pl.when(dur > 0).then(idle / dur).otherwise(0.0)
     # Idle that no reported gap covers is made of sub-threshold slices between launches.
     frame = frame.with_columns(
         (idle - pl.sum_horizontal(cause_cols)).clip(lower_bound=0).alias("short_idle_ns"),
@@ -106,11 +116,16 @@ def label_regions(
             pl.lit("launched no GPU work; the GPU was busy ") + pct_text(pl.col("busy_pct")) + pl.lit(" of the window with work launched earlier")
         )
         .otherwise(
-            pl.lit("GPU busy ") + pct_text(pl.col("busy_pct")) + pl.lit("; ") + roof_reason
+            pl.lit("GPU busy ") + pct_text((1 - pl.col("_idle_share")) * 100) + pl.lit("; ") + roof_reason
             + pl.when(pl.col("_idle_share") >= SHORT_KERNEL_IDLE_SHARE)
             .then(pl.lit("; but GPU idle ") + pct_text(pl.col("_idle_share") * 100) + pl.lit(" of the window") + cause_txt)
             .otherwise(pl.lit(""))
         )
+    )
+    reason = reason + (
+        pl.when(set_apart > 0)
+        .then(pl.lit("; ") + (set_apart / 1e6).round(1).cast(pl.String) + pl.lit(" ms idle behind a one-time first call left out (see first_calls)"))
+        .otherwise(pl.lit(""))
     )
     frame = frame.with_columns(label.alias("label"), score.alias("_score"), reason.alias("reason"))
     delta, counter_txt = counter_adjustment(pl.col("label"))
