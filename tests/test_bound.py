@@ -141,13 +141,12 @@ def test_unknown_device_without_peaks_still_labels_idle_regions(sample_trace: Ca
     assert labels["tiny_matmuls"] == "overhead"
     assert labels["host_sleep"] == "host"
     assert labels["item_sync"] == "sync"
-    # Without peaks the busy regions fall back to a low-confidence family guess.
-    gemm = _annotations(result).filter(pl.col("name") == "big_gemm_bf16").row(0, named=True)
-    # A guess is never highly confident; matching GPM counters can lift it to medium.
-    assert gemm["label"] == "compute" and gemm["confidence"] in ("low", "medium")
-    assert "no device peaks" in gemm["reason"]
-    if gemm["confidence"] == "medium":
-        assert "(agrees)" in gemm["evidence"]
+    # Without peaks the busy regions are "unknown" (no family guess), naming the missing peaks.
+    for name in ("big_gemm_bf16", "elementwise_gb"):
+        row = _annotations(result).filter(pl.col("name") == name).row(0, named=True)
+        assert row["label"] == "unknown" and row["confidence"] == "low"
+        assert "device peaks" in row["reason"] and "missing" in row["reason"]
+        assert row["pct_of_roofline"] is None and "of roofline" not in row["reason"]
     # With user peaks the roofline comes back.
     given = bound.run(trace, AnalysisConfig(peak_tflops=989.5, peak_bw_tbps=4.8))
     assert given.roofline_available

@@ -135,6 +135,14 @@ def test_unknown_device_gives_null_shares_not_zero(tmp_path: Path) -> None:
     for table in (b.regions, b.ops, b.kernels):
         assert table["pct_of_roofline"].null_count() == table.height
         assert table.filter(pl.col("reason").str.contains("0% of roofline")).height == 0
+    # Before: a family guess ("compute", from the sgemm kernel name). After: "unknown", with the
+    # missing device peaks named, in every table.
+    for table in (b.ops, b.kernels):
+        assert table["label"].to_list() == ["unknown"]
+        assert "device peaks" in table["reason"].item() and "missing" in table["reason"].item()
+    busy = b.regions.filter(pl.col("kind") == "op").row(0, named=True)
+    assert busy["label"] == "unknown" and "device peaks" in busy["reason"]
+    assert b.regions.filter(pl.col("label").is_in(["compute", "memory"])).height == 0
 
 
 # ---- 8. ROCm device ids -------------------------------------------------------------------

@@ -50,7 +50,7 @@ from traceinsight.trace.model import Trace
 
 __all__ = ["CAUSE_LABEL", "LABELS", "SPEC", "BoundResult", "run"]
 
-LABELS = ("overhead", "host", "sync", "data", "idle", "compute", "memory", "unclassified")
+LABELS = ("overhead", "host", "sync", "data", "idle", "compute", "memory", "unknown", "unclassified")
 
 REGION_COLUMNS: dict[str, pl.DataType | type[pl.DataType]] = {
     "name": pl.String,

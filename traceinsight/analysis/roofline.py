@@ -17,6 +17,10 @@ FAR_BELOW_ROOFLINE_PCT = 20.0
 COMPUTE_FAMILIES = ("gemm", "conv", "attention")
 MEMORY_FAMILIES = ("elementwise", "reduction", "copy", "memcpy", "memset")
 TENSOR_CLASSES = ("tf32", "bf16", "fp16", "fp8", "int8")
+NO_PEAKS_REASON = (
+    "unknown: the device peaks (FLOP/s and memory bandwidth) are missing, so compute/memory "
+    "cannot be judged; give --peak-tflops and --peak-bw or --devices FILE.toml"
+)
 
 
 def kernel_work(trace: Trace, peaks: devices.DevicePeaks | None) -> pl.DataFrame:
@@ -159,8 +163,12 @@ def roofline_label(roofline_ok: bool) -> tuple[pl.Expr, pl.Expr, pl.Expr]:
     cost_label = pl.when(tc >= tm).then(pl.lit("compute")).otherwise(pl.lit("memory"))
     guess_label = pl.when(guess_c >= guess_m).then(pl.lit("compute")).otherwise(pl.lit("memory"))
     usable = pl.lit(roofline_ok) & by_cost & ((tc + tm) > 0)
+    # Without device peaks no share of the roofline exists: the label is "unknown", never a
+    # family guess (a guess would pass for a measurement in findings and headlines).
     label = (
-        pl.when(usable)
+        pl.when(pl.lit(not roofline_ok))
+        .then(pl.lit("unknown"))
+        .when(usable)
         .then(cost_label)
         .when(has_guess)
         .then(guess_label)
@@ -191,19 +199,15 @@ def roofline_label(roofline_ok: bool) -> tuple[pl.Expr, pl.Expr, pl.Expr]:
         ignore_nulls=True,
     )
     reason = (
-        pl.when(usable)
+        pl.when(pl.lit(not roofline_ok))
+        .then(pl.lit(NO_PEAKS_REASON))
+        .when(usable)
         .then(position + pl.lit(", ") + pct_text(roof) + pl.lit(" of roofline") + caveats)
         .when(has_guess)
         .then(
             pl.lit("guessed from kernel families (gemm/conv/attention → compute; elementwise/reduction/copy/Triton → memory): ")
-            + (
-                pl.lit("no device peaks")
-                if not roofline_ok
-                else pl.lit("no op shapes for ") + pct_text((1 - coverage) * 100) + pl.lit(" of kernel time")
-            )
+            + pl.lit("no op shapes for ") + pct_text((1 - coverage) * 100) + pl.lit(" of kernel time")
         )
-        .when(pl.lit(not roofline_ok))
-        .then(pl.lit("roofline unavailable: no peak figures for this device"))
         .otherwise(pl.lit("no FLOP/byte estimate and no recognisable kernel family"))
     )
     return label, score, reason
