@@ -9,7 +9,10 @@ device):
     python benchmarks/flop_crosscheck.py [--device cuda]
 
 A ratio of 1.000 means both agree. Causal attention reads 0.5 by design: the cost model
-halves the work a causal mask skips, flop_counter does not.
+halves the work a causal mask skips, flop_counter does not. Attention backward is compared
+with flop_counter's formula for the fused backward kernels (``sdpa_backward_flop_count``:
+five matmuls, 2.5× the forward, as QKᵀ is recomputed), which is what the cost model counts;
+the cross-attention cases check that the key length (not the query length) sizes the work.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from torch.utils.flop_counter import FlopCounterMode
+from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -30,6 +33,15 @@ import polars as pl
 
 import traceinsight
 from traceinsight.analysis.costmodel import op_costs
+
+# Recorded names of the fused attention backward (CPU flash, CUDA flash/efficient/cuDNN).
+ATTENTION_BACKWARD = (
+    "aten::_scaled_dot_product_flash_attention_for_cpu_backward",
+    "aten::_scaled_dot_product_flash_attention_backward",
+    "aten::_scaled_dot_product_efficient_attention_backward",
+    "aten::_scaled_dot_product_cudnn_attention_backward",
+)
+ATTENTION_BACKWARD_OP = "sdpa backward"
 
 
 def cases(device: str) -> list[tuple[str, str, Callable[[], object]]]:
@@ -46,6 +58,18 @@ def cases(device: str) -> list[tuple[str, str, Callable[[], object]]]:
     img, w = r(2, 8, 32, 32), r(16, 4, 3, 3)
     img1, w1 = r(4, 3, 64, 64), r(32, 3, 7, 7)
     q, k, v = r(2, 4, 128, 64), r(2, 4, 128, 64), r(2, 4, 128, 64)
+    k_long, v_long = r(2, 4, 256, 64), r(2, 4, 256, 64)  # cross-attention: 256 keys for 128 queries
+
+    def backward(keys: int) -> Callable[[], object]:
+        qg, kg, vg = (t.clone().requires_grad_() for t in (q, r(2, 4, keys, 64), r(2, 4, keys, 64)))
+
+        def call() -> object:
+            out = F.scaled_dot_product_attention(qg, kg, vg)
+            out.backward(torch.ones_like(out))
+            return out
+
+        return call
+
     return [
         ("mm 256x512 @ 512x128", "aten::mm", lambda: torch.mm(a, b)),
         ("addmm bias + 256x512 @ 512x128", "aten::addmm", lambda: torch.addmm(bias, a, b)),
@@ -59,10 +83,35 @@ def cases(device: str) -> list[tuple[str, str, Callable[[], object]]]:
             "aten::scaled_dot_product_attention",
             lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True),
         ),
+        (
+            "sdpa cross q128 k256",
+            "aten::scaled_dot_product_attention",
+            lambda: F.scaled_dot_product_attention(q, k_long, v_long),
+        ),
+        ("sdpa backward [2,4,128,64]", ATTENTION_BACKWARD_OP, backward(128)),
+        ("sdpa backward cross q128 k256", ATTENTION_BACKWARD_OP, backward(256)),
     ]
 
 
 def counted_flops(fn: Callable[[], object], op_name: str) -> int:
+    if op_name == ATTENTION_BACKWARD_OP:
+        # The math backend's backward is four batched matmuls (2× forward); the fused kernels
+        # the profiler records recompute QKᵀ, which flop_counter's fused-backward formula counts.
+        shapes: list[tuple[int, ...]] = []
+        orig = F.scaled_dot_product_attention
+
+        def spy(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *a: object, **kw: object) -> torch.Tensor:
+            shapes.extend([tuple(q.shape), tuple(k.shape), tuple(v.shape)])
+            return orig(q, k, v, *a, **kw)  # type: ignore[arg-type]
+
+        F.scaled_dot_product_attention = spy
+        try:
+            fn()
+        finally:
+            F.scaled_dot_product_attention = orig
+        q_shape, k_shape, v_shape = shapes[:3]
+        out_shape = (*q_shape[:-1], v_shape[-1])
+        return int(sdpa_backward_flop_count(out_shape, q_shape, k_shape, v_shape))
     if op_name.endswith("scaled_dot_product_attention"):
         # flop_counter has no formula for the CPU flash kernel; the math backend decomposes
         # attention into the two batched matmuls it does count.
@@ -88,7 +137,8 @@ def traced_flops(fn: Callable[[], object], op_name: str, device: str) -> float |
         trace = traceinsight.load(path, cache=False)
     costs = op_costs(trace.events).join(trace.events.select("id", "name", "depth"), on="id")
     # The outermost call of the op is the one the user made.
-    rows = costs.filter(pl.col("name").cast(pl.String) == op_name).sort("depth")
+    names = list(ATTENTION_BACKWARD) if op_name == ATTENTION_BACKWARD_OP else [op_name]
+    rows = costs.filter(pl.col("name").cast(pl.String).is_in(names)).sort("depth")
     return float(rows["flops"][0]) if rows.height else None
 
 
@@ -97,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default="cpu")
     args = ap.parse_args(argv)
     print(f"torch {torch.__version__}, device {args.device}")
-    print(f"{'case':<38} {'op':<36} {'flop_counter':>14} {'traceinsight':>14} {'ratio':>7}")
+    print(f"{'case':<38} {'op':<36} {'flop_counter':>14} {'traceinsight':>14} {'ratio':>7}", flush=True)
     worst = 0.0
     for label, op_name, fn in cases(args.device):
         fn()  # warm up so the profiled call is a plain one
@@ -105,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         ours = traced_flops(fn, op_name, args.device)
         ratio = (ours / expected) if ours is not None and expected else None
         shown = f"{ratio:.3f}" if ratio is not None else "-"
-        print(f"{label:<38} {op_name:<36} {expected:>14,} {(ours or 0):>14,.0f} {shown:>7}")
+        print(f"{label:<38} {op_name:<36} {expected:>14,} {(ours or 0):>14,.0f} {shown:>7}", flush=True)
         if ratio is not None and "causal" not in label:
             worst = max(worst, abs(ratio - 1.0))
     print(f"largest deviation from flop_counter (non-causal cases): {worst:.3%}")
