@@ -194,7 +194,7 @@ def _step_device_windows(trace: Trace, table: pl.DataFrame) -> pl.DataFrame:
 
 
 def _first_call_gaps(gaps: pl.DataFrame, first_calls: pl.DataFrame) -> pl.DataFrame:
-    """Gaps that overlap a one-time first call's host span take the cause ``first_call``: the
+    """Launch-overhead gaps that overlap a one-time first call's host span take the cause ``first_call``: the
     GPU waited on initialisation (cuBLAS handles, autotuning), not on the steady state's launches."""
     if first_calls.height == 0 or gaps.height == 0:
         return gaps
@@ -208,7 +208,9 @@ def _first_call_gaps(gaps: pl.DataFrame, first_calls: pl.DataFrame) -> pl.DataFr
     return (
         gaps.with_row_index("_gap")
         .with_columns(
-            pl.when(pl.col("_gap").is_in(hit["_gap"].implode()))
+            # Only gaps read as launch overhead: a gap the host spent compiling or computing
+            # keeps its cause (a torch.compile step stays host-bound).
+            pl.when(pl.col("_gap").is_in(hit["_gap"].implode()) & (pl.col("cause").cast(pl.String) == "launch_overhead"))
             .then(pl.lit(FIRST_CALL_CAUSE))
             .otherwise(pl.col("cause").cast(pl.String))
             .alias("cause")
