@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,9 @@ from traceinsight.analysis.stats import min_rank_p
 from traceinsight.api import diff
 from traceinsight.cli.app import main
 from traceinsight.errors import EXIT_REGRESSION, EXIT_USAGE
+from traceinsight.render.diff_terminal import change_pct
+from traceinsight.render.html.diff import render_diff_html
+from traceinsight.render.units import ns
 
 from .conftest import sample_path
 
@@ -381,3 +385,32 @@ def test_contributions_add_up_to_the_total_delta(
         in_b = any(n == row["name"] for n, _ in before)
         in_a = any(n == row["name"] for n, _ in after)
         assert row["status"] == ("both" if in_b and in_a else "removed" if in_b else "added")
+
+
+def test_html_page_shows_the_step_statistics(tmp_path: Path) -> None:
+    # Hand-made pair; the after run has one stalled step, which is kept and flagged.
+    before = hand_made_trace(tmp_path / "base.json", [1000.0] * 10)
+    after = hand_made_trace(tmp_path / "stall.json", [1000.0] * 9 + [9000.0])
+    result = diff(before, after)
+    step_time = result.step_time
+    assert step_time.outliers_after >= 1 and step_time.n_after == step_time.n_before
+    page = render_diff_html(result)
+    table = page[page.index("<h2>Step time (device)</h2>"):]
+    table = table[: table.index("</section>")]
+    rows = {
+        cells[0]: cells[1:]
+        for cells in (re.findall(r"<td[^>]*>([^<]*)</td>", row) for row in re.findall(r"<tr>(.*?)</tr>", table))
+        if cells
+    }
+    assert rows["steps kept"] == [str(step_time.n_before), str(step_time.n_after), ""]
+    assert rows["outliers kept (flagged)"] == [str(step_time.outliers_before), str(step_time.outliers_after), ""]
+    for label, bv, av in (
+        ("total of kept steps", step_time.before_total_ns, step_time.after_total_ns),
+        ("mean", step_time.before_mean_ns, step_time.after_mean_ns),
+        ("median", step_time.before_median_ns, step_time.after_median_ns),
+    ):
+        assert bv is not None and av is not None
+        assert rows[label] == [ns(bv), ns(av), change_pct(av / bv)]
+    # The kept stall moves the mean well past the median.
+    assert step_time.after_mean_ns is not None and step_time.after_median_ns is not None
+    assert step_time.after_mean_ns > 1.5 * step_time.after_median_ns

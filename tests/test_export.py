@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
@@ -11,9 +12,13 @@ import polars as pl
 import pytest
 
 from tests.conftest import sample_path
+from traceinsight.analysis.bound import BoundResult
+from traceinsight.analysis.gaps import GapsResult
 from traceinsight.analysis.report import analyze
+from traceinsight.analysis.steps import StepsResult
 from traceinsight.cli.app import main
 from traceinsight.render.perfetto_export import Slice, assign_lanes, export_perfetto
+from traceinsight.trace.schema import GPU_KINDS
 
 pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
 
@@ -83,7 +88,8 @@ def test_analysis_and_counter_tracks(exported: tuple[Any, bytes]) -> None:
     for name, dur in slices[by_name["idle gaps GPU 0"]]:
         idle_by_cause[name] += dur
     assert idle_by_cause.most_common(1)[0][0] == "idle: data_loading"
-    assert by_name.get("bound regions") is None or by_name["bound regions"] in tracks
+    assert tracks[by_name["bound regions (step)"]].parent_uuid == by_name["traceinsight"]
+    assert slices[by_name["bound regions (step)"]], "one slice per step region"
     counter_values = [p.track_event.double_counter_value for p in events if p.track_event.track_uuid == by_name["nvml.utilization.gpu_pct"]]
     util = trace.counters.filter((pl.col("name") == "nvml.utilization") & (pl.col("series") == "gpu_pct"))
     assert sorted(counter_values) == sorted(util["value"].to_list())
@@ -103,17 +109,61 @@ def test_overlapping_slices_go_to_extra_lanes() -> None:
     assert [[(s.name, d) for s, d in lane] for lane in lanes] == [[("a", 0), ("b", 1), ("d", 0)], [("c", 0)]]
 
 
+def slices_by_track(data: bytes) -> tuple[dict[str, list[tuple[str, int]]], dict[str, str]]:
+    """(name, duration) slices per track name, and each track's parent's name; checks nesting
+    and time order on the way."""
+    tracks, events = decode(data)
+    slices, balanced = replay(events)
+    assert balanced, "BEGIN/END pairs must nest per track and timestamps must not go back"
+    assert [p.timestamp for p in events] == sorted(p.timestamp for p in events)
+    names = {uuid: track_name(d) for uuid, d in tracks.items()}
+    parents = {names[uuid]: names.get(d.parent_uuid, "") for uuid, d in tracks.items()}
+    by_name: dict[str, list[tuple[str, int]]] = defaultdict(list)
+    for uuid, per_track in slices.items():
+        by_name[names[uuid]].extend(per_track)
+    return by_name, parents
+
+
 def test_export_cli(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from tests.conftest import _load_sample
+
+    trace = _load_sample("tiny_kernels")
+    report = analyze(trace, only=["overview", "gaps", "steps", "bound"])
     target = tmp_path / "annotated.pftrace"
     code = main(["export", str(sample_path("tiny_kernels")), "-o", str(target)])
     out, _ = capsys.readouterr()
     assert code == 0 and out.strip() == f"Wrote {target}"
-    tracks, _ = decode(target.read_bytes())
-    assert {"traceinsight", "idle gaps GPU 0", "bound regions (step)", "steps (device)"} <= {track_name(d) for d in tracks.values()}
+    by_name, parents = slices_by_track(target.read_bytes())
+    # Every GPU event is a slice on its stream's track, with its own duration.
+    gpu = trace.events.filter(pl.col("kind").cast(pl.String).is_in(list(GPU_KINDS)) & pl.col("device").is_not_null())
+    assert gpu.height > 0
+    for (stream,), part in gpu.group_by("stream"):
+        want = Counter((str(n), int(d)) for n, d in part.select(pl.col("name").cast(pl.String), "dur_ns").iter_rows())
+        own = re.compile(rf"stream {stream}( annotations)?( \(overlap \d+\))?")
+        got = Counter(s for name, per_track in by_name.items() if own.fullmatch(name) for s in per_track)
+        assert got == want
+        assert parents[f"stream {stream}"].startswith("GPU ")
+    # The analysis tracks hold what the analyses found, one slice each.
+    gaps_result = report.section("gaps", GapsResult)
+    steps_result = report.section("steps", StepsResult)
+    bound_result = report.section("bound", BoundResult)
+    assert gaps_result is not None and steps_result is not None and bound_result is not None
+    gaps, steps = gaps_result.gaps, steps_result.steps
+    regions = bound_result.regions.filter(pl.col("kind") == "step")
+    assert gaps.height > 0 and steps.height > 0 and regions.height > 0
+    idle = [s for name, per_track in by_name.items() if name.startswith("idle gaps GPU ") for s in per_track]
+    assert Counter(name for name, _ in idle) == Counter(f"idle: {cause}" for cause in gaps["cause"].to_list())
+    assert sorted(d for _, d in idle) == sorted((gaps["end_ns"] - gaps["start_ns"]).to_list())
+    assert sorted(by_name["steps (device)"]) == sorted(
+        (f"step {n}", e - s) for n, s, e in steps.select("step", "device_start_ns", "device_end_ns").iter_rows()
+    )
+    assert len(by_name["bound regions (step)"]) == regions.height
+    assert {parents[n] for n in ("steps (device)", "bound regions (step)")} == {"traceinsight"}
     assert main(["export", str(sample_path("tiny_kernels")), "-o", str(target)]) == 2
     assert main(["export", str(sample_path("tiny_kernels")), "-o", str(target), "--force", "--no-analysis"]) == 0
-    tracks, _ = decode(target.read_bytes())
-    assert "traceinsight" not in {track_name(d) for d in tracks.values()}
+    bare, _ = slices_by_track(target.read_bytes())
+    assert "traceinsight" not in bare and "steps (device)" not in bare
+    assert {n: sorted(s) for n, s in bare.items()} == {n: sorted(s) for n, s in by_name.items() if parents.get(n) != "traceinsight" and s}
 
 
 def test_sql_polars_engine(capsys: pytest.CaptureFixture[str]) -> None:

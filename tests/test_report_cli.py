@@ -153,16 +153,37 @@ def test_progress_only_for_big_files_on_a_terminal(tmp_path: Path) -> None:
     assert not progress.wants_progress(tmp_path / "missing.json", FakeTTY(), min_bytes=0)
 
 
-def test_progress_shows_phase_names(monkeypatch: pytest.MonkeyPatch) -> None:
-    buf = FakeTTY()
-    monkeypatch.setattr("sys.stderr", buf)
-    monkeypatch.setenv("FORCE_COLOR", "1")
-    with progress.phases(True) as phase:
+def test_progress_writes_one_line_per_phase_off_a_terminal() -> None:
+    lines = io.StringIO()
+    with progress.phases(True, stream=lines) as phase:
+        assert isinstance(phase, progress.PhaseLines)
         phase("reading big.json")
         phase("analysing: gaps")
-    assert "analysing: gaps" in buf.getvalue() or "reading big.json" in buf.getvalue()
-    quiet = io.StringIO()
-    monkeypatch.setattr("sys.stderr", quiet)
-    with progress.phases(False) as phase:
+        phase.load_progress("decoding", 10, 100, 5)
+        phase.load_progress("decoding", 50, 100, 25)  # same phase again: no second line
+    assert lines.getvalue().splitlines() == ["reading big.json", "analysing: gaps", "decoding"]
+    quiet = FakeTTY()
+    with progress.phases(False, stream=quiet) as phase:
         phase("reading")
     assert quiet.getvalue() == ""
+
+
+def test_analyze_reports_its_phases_in_order(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Progress forced on; stderr under capsys is not a terminal, so each phase is one line.
+    monkeypatch.setattr(progress, "wants_progress", lambda *args, **kwargs: True)
+    out = tmp_path / "r.json"
+    code, _, err = run(capsys, "analyze", str(sample_path("tiny_kernels")), "--format", "json",
+                       "--no-cache", "-o", str(out))
+    assert code == 0
+    lines = err.splitlines()
+    assert lines[0].startswith("reading tiny_kernels.json.gz (")
+    assert lines[1:3] == ["reading", "decoding"]
+    assert lines[-1] == "rendering json"
+    analysed = [line.removeprefix("analysing: ") for line in lines[3:-1]]
+    assert all(line.startswith("analysing: ") for line in lines[3:-1])
+    trace_specs = [spec for spec in ANALYSES if spec.kind == "trace"]
+    assert sorted(analysed) == sorted(spec.name for spec in trace_specs)
+    for spec in trace_specs:  # every analysis after the ones whose results it reads
+        assert all(analysed.index(needed) < analysed.index(spec.name) for needed in spec.requires)

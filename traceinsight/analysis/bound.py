@@ -25,7 +25,7 @@ from typing import Any
 
 import polars as pl
 
-from traceinsight.analysis import devices, intervals
+from traceinsight.analysis import device_infer, devices, intervals
 from traceinsight.analysis.base import AnalysisConfig, AnalysisSpec, Inputs, Result
 from traceinsight.analysis.bound_labels import (
     CAUSE_LABEL,
@@ -353,7 +353,8 @@ def run(trace: Trace, config: AnalysisConfig, inputs: Inputs | None = None) -> B
     work_devices = [int(d) for d in gpu["device"].unique().to_list()]
     props, matched_by = devices.match_device(primary, trace.meta.devices, work_devices)
     device_name = props.name if props else None
-    inferred = devices.infer_part_name(device_name, props.raw if props else None)
+    guess = device_infer.infer_part(device_name, props.raw, gpu["name"]) if props else None
+    inferred = guess.part if guess else None
     peaks = devices.resolve(
         inferred or device_name,
         peak_tflops=config.peak_tflops,
@@ -363,15 +364,16 @@ def run(trace: Trace, config: AnalysisConfig, inputs: Inputs | None = None) -> B
     notes: list[str] = []
     if peaks is not None and props is not None:
         how = matched_by or "id"
-        if inferred:
-            how += f"; part inferred as {inferred} from gcnArchName {props.raw.get('gcnArchName')!r}"
+        if guess:
+            how += f"; part inferred as {inferred} from {guess.source}"
         peaks = replace(peaks, matched_by=how)
         if matched_by not in (None, "id"):
             notes.append(
                 f"device {primary} has no deviceProperties entry with that id: matched {props.name!r} by {matched_by}"
             )
-        if inferred:
-            notes.append(f"device name {device_name!r} is generic: peaks of {inferred} inferred from gcnArchName and CU count")
+        if guess:
+            basis = "the ISA in its kernel names" if guess.from_kernel_names else "gcnArchName and CU count"
+            notes.append(f"device name {device_name!r} is generic: peaks of {inferred} inferred from {basis}")
     roofline_ok = bool(peaks and peaks.complete)
     roofline_reason = None
     if not roofline_ok:

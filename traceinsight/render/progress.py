@@ -3,7 +3,9 @@
 While the file is read and decoded it shows bytes done of the total with a rate and the time
 left, and the events decoded so far; afterwards, which phase is running (analysing a section,
 rendering) with a spinner and the elapsed time. Nothing at all unless stderr is a terminal and
-the trace is large enough for the wait to be noticeable.
+the trace is large enough for the wait to be noticeable. Asked for on a stream that is not a
+terminal, it writes one plain line per phase instead (no spinner, no clock), which keeps the
+order of the phases checkable.
 """
 
 from __future__ import annotations
@@ -54,11 +56,34 @@ def loading(phase: Phase) -> Iterator[None]:
         yield
 
 
+class PhaseLines:
+    """One line per phase on ``stream``: the display for a stream that is not a terminal.
+    A loading phase is written once, when it starts, without its byte counts."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.stream = stream
+        self.current = ""
+
+    def __call__(self, description: str) -> None:
+        self.current = description
+        self.stream.write(description + "\n")
+        self.stream.flush()
+
+    def load_progress(self, phase: str, done_bytes: int, total_bytes: int, events: int) -> None:
+        if phase != self.current:
+            self(phase)
+
+
 @contextmanager
-def phases(enabled: bool) -> Iterator[Phase]:
-    """Yields ``phase(description)``; a no-op when disabled."""
+def phases(enabled: bool, *, stream: IO[str] | None = None) -> Iterator[Phase]:
+    """Yields ``phase(description)``; a no-op when disabled. On ``stream`` (default stderr):
+    a live display when it is a terminal, else :class:`PhaseLines`."""
     if not enabled:
         yield lambda description: None
+        return
+    stream = stream or sys.stderr
+    if not stream.isatty():
+        yield PhaseLines(stream)
         return
     from rich.progress import (
         BarColumn,
@@ -82,7 +107,7 @@ def phases(enabled: bool) -> Iterator[Phase]:
         TimeRemainingColumn(),
         TextColumn("{task.fields[events]}"),
         TimeElapsedColumn(),
-        console=make_console(stderr=True),
+        console=make_console(stream),
         transient=True,
     )
 

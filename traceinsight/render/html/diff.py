@@ -7,10 +7,10 @@ from html import escape
 
 import polars as pl
 
-from traceinsight.analysis.diff import DiffResult
+from traceinsight.analysis.diff import DiffResult, StepTimeDiff
 from traceinsight.render import generic, svg
 from traceinsight.render.diff_findings import render_html as findings_html
-from traceinsight.render.diff_terminal import signed_ns
+from traceinsight.render.diff_terminal import change_pct, signed_ns
 from traceinsight.render.html.page import (
     MAX_TABLE_ROWS,
     Figure,
@@ -70,6 +70,32 @@ def _step_chart(result: DiffResult) -> Figure | None:
     return Figure("Step time, before and after", svg.lines(series, x_label="step (index)", y_label="ms", label="step times before and after"))
 
 
+def step_stats_html(st: StepTimeDiff, before: str, after: str) -> str:
+    """The step statistics behind the verdict: steps kept after warm-up, outliers flagged (kept,
+    not dropped), the total time of the kept steps, mean and median."""
+    title = f"<h2>Step time ({escape(st.metric.replace('_dur_ns', ''))})</h2>"
+    if not st.available:
+        return f"<section>{title}<p class='unavailable'>Not available: {escape(str(st.reason))}</p></section>"
+    rows: list[list[str]] = [
+        ["steps kept", str(st.n_before), str(st.n_after), ""],
+        ["dropped (warm-up/outliers)", str(st.dropped_before), str(st.dropped_after), ""],
+        ["outliers kept (flagged)", str(st.outliers_before), str(st.outliers_after), ""],
+    ]
+    for label, bv, av in (
+        ("total of kept steps", st.before_total_ns, st.after_total_ns),
+        ("mean", st.before_mean_ns, st.after_mean_ns),
+        ("median", st.before_median_ns, st.after_median_ns),
+        ("p90", st.before_p90_ns, st.after_p90_ns),
+    ):
+        ratio = av / bv if bv and av is not None else None
+        rows.append([label, ns(bv), ns(av), change_pct(ratio)])
+    if st.ci_low is not None and st.ci_high is not None:
+        rows.append([f"{st.confidence:.0%} CI of {st.statistic} ratio", "", "", f"[{st.ci_low:.3f}, {st.ci_high:.3f}]"])
+    if st.p_value is not None:
+        rows.append([st.test or "rank test", "", "", f"p = {st.p_value:.3g}"])
+    return f"<section>{title}{table_html(['', before, after, 'change'], rows)}</section>"
+
+
 def render_diff_html(diff_result: DiffResult, *, title: str = "traceinsight diff") -> str:
     """A diff result as a self-contained HTML page: verdict, step times, change charts, tables."""
     before = diff_result.before_label or "before"
@@ -87,6 +113,7 @@ def render_diff_html(diff_result: DiffResult, *, title: str = "traceinsight diff
     parts.append(f"<div class='verdict'><p>{escape(text)}</p><ul><li>{escape(step_time.verdict_reason)}</li>{notes}</ul></div>")
     gv = generic.view(diff_result, max_rows=MAX_TABLE_ROWS, max_cols=12)
     parts.append(facts_html(gv.facts))
+    parts.append(step_stats_html(step_time, before, after))
     chart = _step_chart(diff_result)
     if chart is not None:
         parts.append(figure_html(chart))
