@@ -79,20 +79,14 @@ def test_gpm_counters_agree_with_achieved_rates(regimes: bound.BoundResult) -> N
     rows = _annotations(regimes)
     gemm = rows.filter((pl.col("name") == "big_gemm_bf16") & pl.col("tensor_util_pct").is_not_null())
     assert gemm.height >= 1
-    # With the measured 0.86-window lag, a sample 84 % inside the first GEMM region (its window
-    # starts 16 ms before the region) reads the ramp (39.6 %) and pulls that region's mean to
-    # 69 %; the best-placed region reads 93 %, above its share of peak FLOP/s.
-    best = max(gemm.iter_rows(named=True), key=lambda r: r["tensor_util_pct"])
-    assert best["tensor_util_pct"] > 80
-    assert best["tensor_util_pct"] >= best["pct_of_peak_flops"] - 5
-    assert min(gemm["tensor_util_pct"].to_list()) > 60
+    for row in gemm.iter_rows(named=True):
+        assert row["tensor_util_pct"] > 80
+        assert row["tensor_util_pct"] >= row["pct_of_peak_flops"] - 5
     elem = rows.filter((pl.col("name") == "elementwise_gb") & pl.col("dram_bw_util_pct").is_not_null())
     assert elem.height >= 1
-    # A 100 ms sample rarely sits wholly inside a 120 ms region. With the 0.86-window lag only
-    # the second elementwise region keeps a sample ≥ 75 % inside, and it straddles the region's
-    # end (71 % DRAM vs 90 % achieved); with a 1.0 lag the first one read 89.8 %.
+    # A 100 ms sample rarely sits wholly inside a 120 ms region: the best-placed one matches.
     diffs = [abs(r["dram_bw_util_pct"] - r["pct_of_peak_bw"]) for r in elem.iter_rows(named=True)]
-    assert min(diffs) < 20
+    assert min(diffs) < 5
     assert max(diffs) < 25
 
 
@@ -273,12 +267,3 @@ def test_counters_raise_or_lower_confidence(tmp_path: Any, tensor_util: float, c
     assert row["tensor_util_pct"] == pytest.approx(tensor_util)
     assert row["confidence"] == confidence
     assert verdict in row["evidence"]
-
-
-def test_gpm_lag_is_one_figure_in_capture_and_analysis() -> None:
-    # Two constants because capture and analysis may not import each other; one measurement
-    # (0.86 windows on an H200, benchmarks/gpm_lag.py) behind both.
-    from traceinsight.analysis import counters_align
-    from traceinsight.capture import monitor
-
-    assert counters_align.GPM_LAG_WINDOWS == monitor.GPM_LAG_WINDOWS == 0.86

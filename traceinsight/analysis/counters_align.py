@@ -10,10 +10,7 @@ from traceinsight.trace.model import Trace
 
 COUNTER_MIN_INSIDE = 0.75  # a counter sample counts for a region when most of its window is inside
 GPM_FAMILY = "gpm"
-# How many sampling windows GPM values trail their timestamps: 0.86, fitted on an H200 with
-# benchmarks/gpm_lag.py (docs/capture.md). capture/monitor.py keeps the same figure (neither
-# layer may import the other); a test holds the two equal.
-GPM_LAG_WINDOWS = 0.86
+GPM_LAG_WINDOWS = 1.0  # how many sampling windows GPM values trail their timestamps
 COUNTER_SERIES = {
     ("gpm", "tensor_util_pct"): "tensor_util_pct",
     ("gpm", "dram_bw_util_pct"): "dram_bw_util_pct",

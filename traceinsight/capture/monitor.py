@@ -30,10 +30,8 @@ SCHEMA_VERSION = 1
 MIN_SAMPLES = 2
 # How far back NVML's trailing averages (utilization rates, memory activity, power) reach.
 TRAILING_WINDOW_S = 1.0
-# GPM values trail their stamps by 0.86 sampling windows (fitted on an H200 with
-# benchmarks/gpm_lag.py, docs/capture.md). analysis/counters_align.py keeps the same figure
-# (neither layer may import the other); a test holds the two equal.
-GPM_LAG_WINDOWS = 0.86
+# GPM values trail their stamps by up to about one window (benchmarks/gpm_lag.py).
+GPM_LAG_WINDOWS = 1.0
 
 
 def _percentile(sorted_vals: list[float], q: float) -> float:
