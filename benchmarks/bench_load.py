@@ -1,8 +1,10 @@
 """Load-time benchmark: cold load, cached load and peak memory against ``json.load``.
 
-Each measurement runs in a fresh Python process so its peak RSS is its own. Figures are
-reported as ratios to ``json.load`` of the same file in the same run, which makes them
-comparable across machines.
+Each measurement runs in a fresh Python process so its peak RSS is its own; the peak is
+sampled over that process and every process it starts (the decode helpers), summed. Figures
+are reported as ratios to ``json.load`` of the same file in the same run, which makes them
+comparable across machines. ``cold`` decodes with the default helpers (one process per core),
+``cold_wN`` with N processes (``--workers auto,2,1``).
 
     python benchmarks/bench_load.py                      # builds .bench/large.json if needed
     python benchmarks/bench_load.py path/to/trace.json --repeat 3
@@ -12,10 +14,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -24,7 +28,7 @@ DEFAULT_SOURCE = ROOT / "sample_traces" / "train_eager.json.gz"
 
 _CHILD = r"""
 import json, os, resource, sys, time
-mode, path = sys.argv[1], sys.argv[2]
+mode, path, workers = sys.argv[1], sys.argv[2], sys.argv[3]
 # what docs/trace-model.md asks of users: set before polars is first imported
 os.environ.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:10,muzzy_decay_ms:0")
 start = time.perf_counter()
@@ -34,26 +38,65 @@ if mode == "json_load":
     n = len(doc["traceEvents"])
 else:
     import traceinsight
-    trace = traceinsight.load(path, cache=(mode != "cold"))
+    trace = traceinsight.load(
+        path, cache=(mode != "cold"), workers=int(workers) if workers != "auto" else None
+    )
     n = trace.events.height
     assert trace.meta.from_cache == (mode == "cached"), (mode, trace.meta.from_cache)
 elapsed = time.perf_counter() - start
-peak = max(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 print(json.dumps({"seconds": elapsed, "peak_rss_bytes": peak * 1024, "rows": n}))
 """
+_SAMPLE_S = 0.05
 
 
-def _run(mode: str, path: Path, cache_dir: str) -> dict[str, float]:
+def _tree_rss_bytes(root: int) -> int:
+    """RSS of ``root`` and every process below it (decode helpers), summed: their peaks
+    overlap, so the largest process alone would understate what the load needs."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as handle:
+                    parents[int(entry)] = int(handle.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    tree, frontier = {root}, [root]
+    while frontier:
+        pid = frontier.pop()
+        children = [p for p, parent in parents.items() if parent == pid and p not in tree]
+        tree.update(children)
+        frontier.extend(children)
+    total = 0
+    for pid in tree:
+        try:
+            with open(f"/proc/{pid}/statm") as handle:
+                total += int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, IndexError, ValueError):
+            continue
+    return total
+
+
+def _run(mode: str, path: Path, cache_dir: str, workers: str = "auto") -> dict[str, float]:
     # PYTHONPATH: measure this checkout, not whichever copy the interpreter has installed
-    env = {"TRACEINSIGHT_CACHE_DIR": cache_dir, "PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
-    out = subprocess.run(
-        [sys.executable, "-c", _CHILD, mode, str(path)],
-        check=True,
-        capture_output=True,
-        text=True,
+    python_path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    env = {"TRACEINSIGHT_CACHE_DIR": cache_dir, "PATH": "/usr/bin:/bin", "PYTHONPATH": python_path}
+    # Sampled from out here, so that the sampling takes no time from the measured process.
+    with subprocess.Popen(
+        [sys.executable, "-c", _CHILD, mode, str(path), workers],
+        stdout=subprocess.PIPE,
         env=env,
-    )
-    result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
+        text=True,
+    ) as proc:
+        tree_peak = 0
+        while proc.poll() is None:
+            tree_peak = max(tree_peak, _tree_rss_bytes(proc.pid))
+            time.sleep(_SAMPLE_S)
+        stdout = proc.stdout.read() if proc.stdout else ""
+    if proc.returncode:
+        raise SystemExit(f"{mode} run failed with exit code {proc.returncode}")
+    result: dict[str, float] = json.loads(stdout.strip().splitlines()[-1])
+    result["peak_rss_bytes"] = max(result["peak_rss_bytes"], tree_peak)
     return result
 
 
@@ -65,6 +108,12 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument(
         "--skip-json-load", action="store_true", help="leave out the json.load baseline"
+    )
+    parser.add_argument(
+        "--workers",
+        default="auto,1",
+        help="decode processes of the cold loads, one row each (auto: one per core): "
+        "'auto,1' gives the rows cold and cold_w1",
     )
     args = parser.parse_args()
     if not args.trace.exists():
@@ -84,7 +133,10 @@ def main() -> int:
             check=True,
         )
     size = args.trace.stat().st_size
-    results: dict[str, list[dict[str, float]]] = {"json_load": [], "cold": [], "cached": []}
+    cold_rows = {f"cold_w{w}" if w != "auto" else "cold": w for w in args.workers.split(",")}
+    results: dict[str, list[dict[str, float]]] = {"json_load": []}
+    results.update((row, []) for row in cold_rows)
+    results["cached"] = []
     with tempfile.TemporaryDirectory() as cache_dir:
         for _ in range(args.repeat):
             if not args.skip_json_load:
@@ -92,7 +144,8 @@ def main() -> int:
             # each repetition starts without a cache entry, fills it, then reads it back
             for entry in Path(cache_dir).iterdir():
                 subprocess.run(["rm", "-rf", str(entry)], check=True)
-            results["cold"].append(_run("cold", args.trace, cache_dir))
+            for row, workers in cold_rows.items():
+                results[row].append(_run("cold", args.trace, cache_dir, workers=workers))
             _run("fill", args.trace, cache_dir)
             results["cached"].append(_run("cached", args.trace, cache_dir))
     print(f"trace: {args.trace} ({size / 1e6:.0f} MB)")

@@ -27,14 +27,18 @@ __all__ = ["PathOrTrace", "analyze", "compare", "diff", "load", "load_job"]
 PathOrTrace = Union["Trace", str, "os.PathLike[str]"]
 
 
-def load(path: str | os.PathLike[str], *, cache: bool = True) -> Trace:
+def load(
+    path: str | os.PathLike[str], *, cache: bool = True, workers: int | None = None
+) -> Trace:
     """Load a Kineto trace (``.json`` / ``.json.gz``) into a :class:`Trace`.
 
     ``cache`` reuses (and writes) the Parquet copy next to the cache directory's other traces.
+    ``workers``: processes that decode a big plain ``.json`` file, this one included (default:
+    one per core; 1 decodes in this process alone).
     """
     from traceinsight.trace.loader import load as load_trace
 
-    return load_trace(path, cache=cache)
+    return load_trace(path, cache=cache, workers=workers)
 
 
 def _as_trace(value: PathOrTrace, *, cache: bool) -> Trace:

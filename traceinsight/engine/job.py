@@ -41,7 +41,8 @@ def summarize_file(rank_file: RankFile, config: AnalysisConfig | None = None, ca
     from traceinsight.trace.loader import load
 
     local = fetch(rank_file.path)
-    trace = load(local, cache=cache)
+    # The ranks already share the cores between them: one process per rank's decode.
+    trace = load(local, cache=cache, workers=1)
     summary = summarize(trace, rank=rank_file.rank, config=config)
     entry = trace_cache.entry_dir(local) if cache else None
     return replace(
@@ -154,7 +155,7 @@ def summarize_run(rank_file: RankFile, config: AnalysisConfig | None = None, cac
     from traceinsight.analysis.report import analyze
     from traceinsight.trace.loader import load
 
-    trace = load(fetch(rank_file.path), cache=cache)
+    trace = load(fetch(rank_file.path), cache=cache, workers=1)
     summary = replace(summarize(trace, rank=rank_file.rank, config=config), path=rank_file.path)
     found = analyze(trace, config, only=["findings"]).sections.get("findings")
     titles = _titles(found.findings) if isinstance(found, FindingsResult) else ()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -109,25 +110,73 @@ def _json_reason(exc: Exception) -> str:
     return text
 
 
-def decode_chunks(
-    path: Path, data: Buffer, lo: int, hi: int | None, header: dict[str, Any]
-) -> Iterator[list[Any]]:
-    """Decode the events array that starts at data[lo] in pieces of about CHUNK_BYTES.
+@dataclass(frozen=True)
+class Plan:
+    """Where the events array at ``data[lo]`` is cut into pieces of about CHUNK_BYTES.
 
-    A cut lands on "},<space>{" between two events: we write "]" just after the "}" and
-    "[" just before the "{", so each piece is a JSON array read in place, without a copy
-    (a piece is copied only where the JSON has no spare byte there, as in "},{").
-    A cut inside a string or a nested list would leave a piece that is invalid JSON; the
-    decode detects that and the bytes are put back. With ``hi`` known, the rest is then
-    decoded in one piece; without it, :class:`NoFastPath` asks for a careful decode.
+    Each cut lands on "},<space>{" between two events: ``cuts`` holds (just after the "}",
+    its "{"). Where there is room (``in_place``), "]" is written just after the "}" and "["
+    just before the "{", so the piece is a JSON array read in place, without a copy; elsewhere
+    (as in "},{") the piece is copied with its brackets added.
 
-    ``hi`` None: the array's end is not known yet. No cut is made in the last
-    CHUNK_BYTES of the file, and the last piece is decoded together with the rest of the
-    top-level object, which checks that rest and adds its other keys to ``header``.
+    ``hi`` None: the array's end is not known yet. No cut is made in the last CHUNK_BYTES of
+    the file, and the last piece is decoded together with the rest of the top-level object,
+    which checks that rest and adds its other keys to the header.
     """
-    view = memoryview(data)
+
+    lo: int
+    hi: int | None
+    size: int
+    cuts: tuple[tuple[int, int], ...]
+    in_place: tuple[bool, ...]
+
+    @property
+    def pieces(self) -> int:
+        return len(self.cuts) + 1
+
+    def patch(self, data: Buffer) -> list[tuple[int, int]]:
+        """Write the brackets of the in-place cuts into ``data``; the bytes they replaced."""
+        patches = [
+            (at, data[at])
+            for (a, b), ok in zip(self.cuts, self.in_place, strict=True)
+            if ok
+            for at in (a, b - 1)
+        ]
+        for (a, b), ok in zip(self.cuts, self.in_place, strict=True):
+            if ok:
+                data[a] = 0x5D  # "]"
+                data[b - 1] = 0x5B  # "["
+        return patches
+
+    def start(self, index: int) -> int:
+        if index == 0:
+            return self.lo
+        return self.cuts[index - 1][1] - self.in_place[index - 1]
+
+    def end(self, index: int) -> int:
+        """Just past the piece's last byte (the file's end for an open-ended last piece)."""
+        if index == len(self.cuts):
+            return self.size if self.hi is None else self.hi
+        return self.cuts[index][0] + self.in_place[index]
+
+    def buffer(self, view: memoryview, index: int) -> Any:
+        """The piece as a JSON array: a view into the buffer where it was cut in place."""
+        start, end = self.start(index), self.end(index)
+        opener = b"" if index == 0 or self.in_place[index - 1] else b"["
+        last = index == len(self.cuts)
+        closer = b"" if last or self.in_place[index] else b"]"
+        if not (opener or closer):
+            return view[start:end]
+        return opener + bytes(view[start:end]) + closer
+
+    def release(self, data: Buffer, index: int) -> None:
+        """Hand the decoded piece's pages back (those holding brackets are kept)."""
+        release_pages(data, self.start(index) + 1, self.end(index) - 1)
+
+
+def plan_pieces(data: Buffer, lo: int, hi: int | None) -> Plan:
     limit = len(data) - CHUNK_BYTES if hi is None else hi
-    cuts: list[tuple[int, int]] = []  # (just after a "}", its "{") at each cut
+    cuts: list[tuple[int, int]] = []
     pos = lo + 1
     while limit - pos > CHUNK_BYTES:
         match = _BOUNDARY.search(data, pos + CHUNK_BYTES, limit - 1)
@@ -135,55 +184,58 @@ def decode_chunks(
             break
         pos = match.end() - 1
         cuts.append((match.start() + 1, match.end() - 1))
-    in_place = [b - a >= 2 for a, b in cuts]
-    patches = [
-        (at, data[at]) for (a, b), ok in zip(cuts, in_place, strict=True) if ok for at in (a, b - 1)
-    ]
-    for (a, b), ok in zip(cuts, in_place, strict=True):
-        if ok:
-            data[a] = 0x5D  # "]"
-            data[b - 1] = 0x5B  # "["
+    return Plan(lo, hi, len(data), tuple(cuts), tuple(b - a >= 2 for a, b in cuts))
+
+
+def decode_piece(
+    path: Path, view: memoryview, plan: Plan, index: int, header: dict[str, Any]
+) -> list[Any]:
+    """The events of one piece of a patched buffer; :class:`BadCut` when a cut fell inside
+    a string or a nested value (the piece is then not valid JSON)."""
+    if index == len(plan.cuts) and plan.hi is None:
+        return _decode_tail(path, plan.buffer(view, index), header)
+    return decode_events(path, plan.buffer(view, index))
+
+
+def decode_chunks(
+    path: Path, data: Buffer, plan: Plan, header: dict[str, Any]
+) -> Iterator[list[Any]]:
+    """Decode the pieces of ``plan`` one after the other, in place.
+
+    A cut inside a string or a nested list leaves a piece that is invalid JSON; the decode
+    detects that and the bytes are put back. With ``hi`` known, the rest is then decoded in
+    one piece; without it, :class:`NoFastPath` asks for a careful decode.
+    """
+    view = memoryview(data)
+    patches = plan.patch(data)
     decoded = 0
     try:
-        for index in range(len(cuts) + 1):
-            is_last = index == len(cuts)
-            start = lo if index == 0 else cuts[index - 1][1] - in_place[index - 1]
-            opener = b"" if index == 0 or in_place[index - 1] else b"["
+        for index in range(plan.pieces):
             try:
-                if is_last and hi is None:
-                    events = _decode_tail(path, opener + bytes(view[start:]), header)
-                elif is_last:
-                    events = decode_events(
-                        path, view[start:hi] if not opener else opener + bytes(view[start:hi])
-                    )
-                else:
-                    end = cuts[index][0] + in_place[index]
-                    closer = b"" if in_place[index] else b"]"
-                    piece = (
-                        view[start:end]
-                        if not (opener or closer)
-                        else opener + bytes(view[start:end]) + closer
-                    )
-                    events = decode_events(path, piece)
+                events = decode_piece(path, view, plan, index, header)
             except BadCut:
-                if hi is None:
+                if plan.hi is None:
                     raise NoFastPath from None
-                for at, byte in patches:
-                    data[at] = byte
+                restore(data, patches)
                 patches = []
-                if index == 0:
-                    yield decode_events(path, view[lo:hi])
-                else:
-                    yield decode_events(path, b"[" + bytes(view[cuts[index - 1][1] : hi]))
+                start = plan.lo if index == 0 else plan.cuts[index - 1][1]
+                opener = b"" if index == 0 else b"["
+                rest = view[start : plan.hi] if not opener else opener + bytes(view[start : plan.hi])
+                yield decode_events(path, rest)
                 return
             decoded += len(events)
-            progress.report("decoding", len(data) if is_last else cuts[index][0], len(data), decoded)
+            done = len(data) if index == plan.pieces - 1 else plan.end(index)
+            progress.report("decoding", done, len(data), decoded)
             yield events
-            release_pages(data, start + 1, len(data) if is_last else cuts[index][0] - 1)
+            plan.release(data, index)
     finally:
         del view
-        for at, byte in patches:
-            data[at] = byte
+        restore(data, patches)
+
+
+def restore(data: Buffer, patches: list[tuple[int, int]]) -> None:
+    for at, byte in patches:
+        data[at] = byte
 
 
 def _decode_tail(path: Path, piece: bytes, header: dict[str, Any]) -> list[Any]:

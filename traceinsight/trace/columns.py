@@ -361,6 +361,64 @@ def _begin_end_frame(state: ChunkState) -> pl.DataFrame | None:
     return state._durations_frame(groups)
 
 
+def merge_pieces(
+    pieces: list[tuple[pl.DataFrame | None, ChunkState]], warnings: list[str]
+) -> tuple[ChunkState, list[pl.DataFrame]]:
+    """One state and the duration frames of pieces decoded apart, in piece order
+    (``pieces`` is emptied).
+
+    Each piece numbered the text pids it met on its own; they are renumbered here by label
+    (-2, -3, ... in sorted order), so the ids do not depend on how the pieces were shared
+    out between processes, nor on the order of a set.
+    """
+    merged = ChunkState(warnings)
+    labels = sorted({label for _, state in pieces for label in state._str_ids})
+    merged._str_ids = {label: -(i + 2) for i, label in enumerate(labels)}
+    merged.pid_labels = {known: label for label, known in merged._str_ids.items()}
+    parts: list[pl.DataFrame] = []
+    pieces.reverse()
+    while pieces:  # emptied as it goes: the merged parts are the only references left
+        part, state = pieces.pop()
+        mapping = {
+            local: merged._str_ids[label]
+            for label, local in state._str_ids.items()
+            if local != merged._str_ids[label]
+        }
+        merged.phase_counts.update(state.phase_counts)
+        merged.bad_args += state.bad_args
+        merged.bad_events += state.bad_events
+        merged.begin_end.extend(state.begin_end)
+        if mapping:
+            remap = mapping.get
+            merged.counter_rows.extend(
+                (ts, remap(pid, pid), name, series, value)
+                for ts, pid, name, series, value in state.counter_rows
+            )
+            merged.memory_parts.extend(_remap_ids(m, mapping) for m in state.memory_parts)
+            merged.process_names.update((remap(k, k), v) for k, v in state.process_names.items())
+            merged.thread_names.update(
+                ((remap(p, p), remap(t, t)), v) for (p, t), v in state.thread_names.items()
+            )
+            if part is not None:
+                part = _remap_ids(part, mapping)
+        else:
+            merged.counter_rows.extend(state.counter_rows)
+            merged.memory_parts.extend(state.memory_parts)
+            merged.process_names.update(state.process_names)
+            merged.thread_names.update(state.thread_names)
+        if part is not None and part.height:
+            parts.append(part)
+    return merged, parts
+
+
+def _remap_ids(frame: pl.DataFrame, mapping: dict[int, int]) -> pl.DataFrame:
+    # Column by column, in place: a with_columns would rechunk (copy) the whole frame.
+    for name in ("pid", "tid"):
+        at = frame.get_column_index(name)
+        frame.replace_column(at, frame.to_series(at).replace(mapping))
+    return frame
+
+
 def finish_durations(parts: list[pl.DataFrame], state: ChunkState) -> pl.DataFrame:
     paired = _begin_end_frame(state)
     if paired is not None:

@@ -15,9 +15,13 @@ from traceinsight.trace.reader import RawTrace, read_bytes, read_trace
 _OPTION_KEYS = ("record_shapes", "with_stack", "profile_memory", "with_modules", "with_flops")
 
 
-def load(path: str | os.PathLike[str], *, cache: bool = True) -> Trace:
+def load(
+    path: str | os.PathLike[str], *, cache: bool = True, workers: int | None = None
+) -> Trace:
     """Load a Kineto trace (``.json``, ``.json.gz``, ``*.pt.trace.json(.gz)``).
 
+    ``workers``: processes that decode a big plain (not gzipped) file, this one included;
+    None: one per core (or ``TRACEINSIGHT_DECODE_WORKERS``), 1: decode here alone.
     Raises :class:`TraceFormatError` naming the file and the problem when it cannot be read.
     """
     file_path = Path(path)
@@ -25,17 +29,17 @@ def load(path: str | os.PathLike[str], *, cache: bool = True) -> Trace:
         cached = trace_cache.read(file_path)
         if cached is not None:
             return cached
-    trace = _load_uncached(file_path)
+    trace = _load_uncached(file_path, workers)
     if cache:
         trace_cache.write(file_path, trace)
     return trace
 
 
-def _load_uncached(path: Path) -> Trace:
+def _load_uncached(path: Path, workers: int | None = None) -> Trace:
     data = read_bytes(path)
     file_bytes = path.stat().st_size
     try:
-        raw = read_trace(path, data)
+        raw = read_trace(path, data, workers=workers)
         del data
         base = _base_time_ns(raw.header)
         # link() gets the only reference to the big frame, so it can free it as it goes.

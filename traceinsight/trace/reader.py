@@ -21,8 +21,27 @@ from typing import Any
 import polars as pl
 
 from traceinsight.errors import TraceFormatError
-from traceinsight.trace.chunking import NoFastPath, decode_chunks, find_events, split_top_level
-from traceinsight.trace.columns import MEMORY_SCHEMA, ChunkState, counters_frame, finish_durations
+from traceinsight.trace.chunking import (
+    NoFastPath,
+    decode_chunks,
+    find_events,
+    plan_pieces,
+    split_top_level,
+)
+from traceinsight.trace.columns import (
+    MEMORY_SCHEMA,
+    ChunkState,
+    counters_frame,
+    finish_durations,
+    merge_pieces,
+)
+from traceinsight.trace.parallel import (
+    PieceFailed,
+    PieceResult,
+    consume_piece,
+    decode_parallel,
+    helpers_for,
+)
 from traceinsight.trace.source import Buffer, read_bytes, release_pages
 
 __all__ = ["Buffer", "RawTrace", "read_bytes", "read_trace"]
@@ -48,8 +67,11 @@ class RawTrace:
         return taken
 
 
-def read_trace(path: Path, data: Buffer) -> RawTrace:
-    """Decode ``data`` (the bytes of ``path``) into a :class:`RawTrace`."""
+def read_trace(path: Path, data: Buffer, *, workers: int | None = None) -> RawTrace:
+    """Decode ``data`` (the bytes of ``path``) into a :class:`RawTrace`.
+
+    ``workers``: processes that decode (1: this one alone); None: one per core for a big
+    plain file (see :mod:`.parallel`)."""
     warnings: list[str] = []
     gc_was_enabled = gc.isenabled()
     gc.disable()  # Millions of short-lived objects; the cyclic GC only slows the decode.
@@ -59,14 +81,14 @@ def read_trace(path: Path, data: Buffer) -> RawTrace:
             if found is None:
                 raise NoFastPath
             header, lo = found
-            state, parts = _decode_all(path, data, header, lo, None, warnings)
+            state, parts = _decode_all(path, data, header, lo, None, warnings, workers)
         except NoFastPath:
             # Unusual layout or broken JSON: validate the whole file first; that pass names
             # the problem precisely, and gives the array's end for a careful decode.
             warnings.clear()
             header, lo, hi = split_top_level(path, data)
             release_pages(data, 0, len(data))
-            state, parts = _decode_all(path, data, header, lo, hi, warnings)
+            state, parts = _decode_all(path, data, header, lo, hi, warnings, workers)
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -90,13 +112,22 @@ def read_trace(path: Path, data: Buffer) -> RawTrace:
 
 
 def _decode_all(
-    path: Path, data: Buffer, header: dict[str, Any], lo: int, hi: int | None, warnings: list[str]
+    path: Path,
+    data: Buffer,
+    header: dict[str, Any],
+    lo: int,
+    hi: int | None,
+    warnings: list[str],
+    workers: int | None,
 ) -> tuple[ChunkState, list[pl.DataFrame]]:
-    state = ChunkState(warnings)
-    parts: list[pl.DataFrame] = []
-    for events in decode_chunks(path, data, lo, hi, header):
-        part = state.consume(events)
-        if part is not None and part.height:
-            parts.append(part)
-        del events
-    return state, parts
+    plan = plan_pieces(data, lo, hi)
+    pieces: list[PieceResult] | None = None
+    helpers = helpers_for(plan, data, None if workers is None else workers - 1)
+    if helpers:
+        try:
+            pieces = decode_parallel(path, data, plan, header, helpers)
+        except PieceFailed:
+            pieces = None  # decoded again below, where a bad cut is recovered from
+    if pieces is None:
+        pieces = [consume_piece(events) for events in decode_chunks(path, data, plan, header)]
+    return merge_pieces(pieces, warnings)
