@@ -301,8 +301,10 @@ def detect_allocator_churn(ctx: FindingContext) -> Estimate | None:
     busy = busy_intervals(ctx.trace).select("start_ns", "end_ns")
     idle_during = intervals.difference(spans, busy)
     idle_ns = int((idle_during["end_ns"] - idle_during["start_ns"]).sum())
-    names = calls.group_by(pl.col("name").cast(pl.String)).agg(
-        pl.len().alias("calls"), pl.col("dur_ns").sum()
+    names = (
+        calls.group_by(pl.col("name").cast(pl.String))
+        .agg(pl.len().alias("calls"), pl.col("dur_ns").sum())
+        .sort(["dur_ns", "name"], descending=[True, False])
     )
     return estimate(
         ctx,
