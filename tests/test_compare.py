@@ -179,3 +179,14 @@ def test_analyze_job_skip_and_its_validation(capsys: pytest.CaptureFixture[str])
     code, out, err = run(capsys, "analyze", *DDP, "--skip", "nope")
     assert code == 2 and out == ""
     assert "unknown job section(s) nope; choose from rank_table, stragglers, collective_wait, job_findings" in err
+
+
+def test_comm_note_names_where_communication_was_measured() -> None:
+    from traceinsight.render.job_view import comm_note
+
+    assert comm_note(["host", "host"], ["rank 0", "rank 1"]).startswith("comm = host-side collective spans")
+    assert "exposed = with the GPU idle" in comm_note(["host"], ["rank 0"])
+    assert "exposed" not in comm_note(["device"], ["run 0"], exposed=False)
+    mixed = comm_note([None, "host", "device"], ["run 0", "run 1", "run 2"], exposed=False)
+    assert mixed == "comm = collective kernels on the device for run 2; comm = host-side collective spans (no collective kernels, e.g. gloo) for run 1"
+    assert comm_note([None, None], ["run 0", "run 1"]) == ""

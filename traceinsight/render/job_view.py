@@ -63,21 +63,24 @@ def rank_table(report: JobReport) -> Table:
     )
 
 
+# Where communication was measured: what "comm" is, and what "exposed" is there.
 _COMM_WHERE = {
-    "device": "comm = collective kernels on the device, exposed = with no compute kernel running",
-    "host": "comm = host-side collective spans (no collective kernels, e.g. gloo), exposed = with the GPU idle",
+    "device": ("comm = collective kernels on the device", "exposed = with no compute kernel running"),
+    "host": ("comm = host-side collective spans (no collective kernels, e.g. gloo)", "exposed = with the GPU idle"),
 }
 
 
 def comm_note(measured_on: Sequence[str | None], labels: Sequence[object], *, exposed: bool = True) -> str:
     """Where communication was measured, for a table's note ("" when nowhere); ``exposed``
-    adds what exposed communication means there."""
+    adds what exposed communication means there. Rows measured in different places (or not at
+    all: no collective) are named after ``labels``."""
     found = sorted({m for m in measured_on if m})
-    where = {m: _COMM_WHERE[m] if exposed and len(found) == 1 else _COMM_WHERE[m].split(",")[0] for m in found}
-    if len(found) == 1:
-        return where[found[0]]
+    if len(found) == 1 and all(measured_on):
+        comm, hidden = _COMM_WHERE[found[0]]
+        return f"{comm}, {hidden}" if exposed else comm
     return "; ".join(
-        f"{where[m]} for {', '.join(str(x) for x, w in zip(labels, measured_on, strict=True) if w == m)}" for m in found
+        f"{_COMM_WHERE[m][0]} for {', '.join(str(x) for x, w in zip(labels, measured_on, strict=True) if w == m)}"
+        for m in found
     )
 
 
