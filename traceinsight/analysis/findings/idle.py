@@ -233,7 +233,7 @@ def detect_launch_bound(ctx: FindingContext) -> Estimate | None:
     culprits = _culprits(ctx, "launch_overhead")
     short = (
         ctx.kernels.kernels.filter(pl.col("short_calls") > 0)
-        .sort(["short_calls", "name"], descending=[True, False])
+        .sort(["short_calls", "total_ns", "name"], descending=[True, True, False])
         .head(5)
     )
     graphs = ctx.compile is not None and ctx.compile.uses_cuda_graphs
