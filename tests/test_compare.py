@@ -115,3 +115,78 @@ def test_compare_amp_in_html_and_markdown(capsys: pytest.CaptureFixture[str], tm
 def test_compare_needs_two_runs(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, "compare", SWEEP[0])
     assert code == 2 and "two or more runs" in err
+
+
+# --- sections: compare --only/--skip, analyze --skip over a job -------------------------------
+
+
+@pytest.mark.parametrize("option", ["--only", "--skip"])
+def test_compare_rejects_unknown_sections_before_loading(capsys: pytest.CaptureFixture[str], option: str, tmp_path: Path) -> None:
+    # The runs do not exist: a usage error (2), not a data error (1), shows nothing was loaded.
+    missing = [str(tmp_path / "a.json.gz"), str(tmp_path / "b.json.gz")]
+    code, out, err = run(capsys, "compare", *missing, option, "runs,nope")
+    assert code == 2 and out == ""
+    assert err.strip().splitlines() == ["error: unknown series section(s) nope; choose from runs, breakdown, findings"]
+
+
+def test_compare_skip_findings_computes_none(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    import traceinsight.engine.job as engine_job
+
+    def no_findings(*args: object, **kwargs: object) -> None:
+        raise AssertionError("findings computed although skipped")
+
+    monkeypatch.setattr(engine_job, "_titles", no_findings)
+    code, out, _ = run(capsys, "compare", *SWEEP[:2], "--engine", "serial", "--skip", "findings")
+    assert code == 0
+    assert "Runs (against run 0)" in out and "Breakdown per step" in out and "Top findings" not in out
+    code, out, _ = run(capsys, "compare", *SWEEP[:2], "--engine", "serial", "--only", "runs,breakdown", "-f", "json")
+    assert code == 0
+    series = json.loads(out)["series"]
+    assert series["sections"] == ["runs", "breakdown"]
+    assert all("top_findings" not in r and "verdict" in r and "compute_ns" in r for r in series["runs"])
+
+
+def test_compare_only_breakdown_in_every_format(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from traceinsight.analysis.job.series import ID_COLUMNS, SECTION_COLUMNS
+
+    code, out, _ = run(capsys, "compare", *SWEEP[:2], "--engine", "serial", "--only", "breakdown", "-f", "json")
+    assert code == 0
+    rows = json.loads(out)["series"]["runs"]
+    assert [list(r) for r in rows] == [[c for c in rows[0] if c in {*ID_COLUMNS, *SECTION_COLUMNS["breakdown"]}]] * 2
+    assert set(rows[0]) == {*ID_COLUMNS, *SECTION_COLUMNS["breakdown"]}
+    code, out, _ = run(capsys, "compare", *SWEEP[:2], "--engine", "serial", "--only", "breakdown", "-f", "md")
+    assert "## Breakdown per step" in out and "Runs (against run 0)" not in out and "Top findings" not in out
+    target = tmp_path / "series.html"
+    code, _, _ = run(capsys, "compare", *SWEEP[:2], "--engine", "serial", "--skip", "runs", "-f", "html", "-o", str(target))
+    page = target.read_text()
+    assert code == 0 and "median step time per run" not in page and "Top findings per run" in page
+    assert "Runs (against run 0)" not in page
+
+
+def test_series_columns_each_belong_to_one_section() -> None:
+    from traceinsight.analysis.job.series import ID_COLUMNS, ROW_SCHEMA, SECTION_COLUMNS
+
+    listed = [*ID_COLUMNS, *(c for cols in SECTION_COLUMNS.values() for c in cols)]
+    assert sorted(listed) == sorted(ROW_SCHEMA)
+
+
+def test_analyze_job_skip_and_its_validation(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "analyze", *DDP, "--engine", "serial", "-f", "json", "--skip", "stragglers,job_findings")
+    assert code == 0
+    data = json.loads(out)
+    assert data["sections"] == ["rank_table", "collective_wait", "findings", "failed"]
+    assert "stragglers" not in data and data["findings"] == []
+    code, out, err = run(capsys, "analyze", *DDP, "--skip", "nope")
+    assert code == 2 and out == ""
+    assert "unknown job section(s) nope; choose from rank_table, stragglers, collective_wait, job_findings" in err
+
+
+def test_comm_note_names_where_communication_was_measured() -> None:
+    from traceinsight.render.job_view import comm_note
+
+    assert comm_note(["host", "host"], ["rank 0", "rank 1"]).startswith("comm = host-side collective spans")
+    assert "exposed = with the GPU idle" in comm_note(["host"], ["rank 0"])
+    assert "exposed" not in comm_note(["device"], ["run 0"], exposed=False)
+    mixed = comm_note([None, "host", "device"], ["run 0", "run 1", "run 2"], exposed=False)
+    assert mixed == "comm = collective kernels on the device for run 2; comm = host-side collective spans (no collective kernels, e.g. gloo) for run 1"
+    assert comm_note([None, None], ["run 0", "run 1"]) == ""

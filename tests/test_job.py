@@ -186,6 +186,7 @@ def test_ddp_rank_table(ddp_job: Any) -> None:
     assert r0["collective_wait_ns"] > 2e6 > r1["collective_wait_ns"]
     assert r0["exposed_comm_ns"] <= r0["communication_ns"]
     assert r1["idle_launch_overhead_ns"] > 5 * r0["idle_launch_overhead_ns"]
+    assert r0["comm_measured_on"] == r1["comm_measured_on"] == "device"  # NCCL kernels
 
 
 def test_ddp_findings_and_json(ddp_job: Any) -> None:
@@ -260,3 +261,57 @@ def test_series_against_the_first_run() -> None:
     assert runs["step_median_ns"][2] > runs["step_median_ns"][0]
     assert runs["ratio"][2] > 1.5
     assert series.SeriesResult().to_polars().height == 0
+
+
+def _host_collective_trace(path: Path, *, nccl: bool = False) -> Path:
+    """Hand-made: one step with two compute kernels (10–200 µs, 400–900 µs) and an all-reduce
+    from 150 to 450 µs: a gloo host span on another thread, or (``nccl``) an NCCL kernel."""
+    from handmade import HandMadeTrace
+
+    t = HandMadeTrace()
+    t.step(1, 0.0, 1000.0)
+    t.gpu("gemm_a", 10.0, 190.0)
+    t.gpu("gemm_b", 400.0, 500.0)
+    if nccl:
+        t.gpu("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 150.0, 300.0, stream=20,
+              args={"Collective name": "allreduce", "Process Group Name": "0"})
+    else:
+        t.host("gloo:all_reduce", 150.0, 300.0, cat="user_annotation", tid=7)
+    return t.write(path)
+
+
+def test_handmade_host_collective_counts_its_span_and_the_gpu_idle_part(tmp_path: Path) -> None:
+    # GIVEN a hand-made gloo-style step: the host all-reduce overlaps device work for 100 µs
+    from traceinsight.analysis.job.summary import summarize
+    from traceinsight.trace.loader import load
+
+    summary = summarize(load(_host_collective_trace(tmp_path / "gloo.json"), cache=False), rank=0)
+    # THEN communication is its span, exposed the 200 µs with the GPU idle (200–400 µs)
+    assert summary.comm_measured_on == "host"
+    assert int(summary.steps["communication_ns"].sum()) == 300_000
+    assert int(summary.steps["exposed_comm_ns"].sum()) == 200_000
+    assert summary.collectives["on_device"].to_list() == [False]
+
+
+def test_handmade_device_collective_keeps_the_kernel_measure(tmp_path: Path) -> None:
+    # GIVEN the same step with an NCCL kernel instead: exposed = with no compute kernel running
+    from traceinsight.analysis.job.summary import summarize
+    from traceinsight.trace.loader import load
+
+    summary = summarize(load(_host_collective_trace(tmp_path / "nccl.json", nccl=True), cache=False), rank=0)
+    assert summary.comm_measured_on == "device"
+    assert int(summary.steps["communication_ns"].sum()) == 300_000
+    assert int(summary.steps["exposed_comm_ns"].sum()) == 200_000
+
+
+def test_no_collective_means_no_measure(tmp_path: Path) -> None:
+    from handmade import HandMadeTrace
+
+    from traceinsight.analysis.job.summary import summarize
+    from traceinsight.trace.loader import load
+
+    t = HandMadeTrace()
+    t.step(1, 0.0, 1000.0)
+    t.gpu("gemm_a", 10.0, 190.0)
+    summary = summarize(load(t.write(tmp_path / "none.json"), cache=False), rank=0)
+    assert summary.comm_measured_on is None and int(summary.steps["communication_ns"].sum()) == 0

@@ -1,12 +1,15 @@
 """The four-rank gloo job recorded on one H200 (sample_traces/README.md): rank 2 sleeps 30 ms
 more per step inside its ``data_loading`` input step in ``job_straggler``; ``job_balanced`` has
-every rank alike. gloo leaves its all-reduces as host spans (``gloo:all_reduce``)."""
+every rank alike. gloo leaves its all-reduces as host spans (``gloo:all_reduce``), so the rank
+table measures communication there (``comm_measured_on == "host"``)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import pytest
 
 import traceinsight as ti
@@ -96,3 +99,53 @@ def test_job_sql_has_a_rank_column(straggler: Any) -> None:
     )
     ns = dict(zip(rows["rank"].to_list(), rows["ns"].to_list(), strict=True))
     assert ns[2] > 10 * ns[0]  # 32 ms against 2 ms per step
+
+
+# --- communication measured on the host (gloo has no collective kernels) ----------------------
+
+
+def _rank_rows(report: JobReport) -> dict[int, dict[str, Any]]:
+    return {int(r["rank"]): r for r in report.rank_table.table.to_dicts()}
+
+
+@pytest.mark.parametrize("job", ["straggler", "balanced"])
+def test_gloo_communication_is_measured_on_the_host(job: str, request: pytest.FixtureRequest) -> None:
+    report = ti.analyze(request.getfixturevalue(job))
+    steps = len(report.rank_table.steps_used)
+    # The collective wait section's host spans, per rank, over the same steps.
+    by_step = report.collective_wait.wait_by_step.filter(pl.col("step").is_in(list(report.rank_table.steps_used)))
+    spans = dict(by_step.group_by("rank").agg(pl.col("collective_ns").sum()).iter_rows())
+    for rank, row in _rank_rows(report).items():
+        assert row["comm_measured_on"] == "host"
+        # Physically possible: the GPU idles for part of the span, the span fits in the step.
+        assert 0 < row["exposed_comm_ns"] <= row["communication_ns"] <= row["step_mean_ns"]
+        assert row["collective_wait_ns"] <= row["communication_ns"]
+        assert row["exposed_comm_ns"] <= row["idle_ns"] + 0.01 * row["step_mean_ns"]
+        # The same time as the collective wait section's spans of those steps.
+        assert row["communication_ns"] * steps == pytest.approx(spans[rank], rel=1e-9)
+
+
+def test_gloo_straggler_communication_figures(straggler: Any) -> None:
+    rows = _rank_rows(ti.analyze(straggler))
+    # Rank 2 arrives last: its all-reduce is the transfer alone (~8.7 ms per step); the others
+    # add ~30 ms of waiting for it, and the GPU idles through nearly all of it.
+    assert 7e6 < rows[2]["communication_ns"] < 10e6
+    for rank in (0, 1, 3):
+        comm = rows[rank]["communication_ns"]
+        assert 36e6 < comm < 42e6 and rows[rank]["exposed_comm_ns"] > 0.97 * comm
+        transfer = comm - rows[rank]["collective_wait_ns"]
+        assert transfer == pytest.approx(rows[2]["communication_ns"], abs=1.5e6)
+
+
+def test_gloo_exposed_communication_names_the_host_backend(balanced: Any) -> None:
+    report = ti.analyze(balanced)
+    found = {f.id: f for f in report.findings}
+    exposed = found["exposed_communication"]
+    assert "nccl" in exposed.fix and "host-side" in exposed.method
+    assert exposed.saving_ns < report.job_findings.step_ns
+    from traceinsight.render.formats import render
+
+    text = render(report, "terminal")
+    assert "host-side collective spans" in text
+    data = json.loads(render(report, "json"))
+    assert {r["comm_measured_on"] for r in data["rank_table"]["table"]} == {"host"}

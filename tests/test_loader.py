@@ -237,6 +237,26 @@ def test_durations_beyond_int64_ns_are_dropped_with_a_warning(tmp_path: Path, du
     assert "1 duration events had no usable 'dur'" in " ".join(trace.meta.warnings)
 
 
+@pytest.mark.parametrize("dur", [-9.2e18, -1e300, 9.2e18])
+def test_linker_range_check_covers_negative_durations(tmp_path: Path, dur: float) -> None:
+    # GIVEN the raw columns of a hand-made trace whose dur (µs) is then set beyond ±2**62 ns,
+    # as another reader could hand them over (the JSON reader already nulls such values)
+    from traceinsight.trace.link import link
+    from traceinsight.trace.reader import read_bytes, read_trace
+
+    path = write_trace(tmp_path / "raw.json", [op("a", 1, 2), op("b", 2, 3)])
+    raw = read_trace(path, read_bytes(path))
+    durations = raw.take_durations()
+    durations = durations.with_columns(
+        pl.when(pl.col("name") == "a").then(pl.lit(dur)).otherwise(pl.col("dur")).cast(durations["dur"].dtype).alias("dur")
+    )
+    # WHEN the linker gets them THEN that dur is dropped with a warning, not cast into Int64
+    linked = link(durations, raw.counters, raw.memory, None)
+    assert linked.events.sort("ts_ns")["dur_ns"].to_list() == [0, 3_000]
+    assert any("1 duration events had no usable 'dur'" in w for w in linked.warnings)
+    assert not any("negative" in w for w in linked.warnings)
+
+
 def test_begin_end_pairs_become_durations(tmp_path: Path) -> None:
     # GIVEN hand-made nested B/E pairs on one thread and one E too many
     events = [

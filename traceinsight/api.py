@@ -78,13 +78,21 @@ def compare(
     address: str | None = None,
     config: AnalysisConfig | None = None,
     cache: bool = True,
+    only: Iterable[str] | None = None,
+    skip: Iterable[str] | None = None,
 ) -> SeriesResult:
     """Two or more runs (trace files or jobs) side by side, each against the first with the
-    statistics ``diff`` uses: a :class:`~traceinsight.analysis.job.series.SeriesResult`."""
+    statistics ``diff`` uses: a :class:`~traceinsight.analysis.job.series.SeriesResult`.
+
+    ``only`` / ``skip`` choose its sections (``runs``, ``breakdown``, ``findings``; each may be
+    comma-separated); leaving out ``findings`` skips the runs' findings, the costly part."""
     import traceinsight.render  # noqa: F401
     from traceinsight.engine.job import load_series
 
-    return load_series(runs, jobs=jobs, engine=engine, address=address, config=config, cache=cache)
+    return load_series(
+        runs, jobs=jobs, engine=engine, address=address, config=config, cache=cache,
+        only=list(only) if only is not None else None, skip=list(skip) if skip is not None else None,
+    )  # fmt: skip
 
 
 @overload
@@ -131,7 +139,9 @@ def analyze(
     from traceinsight.engine.job import Job
 
     if isinstance(trace, Job):
-        return trace.analyze(config, only=list(only) if only is not None else None)
+        return trace.analyze(
+            config, only=list(only) if only is not None else None, skip=list(skip) if skip is not None else None
+        )
 
     return analyze_trace(_as_trace(trace, cache=cache), config, only=only, skip=skip, on_section=on_section)
 

@@ -183,7 +183,7 @@ def _graph_break_ops(host: pl.DataFrame, per: int) -> pl.DataFrame:
     return (
         children.group_by(name)
         .agg(calls_per_step=pl.len() / per, host_ns_per_step=pl.col("dur_ns").sum() / per)
-        .sort("host_ns_per_step", descending=True)
+        .sort(["host_ns_per_step", "name"], descending=[True, False])
         .cast(schema)  # type: ignore[arg-type]
     )
 

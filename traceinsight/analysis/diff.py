@@ -190,9 +190,9 @@ def diff_traces(before: Trace, after: Trace, opts: DiffOptions | None = None) ->
     if not comparable:
         notes.append("kernel names and times are compared as recorded; treat per-kernel deltas as indicative")
     top = opts.top_n
-    added = tuple(kernels.filter(pl.col("status") == "added").sort("after_ns_per_step", descending=True)["name"].to_list())
+    added = tuple(kernels.filter(pl.col("status") == "added").sort(["after_ns_per_step", "name"], descending=[True, False])["name"].to_list())
     removed = tuple(
-        kernels.filter(pl.col("status") == "removed").sort("before_ns_per_step", descending=True)["name"].to_list()
+        kernels.filter(pl.col("status") == "removed").sort(["before_ns_per_step", "name"], descending=[True, False])["name"].to_list()
     )
     return DiffResult(
         before_label=b_label,

@@ -56,7 +56,9 @@ def contributions(
         delta_ns_per_step=delta,
         ratio=pl.when(pl.col("before_ns_per_step") > 0).then(pl.col("after_ns_per_step") / pl.col("before_ns_per_step")),
     )
-    total_delta = float(table["delta_ns_per_step"].sum())
+    # Summed in key order: float addition depends on the order, and group_by's order varies
+    # from run to run, which would change the shares in their last digits.
+    total_delta = float(table.sort(keys, nulls_last=True)["delta_ns_per_step"].sum())
     table = table.with_columns(
         share_of_delta=(pl.col("delta_ns_per_step") / total_delta) if total_delta else pl.lit(None, dtype=pl.Float64)
     )

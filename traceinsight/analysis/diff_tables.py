@@ -39,6 +39,7 @@ def breakdown_table(before: Side, after: Side) -> TableDiff:
             result.by_device.with_columns(group=pl.col("category").cast(pl.String).str.split("_").list.first())
             .group_by("group")
             .agg((pl.col("dur_ns").sum() / side.window_per).alias(f"{prefix}_ns_per_step"))
+            .sort("group")  # a fixed order for the float total below
         )
         total = grouped[f"{prefix}_ns_per_step"].sum()
         frames.append(
@@ -120,7 +121,7 @@ def idle_by_cause(before: Side, after: Side) -> TableDiff:
         .join(frames[1], on="cause", how="full", coalesce=True)
         .with_columns(pl.col("before_ns_per_step", "after_ns_per_step").fill_null(0.0))
         .with_columns(delta_ns_per_step=pl.col("after_ns_per_step") - pl.col("before_ns_per_step"))
-        .sort("delta_ns_per_step", descending=False)
+        .sort(["delta_ns_per_step", "cause"])
     )
     return TableDiff(table=table, basis=KEPT_STEPS_BASIS if in_steps else WINDOW_BASIS)
 

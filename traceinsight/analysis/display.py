@@ -5,9 +5,10 @@ Results and reports are plain data and must not import the presentation package 
 them). Instead, the presentation package registers one function per kind when it is imported,
 and ``Result._repr_html_`` / ``Report.to_markdown`` / ``Report.write_html`` look it up here.
 
-Kinds: ``"result_html"`` (one result as an HTML fragment), ``"report_html"`` (a report as an
-HTML fragment for notebooks), ``"report_page"`` (a report as a self-contained HTML page) and
-``"report_markdown"`` (a report as Markdown).
+Kinds: ``"result_html"`` (one result as an HTML fragment; a series of runs as its page's
+content), ``"report_html"`` (a report, or a job report, as an HTML fragment for notebooks),
+``"report_page"`` (a report as a self-contained HTML page) and ``"report_markdown"`` (a report
+as Markdown).
 """
 
 from __future__ import annotations

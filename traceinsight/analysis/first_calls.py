@@ -39,7 +39,7 @@ def first_call_outliers(trace: Trace) -> pl.DataFrame:
             & (pl.col("first_ns") >= FIRST_CALL_MIN_NS)
             & (pl.col("first_ns") >= FIRST_CALL_FACTOR * pl.col("steady_ns"))
         )
-        .sort("first_ns", descending=True)
+        .sort(["first_ns", "name", "id"], descending=[True, False, False])
     )
 
 

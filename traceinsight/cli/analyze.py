@@ -23,7 +23,10 @@ def analyze_command(
     ] = "terminal",
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the report to this file instead of stdout")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite the --output file if it exists")] = False,
-    only: Annotated[list[str] | None, typer.Option("--only", metavar="NAMES", help="Sections to include (comma-separated)")] = None,
+    only: Annotated[
+        list[str] | None,
+        typer.Option("--only", metavar="NAMES", help="Sections to include (comma-separated; a job's: rank_table, stragglers, collective_wait, job_findings)"),
+    ] = None,
     skip: Annotated[list[str] | None, typer.Option("--skip", metavar="NAMES", help="Sections to leave out (comma-separated)")] = None,
     gap_threshold_us: Annotated[float, typer.Option("--gap-threshold-us", help="Smallest idle gap reported, in µs")] = 10.0,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Parse the file even if a cached copy exists")] = False,
@@ -77,7 +80,7 @@ def analyze_command(
         devices_toml=str(devices) if devices is not None else None,
     )
     if job:
-        analyze_job_cli(traces, fmt=fmt, output=output, only=only, jobs=jobs, engine=engine,
+        analyze_job_cli(traces, fmt=fmt, output=output, only=only, skip=skip, jobs=jobs, engine=engine,
                         address=address, config=config, cache=not no_cache)
         return
     with phases(wants_progress(trace)) as phase:

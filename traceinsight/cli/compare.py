@@ -41,6 +41,7 @@ def analyze_job_cli(
     fmt: str,
     output: Path | None,
     only: list[str] | None,
+    skip: list[str] | None,
     jobs: int | None,
     engine: str,
     address: str | None,
@@ -58,7 +59,7 @@ def analyze_job_cli(
     if fmt_checked == "perfetto" and output is None:
         raise UsageError("-f perfetto writes a binary file: give it with -o FILE.pftrace")
     _engine_options(engine, jobs)
-    select_job_sections(only)
+    select_job_sections(only, skip)  # reject unknown names before the (slow) load
     assert isinstance(config, AnalysisConfig)
     source: str | list[str] = traces[0] if len(traces) == 1 else traces
     job = load_job(source, jobs=jobs, engine=engine, address=address, config=config, cache=cache)
@@ -66,7 +67,7 @@ def analyze_job_cli(
         from traceinsight.errors import TraceInsightError
 
         raise TraceInsightError(f"no rank of {job.spec.name or traces[0]} could be analysed: {job.failed[0].path}: {job.failed[0].error}")
-    report = job.analyze(only=only)
+    report = job.analyze(only=only, skip=skip)
     if fmt_checked == "perfetto":
         from traceinsight.cli.output import write_output
         from traceinsight.render.formats import perfetto_job
@@ -88,6 +89,12 @@ def compare_command(
     format: Annotated[str, typer.Option("--format", "-f", help="terminal, json, md or html (page with a plot)")] = "terminal",
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write to this file instead of stdout")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite the output file if it exists")] = False,
+    only: Annotated[
+        list[str] | None, typer.Option("--only", metavar="NAMES", help="Sections to include (comma-separated): runs, breakdown, findings")
+    ] = None,
+    skip: Annotated[
+        list[str] | None, typer.Option("--skip", metavar="NAMES", help="Sections to leave out (comma-separated); without findings, none are computed")
+    ] = None,
     jobs: Annotated[int | None, typer.Option("--jobs", "-j", help="Worker processes (default: one per core)")] = None,
     engine: Annotated[str, typer.Option("--engine", help="local (process pool), ray, or serial")] = "local",
     address: Annotated[
@@ -95,11 +102,17 @@ def compare_command(
     ] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Parse the files even if cached copies exist")] = False,
 ) -> None:
-    """Compare a series of runs: one row per run, each against the first with diff's statistics."""
+    """Compare a series of runs: one row per run, each against the first with diff's statistics.
+
+    Sections: runs (step times, change against run 0, plot), breakdown (compute,
+    communication, idle per step), findings (each run's top findings).
+    """
+    from traceinsight.analysis.job.series import select_series_sections
     from traceinsight.cli.output import check_writable, emit
     from traceinsight.render.formats import check
 
     fmt = check("series", format)
+    select_series_sections(only, skip)  # reject unknown names before the (slow) load
     if len(runs) < 2:
         raise UsageError("compare needs two or more runs")
     _engine_options(engine, jobs)
@@ -107,7 +120,9 @@ def compare_command(
         check_writable(output, force=force)
     from traceinsight.api import compare
 
-    result = compare(runs, jobs=jobs, engine=engine, address=address or os.environ.get("RAY_ADDRESS"), cache=not no_cache)
+    result = compare(
+        runs, jobs=jobs, engine=engine, address=address or os.environ.get("RAY_ADDRESS"), cache=not no_cache, only=only, skip=skip
+    )
     if result.runs.height == 0:
         from traceinsight.errors import TraceInsightError
 

@@ -104,9 +104,15 @@ class Job:
         tables = {name: self.scan(name) for name in FRAME_SCHEMAS}
         return pl.SQLContext(tables, eager=eager).execute(query)
 
-    def analyze(self, config: AnalysisConfig | None = None, *, only: Sequence[str] | None = None) -> JobReport:
+    def analyze(
+        self,
+        config: AnalysisConfig | None = None,
+        *,
+        only: Sequence[str] | None = None,
+        skip: Sequence[str] | None = None,
+    ) -> JobReport:
         """The job sections (registry specs of ``kind="job"``) over this job: a :class:`JobReport`."""
-        return analyze_job(list(self.summaries), config or self.config, failed=self.failed, only=only)
+        return analyze_job(list(self.summaries), config or self.config, failed=self.failed, only=only, skip=skip)
 
     def __repr__(self) -> str:
         failed = f", failed={[f.rank for f in self.failed]}" if self.failed else ""
@@ -149,14 +155,19 @@ def _titles(findings: Sequence[Any]) -> tuple[str, ...]:
     return tuple(f"{f.title} ({f.saving_pct:.0f} %)" for f in list(findings)[:TOP_FINDINGS])
 
 
-def summarize_run(rank_file: RankFile, config: AnalysisConfig | None = None, cache: bool = True) -> RunSummary:
-    """One single-trace run of a series: its summary and its top findings; runs in a worker."""
+def summarize_run(
+    rank_file: RankFile, config: AnalysisConfig | None = None, cache: bool = True, findings: bool = True
+) -> RunSummary:
+    """One single-trace run of a series: its summary and (with ``findings``) its top findings;
+    runs in a worker."""
     from traceinsight.analysis.findings.model import FindingsResult
     from traceinsight.analysis.report import analyze
     from traceinsight.trace.loader import load
 
     trace = load(fetch(rank_file.path), cache=cache, workers=1)
     summary = replace(summarize(trace, rank=rank_file.rank, config=config), path=rank_file.path)
+    if not findings:
+        return RunSummary(summary, ranks=1)
     found = analyze(trace, config, only=["findings"]).sections.get("findings")
     titles = _titles(found.findings) if isinstance(found, FindingsResult) else ()
     return RunSummary(summary, ranks=1, findings=titles)
@@ -177,21 +188,27 @@ def load_series(
     config: AnalysisConfig | None = None,
     timeout_s: float | None = None,
     cache: bool = True,
+    only: Sequence[str] | None = None,
+    skip: Sequence[str] | None = None,
 ) -> SeriesResult:
     """Several runs compared with the first, in the order given: a :class:`SeriesResult`.
 
     A run is a trace file, or a job (a directory, a glob or a list of rank files), merged
-    across its ranks. Runs that cannot be read are left out and listed in ``failed``."""
+    across its ranks. Runs that cannot be read are left out and listed in ``failed``.
+    ``only`` / ``skip`` choose the report's sections (``runs``, ``breakdown``, ``findings``);
+    without ``findings`` no run's findings are computed."""
     from traceinsight.analysis.job.series import analyze as analyze_series
-    from traceinsight.analysis.job.series import merge_ranks
+    from traceinsight.analysis.job.series import merge_ranks, select_series_sections
 
+    sections = select_series_sections(only, skip)
+    with_findings = "findings" in sections
     cfg = config or AnalysisConfig()
     singles = [
         (i, RankFile(os.fspath(run), i, rank_from="order"))
         for i, run in enumerate(runs)
         if isinstance(run, (str, os.PathLike)) and is_single_trace(run)
     ]
-    work = functools.partial(summarize_run, config=cfg, cache=cache)
+    work = functools.partial(summarize_run, config=cfg, cache=cache, findings=with_findings)
     outcomes = run_per_rank([f for _, f in singles], work, engine=engine, jobs=jobs, address=address, timeout_s=timeout_s)
     found: dict[int, RunSummary] = {}
     failed: list[str] = []
@@ -207,10 +224,10 @@ def load_series(
         failed.extend(f"{f.path}: {f.error}" for f in job.failed)
         if not job.summaries:
             continue
-        report = job.analyze()
+        titles = _titles(job.analyze().findings) if with_findings else ()
         label = os.fspath(run) if isinstance(run, (str, os.PathLike)) else (job.spec.name or job.spec.paths[0])
-        found[i] = RunSummary(merge_ranks(job.summaries, label), ranks=len(job.summaries), findings=_titles(report.findings))
-    result = analyze_series([found[i] for i in sorted(found)], cfg)
+        found[i] = RunSummary(merge_ranks(job.summaries, label), ranks=len(job.summaries), findings=titles)
+    result = analyze_series([found[i] for i in sorted(found)], cfg, sections=sections)
     if failed:
         return replace(result, failed=tuple(failed), reason="; ".join(failed))
     return result

@@ -40,6 +40,6 @@ def series_markdown(result: SeriesResult) -> str:
     if result.failed:
         out.extend(f"- not analysed: {line}" for line in result.failed)
         out.append("")
-    for table in (job_view.series_table(result), job_view.series_breakdown(result), job_view.series_findings(result)):
+    for table in job_view.series_tables(result):
         out.extend(_section(table))
     return "\n".join(out)

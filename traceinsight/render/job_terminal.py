@@ -43,6 +43,5 @@ def series_renderable(result: SeriesResult) -> RenderableType:
     parts: list[RenderableType] = [Text(job_view.series_headline(result), style="bold"), Text("")]
     for line in result.failed:
         parts.append(Text(f"not analysed: {line}", style="red"))
-    for table in (job_view.series_table(result), job_view.series_breakdown(result), job_view.series_findings(result)):
-        parts.append(_table(table))
+    parts.extend(_table(table) for table in job_view.series_tables(result))
     return Group(*parts)

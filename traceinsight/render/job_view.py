@@ -53,11 +53,34 @@ def rank_table(report: JobReport) -> Table:
         )
         for r in t.iter_rows(named=True)
     ]
+    note = "median device step; compute, communication, exposed communication, idle and collective wait are means per step"
+    where = comm_note(t["comm_measured_on"].to_list(), [f"rank {r}" for r in t["rank"].to_list()])
     return Table(
         "Ranks (per step)",
         ("rank", "step", "compute", "comm", "exposed", "idle", "wait"),
         rows,
-        "median device step; compute, communication, exposed communication, idle and collective wait are means per step",
+        f"{note}; {where}" if where else note,
+    )
+
+
+# Where communication was measured: what "comm" is, and what "exposed" is there.
+_COMM_WHERE = {
+    "device": ("comm = collective kernels on the device", "exposed = with no compute kernel running"),
+    "host": ("comm = host-side collective spans (no collective kernels, e.g. gloo)", "exposed = with the GPU idle"),
+}
+
+
+def comm_note(measured_on: Sequence[str | None], labels: Sequence[object], *, exposed: bool = True) -> str:
+    """Where communication was measured, for a table's note ("" when nowhere); ``exposed``
+    adds what exposed communication means there. Rows measured in different places (or not at
+    all: no collective) are named after ``labels``."""
+    found = sorted({m for m in measured_on if m})
+    if len(found) == 1 and all(measured_on):
+        comm, hidden = _COMM_WHERE[found[0]]
+        return f"{comm}, {hidden}" if exposed else comm
+    return "; ".join(
+        f"{_COMM_WHERE[m][0]} for {', '.join(str(x) for x, w in zip(labels, measured_on, strict=True) if w == m)}"
+        for m in found
     )
 
 
@@ -171,7 +194,10 @@ def series_breakdown(result: SeriesResult) -> Table:
         )
         for r in result.runs.iter_rows(named=True)
     ]
-    return Table("Breakdown per step", ("run", "compute", "comm", "idle", "idle mostly", "Δ median"), rows)
+    runs = result.runs
+    labels = [f"run {r}" for r in runs["run"].to_list()]
+    where = comm_note(runs["comm_measured_on"].to_list(), labels, exposed=False) if runs.height else ""
+    return Table("Breakdown per step", ("run", "compute", "comm", "idle", "idle mostly", "Δ median"), rows, where)
 
 
 def series_findings(result: SeriesResult) -> Table:
@@ -181,6 +207,12 @@ def series_findings(result: SeriesResult) -> Table:
         for title in (r["top_findings"] or [])
     ]
     return Table("Top findings per run", ("run", "finding (saving)"), rows, "" if rows else "none material")
+
+
+def series_tables(result: SeriesResult) -> list[Table]:
+    """The tables of the chosen sections (``result.sections``), in report order."""
+    views = {"runs": series_table, "breakdown": series_breakdown, "findings": series_findings}
+    return [views[name](result) for name in result.sections]
 
 
 def series_headline(result: SeriesResult) -> str:

@@ -1,6 +1,8 @@
 """Jupyter display of reports and results, reusing the HTML report's views.
 
 The HTML is a fragment with its own scoped style so it sits well inside a notebook cell.
+A job report (``JobReport``) and a series of runs (``SeriesResult``) show the content of their
+HTML pages (heatmap and tables; plot and tables) the same way.
 ``register()`` hands these functions to ``traceinsight.analysis.display``, through which
 ``Result._repr_html_``, ``Report._repr_html_`` and friends reach them.
 """
@@ -12,8 +14,11 @@ from typing import Any
 
 from traceinsight.analysis.base import Result
 from traceinsight.analysis.findings.model import FindingsResult
+from traceinsight.analysis.job.report import JobReport
+from traceinsight.analysis.job.series import SeriesResult
 from traceinsight.analysis.report import Report
 from traceinsight.render.html.figures import section_figures
+from traceinsight.render.html.job import job_body, series_body
 from traceinsight.render.html.page import result_html as result_body
 from traceinsight.render.sections.findings import ordered
 from traceinsight.render.sections.findings import render_html as findings_html
@@ -29,7 +34,10 @@ _STYLE = (
 
 
 def result_html(result: Result) -> str:
-    """One result as an HTML fragment: its plots (when it has a known view), facts and table."""
+    """One result as an HTML fragment: its plots (when it has a known view), facts and table;
+    a series of runs as its page's content."""
+    if isinstance(result, SeriesResult):
+        return series_html(result)
     name = type(result).name
     title = f"<h4>{escape(section_title(name))}</h4>"
     return f"<div class='ti-nb'>{_STYLE}{title}{result_body(result, section_figures(result))}</div>"
@@ -45,6 +53,16 @@ def report_html(report: Report) -> str:
     return "".join(parts)
 
 
+def job_html(report: JobReport) -> str:
+    """A job report as an HTML fragment: what its HTML page shows, without the page."""
+    return f"<div class='ti-nb'>{_STYLE}{job_body(report, heading='h4')}</div>"
+
+
+def series_html(result: SeriesResult) -> str:
+    """A series of runs as an HTML fragment: what its HTML page shows, without the page."""
+    return f"<div class='ti-nb'>{_STYLE}{series_body(result, heading='h4')}</div>"
+
+
 def _result_html(obj: Any) -> str:
     if not isinstance(obj, Result):
         raise TypeError(f"result_html needs a Result, not {type(obj).__name__}")
@@ -52,8 +70,10 @@ def _result_html(obj: Any) -> str:
 
 
 def _report_html(obj: Any) -> str:
+    if isinstance(obj, JobReport):
+        return job_html(obj)
     if not isinstance(obj, Report):
-        raise TypeError(f"report_html needs a Report, not {type(obj).__name__}")
+        raise TypeError(f"report_html needs a Report or a JobReport, not {type(obj).__name__}")
     return report_html(obj)
 
 

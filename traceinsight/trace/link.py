@@ -107,7 +107,7 @@ def link(
     # (Even a select on that frame rechunks all of it, so its columns are taken one by one.)
     times = pl.DataFrame([durations.get_column(c) for c in ("ts", "dur", "cat", "name")]).select(
         ts=pl.when(((pl.col("ts") - origin_us) * 1000.0).abs() < _MAX_NS).then(pl.col("ts")),
-        dur=pl.when(pl.col("dur") * 1000.0 < _MAX_NS).then(pl.col("dur")),
+        dur=pl.when((pl.col("dur") * 1000.0).abs() < _MAX_NS).then(pl.col("dur")),
         cat=pl.col("cat"),
         name=pl.col("name"),
     )

@@ -142,7 +142,7 @@ class FindingContext:
                 (pl.col("kind") == "cpu_op") & pl.col("name").cast(pl.String).is_in(op_names)
             )
             .select("pid", "tid", pl.col("ts_ns").alias("op_ts"), pl.col("end_ns").alias("op_end"))
-            .unique(["pid", "tid", "op_ts"])
+            .unique(["pid", "tid", "op_ts"], maintain_order=True)
             .head(200)
         )
         if calls.height == 0 or py.height == 0:
@@ -150,7 +150,7 @@ class FindingContext:
         enclosing = (
             calls.join(py, on=["pid", "tid"])
             .filter((pl.col("ts_ns") <= pl.col("op_ts")) & (pl.col("end_ns") >= pl.col("op_end")))
-            .sort("ts_ns", descending=True)
+            .sort(["ts_ns", "end_ns", "name"], descending=[True, False, False])
             .group_by("pid", "tid", "op_ts", maintain_order=True)
             .first()
         )

@@ -41,7 +41,7 @@ def _culprits(ctx: FindingContext, cause: str, limit: int = 5) -> pl.DataFrame:
         ctx.gaps.culprits.filter(
             (pl.col("cause") == cause) & ~pl.col("culprit").str.contains(DYNAMO_INTERNAL.pattern)
         )
-        .sort("idle_ns", descending=True)
+        .sort(["idle_ns", "culprit"], descending=[True, False])
         .head(limit)
     )
 
@@ -151,12 +151,13 @@ def detect_host_sync(ctx: FindingContext) -> Estimate | None:
             pl.col("input_dims").first(),
             pl.col("input_types").first(),
         )
-        .sort("calls", descending=True)
+        .sort(["calls", "name"], descending=[True, False])
     )
     syncs = (
         ev.filter(pl.col("kind").is_in(["runtime", "driver"]) & name.str.contains(r"Synchronize"))
         .group_by(name.alias("name"))
         .agg(pl.len().alias("calls"), pl.col("dur_ns").sum())
+        .sort(["dur_ns", "name"], descending=[True, False])
     )
     ops = tuple(
         OpEvidence(
@@ -232,7 +233,7 @@ def detect_launch_bound(ctx: FindingContext) -> Estimate | None:
     culprits = _culprits(ctx, "launch_overhead")
     short = (
         ctx.kernels.kernels.filter(pl.col("short_calls") > 0)
-        .sort("short_calls", descending=True)
+        .sort(["short_calls", "total_ns", "name"], descending=[True, True, False])
         .head(5)
     )
     graphs = ctx.compile is not None and ctx.compile.uses_cuda_graphs
@@ -300,8 +301,10 @@ def detect_allocator_churn(ctx: FindingContext) -> Estimate | None:
     busy = busy_intervals(ctx.trace).select("start_ns", "end_ns")
     idle_during = intervals.difference(spans, busy)
     idle_ns = int((idle_during["end_ns"] - idle_during["start_ns"]).sum())
-    names = calls.group_by(pl.col("name").cast(pl.String)).agg(
-        pl.len().alias("calls"), pl.col("dur_ns").sum()
+    names = (
+        calls.group_by(pl.col("name").cast(pl.String))
+        .agg(pl.len().alias("calls"), pl.col("dur_ns").sum())
+        .sort(["dur_ns", "name"], descending=[True, False])
     )
     return estimate(
         ctx,

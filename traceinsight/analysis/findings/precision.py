@@ -46,7 +46,7 @@ def _kernel_table(ctx: FindingContext) -> pl.DataFrame | None:
 
 
 def _kernels_evidence(rows: pl.DataFrame, limit: int = 5) -> tuple[KernelEvidence, ...]:
-    top = rows.sort("total_ns", descending=True).head(limit)
+    top = rows.sort(["total_ns", "name"], descending=[True, False]).head(limit)
     return tuple(
         KernelEvidence(
             name=r["name"],
@@ -59,7 +59,7 @@ def _kernels_evidence(rows: pl.DataFrame, limit: int = 5) -> tuple[KernelEvidenc
 
 
 def _ops_evidence(ctx: FindingContext, ops: pl.DataFrame, limit: int = 5) -> tuple[OpEvidence, ...]:
-    top = ops.sort("kernel_ns", descending=True).head(limit)
+    top = ops.sort(["kernel_ns", "name", "shapes"], descending=[True, False, False]).head(limit)
     return tuple(
         OpEvidence(
             name=r["name"],
@@ -409,7 +409,7 @@ def detect_sequential_small_gemms(ctx: FindingContext) -> Estimate | None:
     groups = (
         runs.group_by("op", "input_dims", "name")
         .agg(pl.col("n").sum(), pl.col("kernel_ns").sum(), pl.len().alias("runs"))
-        .sort("kernel_ns", descending=True)
+        .sort(["kernel_ns", "op", "input_dims", "name"], descending=[True, False, False, False])
     )
     ops = tuple(
         OpEvidence(

@@ -115,6 +115,7 @@ def detect_unfused_optimizer(ctx: FindingContext) -> Estimate | None:
             .filter((pl.col("start_ns") >= pl.col("lo")) & (pl.col("end_ns") <= pl.col("hi")))
             .group_by("cause")
             .agg(pl.col("dur_ns").sum())
+            .sort("cause")
         )
         owner = {
             "launch_overhead": "launch_bound",
@@ -130,7 +131,7 @@ def detect_unfused_optimizer(ctx: FindingContext) -> Estimate | None:
     top = (
         k.group_by(pl.col("name").cast(pl.String))
         .agg(pl.len().alias("calls"), pl.col("dur_ns").sum())
-        .sort("dur_ns", descending=True)
+        .sort(["dur_ns", "name"], descending=[True, False])
     )
     foreach = bool(names.str.contains("multi_tensor_apply").any())
     return estimate(
@@ -168,12 +169,12 @@ def detect_exposed_communication(ctx: FindingContext) -> Estimate | None:
     by = (
         k.group_by(pl.col("collective_name").cast(pl.String).alias("name"))
         .agg(pl.len().alias("calls"), pl.col("dur_ns").sum())
-        .sort("dur_ns", descending=True)
+        .sort(["dur_ns", "name"], descending=[True, False])
     )
     kernels = (
         k.group_by(pl.col("name").cast(pl.String))
         .agg(pl.len().alias("calls"), pl.col("dur_ns").sum())
-        .sort("dur_ns", descending=True)
+        .sort(["dur_ns", "name"], descending=[True, False])
     )
     compute = ctx.category_ns("compute")
     return estimate(

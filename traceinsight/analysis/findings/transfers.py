@@ -87,7 +87,7 @@ def detect_pageable_memcpy(ctx: FindingContext) -> Estimate | None:
     ops = (
         pageable.group_by(pl.col("top_op_name").cast(pl.String).fill_null("(no op)").alias("op"))
         .agg(pl.len().alias("calls"), pl.col("dur_ns").sum(), pl.col("bytes").sum())
-        .sort("dur_ns", descending=True)
+        .sort(["dur_ns", "op"], descending=[True, False])
     )
     return estimate(
         ctx,
@@ -174,7 +174,7 @@ def detect_cpu_tensor_creation(ctx: FindingContext) -> Estimate | None:
         if gaps.height:
             # These gaps were also attributed to a cause; the finding for that cause gives them up.
             cause = str(
-                gaps.group_by("cause").agg(pl.col("dur_ns").sum()).sort("dur_ns")["cause"][-1]
+                gaps.group_by("cause").agg(pl.col("dur_ns").sum()).sort(["dur_ns", "cause"])["cause"][-1]
             )
             owner = CAUSE_FINDING.get(cause)
             if owner:
@@ -185,10 +185,10 @@ def detect_cpu_tensor_creation(ctx: FindingContext) -> Estimate | None:
     )
     ops = tuple(
         OpEvidence(name=r["name"], calls=int(r["calls"]))
-        for r in made.sort("calls", descending=True).head(3).iter_rows(named=True)
+        for r in made.sort(["calls", "name"], descending=[True, False]).head(3).iter_rows(named=True)
     ) + tuple(
         OpEvidence(name=r["name"], calls=int(r["calls"]), dur_ns=int(r["dur_ns"]))
-        for r in copied.sort("dur_ns", descending=True).head(3).iter_rows(named=True)
+        for r in copied.sort(["dur_ns", "name"], descending=[True, False]).head(3).iter_rows(named=True)
     )
     return estimate(
         ctx,
@@ -240,12 +240,12 @@ def detect_noncontiguous_copy(ctx: FindingContext) -> Estimate | None:
     by_op = (
         rows.group_by(origin.alias("op"))
         .agg(pl.len().alias("calls"), pl.col("dur_ns").sum())
-        .sort("dur_ns", descending=True)
+        .sort(["dur_ns", "op"], descending=[True, False])
     )
     by_kernel = (
         rows.group_by("kernel")
         .agg(pl.len().alias("calls"), pl.col("dur_ns").sum())
-        .sort("dur_ns", descending=True)
+        .sort(["dur_ns", "kernel"], descending=[True, False])
     )
     return estimate(
         ctx,

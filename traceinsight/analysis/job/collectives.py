@@ -244,7 +244,7 @@ def analyze(summaries: Sequence[RankSummary], config: AnalysisConfig | None = No
             (pl.col("busbw_median_gbps") / link if link else pl.lit(None, pl.Float64)).alias("link_share"),
         )
         .rename({"kind": "collective"})
-        .sort("transfer_ns", descending=True)
+        .sort(["transfer_ns", "collective"], descending=[True, False])
         .select(list(BY_KIND_SCHEMA))
         .cast(BY_KIND_SCHEMA)  # type: ignore[arg-type]
     )

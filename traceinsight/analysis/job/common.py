@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import polars as pl
 
 from traceinsight.analysis.job.summary import RankSummary
+from traceinsight.errors import UsageError
 
 # A cross-rank effect is worth a finding when it costs at least this share of the step time.
 MATERIAL_SHARE = 0.05
@@ -42,3 +43,17 @@ def common_steps(summaries: Sequence[RankSummary]) -> list[int]:
 
 def share(part: float, whole: float) -> float:
     return part / whole if whole > 0 else 0.0
+
+
+def choose_sections(
+    names: Sequence[str], only: Iterable[str] | None, skip: Iterable[str] | None, *, what: str
+) -> list[str]:
+    """``names`` (in their order) less those not in ``only`` or in ``skip``; each option may hold
+    comma-separated names. An unknown name is a usage error listing the valid ones, as for
+    ``analyze``'s sections (``analysis.report.select_sections``)."""
+    only_list = [s.strip() for part in (only or []) for s in part.split(",") if s.strip()]
+    skip_list = [s.strip() for part in (skip or []) for s in part.split(",") if s.strip()]
+    unknown = sorted(set(only_list + skip_list) - set(names))
+    if unknown:
+        raise UsageError(f"unknown {what}(s) {', '.join(unknown)}; choose from {', '.join(names)}")
+    return [n for n in names if (not only_list or n in only_list) and n not in skip_list]

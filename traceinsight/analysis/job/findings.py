@@ -107,7 +107,7 @@ def _straggler(result: stragglers.StragglerResult, step: float) -> Finding | Non
 def _wait(result: collectives.CollectiveWaitResult, table: ranks.RankTableResult, step: float) -> Finding | None:
     if not result.available or table.table.height == 0:
         return None
-    worst = table.table.sort("collective_wait_ns", descending=True).row(0, named=True)
+    worst = table.table.sort(["collective_wait_ns", "rank"], descending=[True, False]).row(0, named=True)
     mean_wait = float(table.table["collective_wait_ns"].mean() or 0.0)  # type: ignore[arg-type]
     steps = len(table.steps_used)
     if share(mean_wait, step) < MATERIAL_SHARE or mean_wait * steps < MATERIAL_NS:
@@ -143,7 +143,12 @@ def _exposed(table: ranks.RankTableResult, step: float) -> Finding | None:
     steps = len(table.steps_used)
     if share(value, step) < MATERIAL_SHARE or value * steps < MATERIAL_NS:
         return None
-    worst = frame.sort("_overlappable", descending=True).row(0, named=True)
+    worst = frame.sort(["_overlappable", "rank"], descending=[True, False]).row(0, named=True)
+    on_host = "host" in table.table["comm_measured_on"].to_list()
+    fix = "overlap communication with compute: smaller/earlier DDP buckets, FSDP prefetch, or async collectives"
+    if on_host:
+        # Host collectives (gloo) move GPU tensors through host memory while the GPU idles.
+        fix = "run the collectives of GPU tensors on the device (backend nccl, or cuda:nccl in a mixed backend), then " + fix
     return _finding(
         id="exposed_communication",
         title=f"{value / 1e6:.2f} ms per step of communication runs with no compute to hide it",
@@ -152,8 +157,12 @@ def _exposed(table: ranks.RankTableResult, step: float) -> Finding | None:
         steps=steps,
         confidence="medium",
         why="overlap could hide it, but how much depends on the model's dependencies",
-        fix="overlap communication with compute: smaller/earlier DDP buckets, FSDP prefetch, or async collectives",
-        method="median over ranks of (communication with no compute kernel running − collective wait) per step",
+        fix=fix,
+        method=(
+            "median over ranks of (host-side collective time with the GPU idle − collective wait) per step"
+            if on_host
+            else "median over ranks of (communication with no compute kernel running − collective wait) per step"
+        ),
         rank=int(worst["rank"]),
         pool="communication",
         figures=(("exposed_comm_ns_per_step", float(worst["exposed_comm_ns"])),),
@@ -170,7 +179,7 @@ def _imbalance(table: ranks.RankTableResult, step: float) -> Finding | None:
     excess = top - median
     if share(excess, step) < MATERIAL_SHARE or excess * steps < MATERIAL_NS:
         return None
-    worst = table.table.sort("compute_ns", descending=True).row(0, named=True)
+    worst = table.table.sort(["compute_ns", "rank"], descending=[True, False]).row(0, named=True)
     return _finding(
         id="load_imbalance",
         title=f"Rank {worst['rank']} computes {excess / 1e6:.2f} ms per step more than the median rank",

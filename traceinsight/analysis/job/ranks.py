@@ -1,8 +1,11 @@
 """The per-rank table and the divergence check.
 
 Per rank, over the steps every rank has (warm-up left out): device step time, and per step on
-average compute, communication, exposed communication (communication with no compute kernel
-running), idle by cause, and the time waited in collectives for other ranks.
+average compute, communication, exposed communication, idle by cause, and the time waited in
+collectives for other ranks. ``comm_measured_on`` says where communication was measured:
+"device" (collective kernels; exposed = with no compute kernel running) or "host" (the host
+spans of a backend without device kernels, such as gloo; exposed = with the GPU idle), as
+``summary`` explains; the collective wait section matches the same kernels or spans.
 
 Divergence: ranks whose kernel count, collective count or collective sizes differ from the
 most common ones (a rank running a different program, a different shape, or a retry).
@@ -30,6 +33,7 @@ TABLE_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
     "collective_wait_ns": pl.Float64,
     "kernels": pl.Int64,
     "collectives": pl.Int64,
+    "comm_measured_on": pl.String,
 }
 DIVERGENCE_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
     "rank": pl.Int64,
@@ -100,8 +104,9 @@ def analyze(summaries: Sequence[RankSummary], config: AnalysisConfig | None = No
             "rank": [s.rank for s in summaries],
             "kernels": [int(s.kernel_mix.filter(pl.col("category") == "compute")["count"].sum() or 0) for s in summaries],
             "collectives": [s.collectives.height for s in summaries],
+            "comm_measured_on": [s.comm_measured_on for s in summaries],
         },
-        schema={"rank": pl.Int64, "kernels": pl.Int64, "collectives": pl.Int64},
+        schema={"rank": pl.Int64, "kernels": pl.Int64, "collectives": pl.Int64, "comm_measured_on": pl.String},
     )
     table = (
         steps.group_by("rank")

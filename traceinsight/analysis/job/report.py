@@ -7,13 +7,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from traceinsight.analysis import display
 from traceinsight.analysis.base import AnalysisConfig, Result, jsonable
 from traceinsight.analysis.findings.model import Finding
 from traceinsight.analysis.job import collectives, ranks, stragglers
+from traceinsight.analysis.job.common import choose_sections
 from traceinsight.analysis.job.findings import JobFindingsResult
 from traceinsight.analysis.job.specs import JOB_SECTIONS
 from traceinsight.analysis.job.summary import RankSummary
-from traceinsight.errors import UsageError
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,10 @@ class JobReport:
     def ranks(self) -> list[int]:
         return [s.rank for s in self.summaries]
 
+    def _repr_html_(self) -> str:
+        """Rich display in Jupyter: what the job's HTML page shows (heatmap, tables)."""
+        return display.render("report_html", self)
+
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {name: result.to_dict() for name, result in self.sections.items()}
         data["findings"] = [jsonable(f) for f in self.findings]
@@ -44,12 +49,9 @@ class JobReport:
         return data
 
 
-def select_job_sections(only: Iterable[str] | None = None) -> list[str]:
-    chosen = [s.strip() for part in (only or []) for s in part.split(",") if s.strip()]
-    unknown = sorted(set(chosen) - set(JOB_SECTIONS))
-    if unknown:
-        raise UsageError(f"unknown job section(s) {', '.join(unknown)}; choose from {', '.join(JOB_SECTIONS)}")
-    return [n for n in JOB_SECTIONS if not chosen or n in chosen]
+def select_job_sections(only: Iterable[str] | None = None, skip: Iterable[str] | None = None) -> list[str]:
+    """The job sections to show: all of them, or the ``only`` ones, less the ``skip`` ones."""
+    return choose_sections(JOB_SECTIONS, only, skip, what="job section")
 
 
 def analyze_job(
@@ -58,12 +60,14 @@ def analyze_job(
     *,
     failed: Sequence[Any] = (),
     only: Iterable[str] | None = None,
+    skip: Iterable[str] | None = None,
 ) -> JobReport:
-    """Run the job sections (or the ``only`` ones, with what they need) over the rank summaries."""
+    """Run the job sections (or the ``only`` ones, less the ``skip`` ones, with what they need)
+    over the rank summaries."""
     from traceinsight.analysis.runner import run_job_closure
 
     cfg = config or AnalysisConfig()
-    names = select_job_sections(only)
+    names = select_job_sections(only, skip)
     results = run_job_closure(list(summaries), cfg, names)
     shown = {n: results[n] for n in JOB_SECTIONS if n in results and n in names}
     return JobReport(

@@ -5,17 +5,23 @@ the median step ratio plus a rank test, ``traceinsight.analysis.stats``).
 A run is one trace or a whole job; a job's steps are merged across its ranks first
 (:func:`merge_ranks`): a step lasts as long as its slowest rank (the job advances at that
 pace), and its breakdown is the mean over the ranks.
+
+The series report has three sections (``SERIES_SECTIONS``): ``runs`` (step times and the change
+against run 0, with the plot), ``breakdown`` (compute, communication, idle per step) and
+``findings`` (each run's top findings; the costly part, computed only when chosen).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import polars as pl
 
 from traceinsight.analysis import stats
-from traceinsight.analysis.base import AnalysisConfig, Result
+from traceinsight.analysis.base import AnalysisConfig, Result, jsonable
+from traceinsight.analysis.job.common import choose_sections
 from traceinsight.analysis.job.summary import (
     IDLE_CAUSES,
     KERNEL_MIX_SCHEMA,
@@ -35,6 +41,7 @@ ROW_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
     "compute_ns": pl.Float64,
     "communication_ns": pl.Float64,
     "exposed_comm_ns": pl.Float64,
+    "comm_measured_on": pl.String,
     "idle_ns": pl.Float64,
     **{c: pl.Float64 for c in BREAKDOWN},
     "top_kernel": pl.String,
@@ -49,17 +56,45 @@ ROW_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
     "verdict": pl.String,
 }
 
+SERIES_SECTIONS: tuple[str, ...] = ("runs", "breakdown", "findings")
+# Columns every row keeps, and those each section adds (the JSON's rows hold only these).
+ID_COLUMNS = ("run", "path", "ranks", "steps")
+SECTION_COLUMNS: dict[str, tuple[str, ...]] = {
+    "runs": ("step_median_ns", "step_mean_ns", "delta_median_ns", "ratio", "ci_low", "ci_high", "p_value", "verdict"),
+    "breakdown": (
+        "compute_ns", "communication_ns", "exposed_comm_ns", "comm_measured_on", "idle_ns", *BREAKDOWN,
+        "top_kernel", "top_kernel_share", "top_idle_cause",
+    ),
+    "findings": ("top_findings",),
+}  # fmt: skip
+
+
+def select_series_sections(only: Iterable[str] | None = None, skip: Iterable[str] | None = None) -> tuple[str, ...]:
+    """The series sections to show: all of them, or the ``only`` ones, less the ``skip`` ones."""
+    return tuple(choose_sections(SERIES_SECTIONS, only, skip, what="series section"))
+
 
 @dataclass(frozen=True)
 class SeriesResult(Result):
-    """Per-step means per run (ns); ``ratio`` = median step of the run / of the first run."""
+    """Per-step means per run (ns); ``ratio`` = median step of the run / of the first run.
+
+    In Jupyter it displays as its HTML page does (plot and tables), through ``Result._repr_html_``.
+    """
 
     name = "series"
     runs: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=ROW_SCHEMA))
     failed: tuple[str, ...] = ()  # runs that could not be read, one line each
+    sections: tuple[str, ...] = SERIES_SECTIONS  # shown, in order; ``top_findings`` is null without "findings"
 
     def to_polars(self) -> pl.DataFrame:
         return self.runs
+
+    def to_dict(self) -> dict[str, Any]:
+        """As every result, but each row holds only the columns of the chosen sections."""
+        data = super().to_dict()
+        kept = {*ID_COLUMNS, *(c for name in self.sections for c in SECTION_COLUMNS[name])}
+        data["runs"] = jsonable(self.runs.select([c for c in self.runs.columns if c in kept]))
+        return data
 
     @property
     def fastest(self) -> int | None:
@@ -114,10 +149,18 @@ def _analysed_steps(summary: RankSummary) -> pl.DataFrame:
     return summary.steps.filter(~pl.col("is_warmup")) if summary.steps.height > 1 else summary.steps
 
 
-def analyze(runs: Sequence[RankSummary | RunSummary], config: AnalysisConfig | None = None) -> SeriesResult:
+def analyze(
+    runs: Sequence[RankSummary | RunSummary],
+    config: AnalysisConfig | None = None,
+    *,
+    sections: Sequence[str] = SERIES_SECTIONS,
+) -> SeriesResult:
+    """One row per run against the first; ``top_findings`` is null unless ``sections`` holds
+    "findings" (the caller computes the runs' findings only then)."""
     items = [r if isinstance(r, RunSummary) else RunSummary(r) for r in runs]
+    shown = tuple(n for n in SERIES_SECTIONS if n in sections)
     if not items:
-        return SeriesResult(available=False, reason="no run was analysed")
+        return SeriesResult(available=False, reason="no run was analysed", sections=shown)
     base = _analysed_steps(items[0].summary)["dur_ns"].cast(pl.Float64)
     rows = []
     for i, item in enumerate(items):
@@ -140,10 +183,11 @@ def analyze(runs: Sequence[RankSummary | RunSummary], config: AnalysisConfig | N
                 "step_median_ns": median,
                 "step_mean_ns": durs.mean(),
                 **{c: steps[c].cast(pl.Float64).mean() for c in ("compute_ns", "communication_ns", "exposed_comm_ns", "idle_ns", *BREAKDOWN)},
+                "comm_measured_on": s.comm_measured_on,
                 "top_kernel": kernels["name"][0] if kernels.height else None,
                 "top_kernel_share": float(kernels["dur_ns"][0]) / total_kernel if total_kernel else None,
                 "top_idle_cause": top_cause,
-                "top_findings": list(item.findings),
+                "top_findings": list(item.findings) if "findings" in shown else None,
                 "delta_median_ns": (
                     float(median) - float(base_median)  # type: ignore[arg-type]
                     if median is not None and base_median is not None
@@ -156,4 +200,4 @@ def analyze(runs: Sequence[RankSummary | RunSummary], config: AnalysisConfig | N
                 "verdict": "baseline" if i == 0 else cmp.verdict,
             }
         )
-    return SeriesResult(runs=pl.DataFrame(rows, schema=ROW_SCHEMA))
+    return SeriesResult(runs=pl.DataFrame(rows, schema=ROW_SCHEMA), sections=shown)

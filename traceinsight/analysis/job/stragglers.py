@@ -137,7 +137,7 @@ def _excess_parts(summaries: Sequence[RankSummary], rank: int, used: list[int]) 
         own = float(mine[p][0]) if mine.height else 0.0
         median = float(others[p].median() or 0.0) if others.height else 0.0  # type: ignore[arg-type]
         rows.append({"part": p, "straggler_ns": own, "others_median_ns": median, "excess_ns": own - median})
-    return pl.DataFrame(rows, schema=EXCESS_SCHEMA).sort("excess_ns", descending=True)
+    return pl.DataFrame(rows, schema=EXCESS_SCHEMA).sort(["excess_ns", "part"], descending=[True, False])
 
 
 def _excess_kernels(summaries: Sequence[RankSummary], rank: int, top_n: int) -> pl.DataFrame:
@@ -170,7 +170,7 @@ def _excess_kernels(summaries: Sequence[RankSummary], rank: int, top_n: int) -> 
             pl.col("others_median_count").fill_null(0.0),
         )
         .with_columns(excess_ns=pl.col("straggler_ns") - pl.col("others_median_ns"))
-        .sort("excess_ns", descending=True)
+        .sort(["excess_ns", "name"], descending=[True, False])
         .head(top_n)
         .select(list(KERNEL_SCHEMA))
         .cast(KERNEL_SCHEMA)  # type: ignore[arg-type]

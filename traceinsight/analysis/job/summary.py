@@ -8,15 +8,18 @@ Per step (``ProfilerStep#N`` device windows, the definition of ``steps``; a trac
 is one window, step -1, over its analysed window), the device time is split as:
 
 - ``compute_ns``: the union of compute kernels;
-- ``communication_ns``: the union of collective (NCCL/RCCL) kernels;
-- ``exposed_comm_ns``: communication during which no compute kernel runs;
+- ``communication_ns``: the union of collective (NCCL/RCCL) kernels; a trace without them
+  (gloo runs its collectives on host threads) gets the union of its host-side collective
+  spans instead, and ``RankSummary.comm_measured_on`` says which ("device" or "host");
+- ``exposed_comm_ns``: device communication during which no compute kernel runs; for host
+  collectives, the part of their spans during which the rank's GPU runs nothing at all;
 - ``idle_ns`` and ``idle_<cause>_ns``: idle gaps by cause (``gaps``), charged to their step.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
 import polars as pl
 
@@ -29,6 +32,7 @@ from traceinsight.analysis.timeline import analysis_window
 from traceinsight.trace.model import Trace
 
 WHOLE_TRACE_STEP = -1
+CommSource = Literal["device", "host"]
 # Host spans of a collective of a c10d backend: "gloo:all_reduce", "mpi:broadcast", ...
 HOST_COLLECTIVE = r"^(gloo|mpi|ucc|nccl|xccl):(\w+)$"
 IDLE_CAUSES = gaps_analysis.CAUSES
@@ -92,6 +96,9 @@ class RankSummary:
     kernel_mix: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=KERNEL_MIX_SCHEMA))
     cache_entry: str | None = None
     warnings: tuple[str, ...] = ()
+    # Where ``communication_ns`` was measured: "device" (collective kernels), "host" (the host
+    # spans of a backend without device kernels, such as gloo), None (no collective at all).
+    comm_measured_on: CommSource | None = None
 
     def offset_ns(self) -> int:
         return self.base_time_ns or 0
@@ -124,7 +131,7 @@ def _windows(trace: Trace, steps: steps_analysis.StepsResult) -> tuple[pl.DataFr
 
 
 def _device_split(trace: Trace, windows: pl.DataFrame) -> pl.DataFrame:
-    """compute_ns, communication_ns, exposed_comm_ns per window."""
+    """compute_ns, communication_ns, exposed_comm_ns per window (communication: kernels)."""
     work = gpu_work(trace).filter(pl.col("category").is_in(["compute", "communication"]))
     win = windows.select("step", "start_ns", "end_ns")
     if work.height == 0:
@@ -142,6 +149,23 @@ def _device_split(trace: Trace, windows: pl.DataFrame) -> pl.DataFrame:
         pl.col("level_0_ns").alias("compute_ns"),
         pl.col("level_1_ns").alias("exposed_comm_ns"),
     ).join(comm_total.select("step", pl.col("level_0_ns").alias("communication_ns")), on="step")
+
+
+def _host_comm_split(trace: Trace, windows: pl.DataFrame, spans: pl.DataFrame) -> pl.DataFrame:
+    """communication_ns, exposed_comm_ns per window from host-side collective spans.
+
+    Communication = the union of the spans inside the window; exposed = the part of it during
+    which the device runs no work at all (kernels, copies, memsets): a host collective that
+    overlaps device work is hidden behind it, one with the device idle is what the step waits on.
+    """
+    win = windows.select("step", "start_ns", "end_ns")
+    busy = gpu_work(trace).select("start_ns", "end_ns", pl.lit(0, pl.Int64).alias("level"))
+    host = spans.select("start_ns", "end_ns", pl.lit(1, pl.Int64).alias("level"))
+    hidden = intervals.level_totals(pl.concat([busy, host]), win, level="level", levels=2, window_id="step")
+    total = intervals.level_totals(host.with_columns(level=pl.lit(0, pl.Int64)), win, level="level", levels=1, window_id="step")
+    return total.select("step", pl.col("level_0_ns").alias("communication_ns")).join(
+        hidden.select("step", pl.col("level_1_ns").alias("exposed_comm_ns")), on="step"
+    )
 
 
 def _idle_by_cause(found: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
@@ -277,7 +301,15 @@ def summarize(trace: Trace, rank: int | None = None, config: AnalysisConfig | No
     assert isinstance(step_result, steps_analysis.StepsResult)
     assert isinstance(gap_result, gaps_analysis.GapsResult)
     windows, has_steps = _windows(trace, step_result)
+    found_collectives, dropped = collectives(trace, windows)
+    comm_measured_on: CommSource | None = None
     split = _device_split(trace, windows)
+    if found_collectives.height:
+        comm_measured_on = "device" if bool(found_collectives["on_device"].any()) else "host"
+    if comm_measured_on == "host":
+        split = split.drop("communication_ns", "exposed_comm_ns").join(
+            _host_comm_split(trace, windows, found_collectives), on="step", how="left"
+        )
     idle = _idle_by_cause(gap_result.gaps, windows)
     table = (
         windows.join(split, on="step", how="left")
@@ -288,7 +320,6 @@ def summarize(trace: Trace, rank: int | None = None, config: AnalysisConfig | No
     devices = trace.gpu_devices
     device = meta.device(devices[0]) if devices else None
     found_rank = rank if rank is not None else meta.rank
-    found_collectives, dropped = collectives(trace, windows)
     warnings = list(meta.warnings[:5])
     if dropped:
         warnings.append(
@@ -309,6 +340,7 @@ def summarize(trace: Trace, rank: int | None = None, config: AnalysisConfig | No
         collectives=found_collectives,
         kernel_mix=kernel_mix(trace),
         warnings=tuple(warnings),
+        comm_measured_on=comm_measured_on,
     )
 
 

@@ -57,8 +57,8 @@ def heatmap(report: JobReport, *, width: int = 900) -> str:
     return svg._svg(width, height, body, "device step time per rank and step")
 
 
-def _section(table: Table) -> str:
-    parts = [f"<section><h2>{escape(table.title)}</h2>"]
+def _section(table: Table, heading: str = "h2") -> str:
+    parts = [f"<section><{heading}>{escape(table.title)}</{heading}>"]
     if table.rows:
         parts.append(table_html(table.columns, table.rows))
     if table.note:
@@ -66,9 +66,10 @@ def _section(table: Table) -> str:
     return "".join(parts) + "</section>"
 
 
-def render_job_html(report: JobReport, *, title: str = "traceinsight job report") -> str:
-    parts = [f"<h1>{escape(title)}</h1><p class='path'>{escape(', '.join(report.paths))}</p>"]
-    parts.append(f"<div class='verdict'><p>{escape(job_view.headline(report))}</p>")
+def job_body(report: JobReport, *, heading: str = "h2") -> str:
+    """The job report's content (verdict, heatmap, tables) without the page around it; the
+    page and the notebook view both show this."""
+    parts = [f"<div class='verdict'><p>{escape(job_view.headline(report))}</p>"]
     failed = job_view.failed_lines(report)
     fixes = job_view.finding_fixes(report)
     items = [f"not analysed: {line}" for line in failed] + fixes
@@ -78,8 +79,13 @@ def render_job_html(report: JobReport, *, title: str = "traceinsight job report"
     chart = heatmap(report)
     if chart:
         parts.append(figure_html(Figure("Device step time per rank", chart, "Each cell is one rank's step; hover for the time.")))
-    parts.extend(_section(t) for t in job_view.job_tables(report))
-    return page(title, "".join(parts))
+    parts.extend(_section(t, heading) for t in job_view.job_tables(report))
+    return "".join(parts)
+
+
+def render_job_html(report: JobReport, *, title: str = "traceinsight job report") -> str:
+    head = f"<h1>{escape(title)}</h1><p class='path'>{escape(', '.join(report.paths))}</p>"
+    return page(title, head + job_body(report))
 
 
 def series_chart(result: SeriesResult, *, width: int = 900) -> str:
@@ -91,13 +97,18 @@ def series_chart(result: SeriesResult, *, width: int = 900) -> str:
     return svg.columns(items, series=["median step"], y_label="ms", width=width, label="median step time per run")
 
 
-def render_series_html(result: SeriesResult, *, title: str = "traceinsight compare") -> str:
-    parts = [f"<h1>{escape(title)}</h1>", f"<div class='verdict'><p>{escape(job_view.series_headline(result))}</p>"]
+def series_body(result: SeriesResult, *, heading: str = "h2") -> str:
+    """The series' content (verdict, plot, tables) without the page around it; the page and
+    the notebook view both show this."""
+    parts = [f"<div class='verdict'><p>{escape(job_view.series_headline(result))}</p>"]
     if result.failed:
         parts.append("<ul>" + "".join(f"<li>not analysed: {escape(line)}</li>" for line in result.failed) + "</ul>")
     parts.append("</div>")
-    if result.runs.height:
+    if result.runs.height and "runs" in result.sections:
         parts.append(figure_html(Figure("Median step time per run", series_chart(result), "Run 0 is the baseline of every ratio.")))
-    for table in (job_view.series_table(result), job_view.series_breakdown(result), job_view.series_findings(result)):
-        parts.append(_section(table))
-    return page(title, "".join(parts))
+    parts.extend(_section(table, heading) for table in job_view.series_tables(result))
+    return "".join(parts)
+
+
+def render_series_html(result: SeriesResult, *, title: str = "traceinsight compare") -> str:
+    return page(title, f"<h1>{escape(title)}</h1>" + series_body(result))
