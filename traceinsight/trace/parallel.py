@@ -31,7 +31,7 @@ from typing import IO, Any
 import polars as pl
 
 from traceinsight.trace import progress
-from traceinsight.trace.chunking import Plan, decode_piece
+from traceinsight.trace.chunking import Plan, decode_piece, restore
 from traceinsight.trace.columns import ChunkState
 from traceinsight.trace.lenient import BadCut
 from traceinsight.trace.source import Buffer
@@ -133,8 +133,7 @@ def decode_parallel(
             proc.wait()
         shutil.rmtree(spool, ignore_errors=True)
         del view
-        for at, byte in patches:
-            data[at] = byte
+        restore(data, patches)
 
 
 def _start_helper(
