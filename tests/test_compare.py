@@ -174,8 +174,9 @@ def test_analyze_job_skip_and_its_validation(capsys: pytest.CaptureFixture[str])
     code, out, _ = run(capsys, "analyze", *DDP, "--engine", "serial", "-f", "json", "--skip", "stragglers,job_findings")
     assert code == 0
     data = json.loads(out)
-    assert data["sections"] == ["rank_table", "collective_wait", "findings", "failed"]
-    assert "stragglers" not in data and data["findings"] == []
+    assert data["sections"] == ["rank_table", "collective_wait", "failed"]
+    assert "stragglers" not in data and "findings" not in data and data["failed"] == []
+    assert data["options"] == {"only": None, "skip": ["stragglers", "job_findings"]}
     code, out, err = run(capsys, "analyze", *DDP, "--skip", "nope")
     assert code == 2 and out == ""
     assert "unknown job section(s) nope; choose from rank_table, stragglers, collective_wait, job_findings" in err

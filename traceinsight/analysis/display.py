@@ -7,8 +7,10 @@ and ``Result._repr_html_`` / ``Report.to_markdown`` / ``Report.write_html`` look
 
 Kinds: ``"result_html"`` (one result as an HTML fragment; a series of runs as its page's
 content), ``"report_html"`` (a report, or a job report, as an HTML fragment for notebooks),
-``"report_page"`` (a report as a self-contained HTML page) and ``"report_markdown"`` (a report
-as Markdown).
+``"report_page"`` (a report, a job report or a series of runs as a self-contained HTML page),
+``"report_markdown"`` (the same three as Markdown) and ``"report_json"`` (a job report or a
+series as the JSON document the commands write). A job report and a series get exactly what
+``--format html/md/json`` writes.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 
 from traceinsight.errors import TraceInsightError
 
-KINDS = ("result_html", "report_html", "report_page", "report_markdown")
+KINDS = ("result_html", "report_html", "report_page", "report_markdown", "report_json")
 
 _RENDERERS: dict[str, Callable[[Any], str]] = {}
 

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cached_property
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from traceinsight.analysis import display
 from traceinsight.analysis.base import RESULT_SCHEMA_VERSION, AnalysisConfig, R, Result, jsonable
+from traceinsight.analysis.job.common import given_names
 from traceinsight.analysis.registry import ANALYSES
 from traceinsight.analysis.runner import run_closure
+from traceinsight.atomic import write_atomic
 from traceinsight.errors import UsageError
 from traceinsight.trace.model import Trace
 from traceinsight.version import __version__
@@ -38,6 +38,9 @@ class Report:
     trace_path: str
     sections: dict[str, Result]
     config: AnalysisConfig
+    # The section names given to ``only`` / ``skip`` (None: not given); the JSON envelope's options.
+    only: tuple[str, ...] | None = None
+    skip: tuple[str, ...] | None = None
 
     def __getitem__(self, name: str) -> Result:
         return self.sections[name]
@@ -89,22 +92,11 @@ class Report:
 
     def write_html(self, path: str | os.PathLike[str]) -> None:
         """Write the report as a self-contained HTML page."""
-        _write_atomic(Path(path), display.render("report_page", self))
+        write_atomic(display.render("report_page", self), path)
 
     def write_json(self, path: str | os.PathLike[str]) -> None:
         """Write ``to_dict()`` as JSON; the file appears whole or not at all."""
-        _write_atomic(Path(path), json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n")
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or Path("."))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        write_atomic(json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n", path)
 
 
 def select_sections(only: Iterable[str] | None, skip: Iterable[str] | None) -> list[str]:
@@ -134,7 +126,10 @@ def analyze(
     including requirements that are not shown.
     """
     cfg = config or AnalysisConfig()
-    chosen = select_sections(only, skip)
+    only_names, skip_names = given_names(only), given_names(skip)
+    chosen = select_sections(only_names, skip_names)
     results = run_closure(trace, cfg, chosen, on_section=on_section)
     sections = {name: results[name] for name in chosen}
-    return Report(trace_path=trace.meta.path, sections=sections, config=cfg)
+    return Report(
+        trace_path=trace.meta.path, sections=sections, config=cfg, only=only_names, skip=skip_names
+    )

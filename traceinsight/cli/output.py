@@ -35,7 +35,7 @@ def write_output(content: str | bytes, path: Path | None, *, force: bool) -> Non
             sys.stdout.write(content)
         sys.stdout.flush()
         return
-    from traceinsight.render.formats import write_atomic
+    from traceinsight.atomic import write_atomic
 
     check_writable(path, force=force)
     write_atomic(content, path)

@@ -197,6 +197,7 @@ def load_series(
     across its ranks. Runs that cannot be read are left out and listed in ``failed``.
     ``only`` / ``skip`` choose the report's sections (``runs``, ``breakdown``, ``findings``);
     without ``findings`` no run's findings are computed."""
+    from traceinsight.analysis.job.common import given_names
     from traceinsight.analysis.job.series import analyze as analyze_series
     from traceinsight.analysis.job.series import merge_ranks, select_series_sections
 
@@ -228,6 +229,7 @@ def load_series(
         label = os.fspath(run) if isinstance(run, (str, os.PathLike)) else (job.spec.name or job.spec.paths[0])
         found[i] = RunSummary(merge_ranks(job.summaries, label), ranks=len(job.summaries), findings=titles)
     result = analyze_series([found[i] for i in sorted(found)], cfg, sections=sections)
+    result = replace(result, only=given_names(only), skip=given_names(skip))
     if failed:
         return replace(result, failed=tuple(failed), reason="; ".join(failed))
     return result

@@ -8,12 +8,15 @@ names (listed in ``sections``)::
       "traceinsight_version": "0.1.0",
       "kind": "report",                 # report | diff | gaps | bound | compile | sql | job | series
       "inputs": {"trace": "run.json.gz"},        # diff: {"before": ..., "after": ...}
-      "options": {},                    # command options that shaped the output (bound: by, ...)
+      "options": {"only": null, "skip": null},  # command options that shaped the output (bound: by, ...)
       "sections": ["overview", "gaps"], # the keys below holding results
       "overview": {...}, "gaps": {...}  # each result's to_dict(), with its own schema_version
     }
 
 A report also has ``result_schema_version``, ``config`` and ``headline`` after ``sections``.
+A report, a job and a series record the section names given to ``--only`` / ``--skip`` in
+``options`` (comma-separated lists split; null when not given); ``sections`` lists the
+sections shown.
 """
 
 from __future__ import annotations
@@ -49,22 +52,28 @@ def _header(kind: Kind, inputs: dict[str, str | list[str]], options: dict[str, A
     }
 
 
+def _chosen(obj: Report | JobReport | SeriesResult) -> dict[str, Any]:
+    """The ``--only`` / ``--skip`` names as given (null when not given)."""
+    return {"only": jsonable(obj.only), "skip": jsonable(obj.skip)}
+
+
 def document(obj: Document) -> dict[str, Any]:
     """``obj`` as the JSON-safe envelope (see the module docstring)."""
     if isinstance(obj, Report):
         body = obj.to_dict()
-        data = _header("report", {"trace": obj.trace_path}, {}, list(obj.sections))
+        data = _header("report", {"trace": obj.trace_path}, _chosen(obj), list(obj.sections))
         data.update((k, v) for k, v in body.items() if k not in _REPORT_HEADER_KEYS)
         return data
     if isinstance(obj, JobReport):
-        # inputs: the rank files in rank order; failed ranks are listed under "failed".
+        # inputs: the rank files in rank order; failed ranks are listed under "failed", and
+        # "findings" (job_findings' findings) is there when job_findings is shown.
         job = obj.to_dict()
-        data = _header("job", {"ranks": list(obj.paths)}, {}, [*obj.sections, "findings", "failed"])
+        data = _header("job", {"ranks": list(obj.paths)}, _chosen(obj), list(job))
         data.update(job)
         return jsonable(data)  # type: ignore[no-any-return]
     if isinstance(obj, SeriesResult):
         runs = [str(p) for p in obj.runs["path"].to_list()]
-        data = _header("series", {"runs": runs}, {}, ["series"])
+        data = _header("series", {"runs": runs}, _chosen(obj), ["series"])
         data["series"] = obj.to_dict()
         return jsonable(data)  # type: ignore[no-any-return]
     if isinstance(obj, DiffResult):

@@ -7,8 +7,6 @@ or :func:`write` (a file, written atomically); nothing else picks a renderer.
 from __future__ import annotations
 
 import io
-import os
-import tempfile
 from pathlib import Path
 from typing import Literal
 
@@ -21,6 +19,7 @@ from traceinsight.analysis.diff import DiffResult
 from traceinsight.analysis.job.report import JobReport
 from traceinsight.analysis.job.series import SeriesResult
 from traceinsight.analysis.report import Report
+from traceinsight.atomic import write_atomic
 from traceinsight.errors import UsageError
 from traceinsight.render import envelope
 from traceinsight.render.documents import BoundListing, CompileReport, GapsListing, QueryRows
@@ -199,27 +198,6 @@ def perfetto_job(report: JobReport) -> bytes:
     from traceinsight.render.perfetto_job import export_job_perfetto
 
     return export_job_perfetto(report)
-
-
-def write_atomic(content: str | bytes, path: Path) -> None:
-    """Write ``content`` to ``path`` through a temporary file beside it, so a reader never sees half a file."""
-    data = content.encode("utf-8") if isinstance(content, str) else content
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        # mkstemp makes the file private; give it the mode a plain open() would have.
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def write(obj: Document, fmt: Format, path: Path, *, width: int | None = None, trace: Trace | None = None, top: int = 8) -> None:

@@ -4,13 +4,15 @@ The HTML is a fragment with its own scoped style so it sits well inside a notebo
 A job report (``JobReport``) and a series of runs (``SeriesResult``) show the content of their
 HTML pages (heatmap and tables; plot and tables) the same way.
 ``register()`` hands these functions to ``traceinsight.analysis.display``, through which
-``Result._repr_html_``, ``Report._repr_html_`` and friends reach them.
+``Result._repr_html_``, ``Report._repr_html_`` and friends reach them; it also gives a job
+report's and a series' ``to_markdown`` / ``write_html`` / ``write_json`` what ``--format
+md/html/json`` writes (``formats.render``, the commands' own path).
 """
 
 from __future__ import annotations
 
 from html import escape
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from traceinsight.analysis.base import Result
 from traceinsight.analysis.findings.model import FindingsResult
@@ -23,6 +25,9 @@ from traceinsight.render.html.page import result_html as result_body
 from traceinsight.render.sections.findings import ordered
 from traceinsight.render.sections.findings import render_html as findings_html
 from traceinsight.render.terminal import section_title
+
+if TYPE_CHECKING:
+    from traceinsight.render.formats import Format
 
 _STYLE = (
     "<style>.ti-nb dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:2px 14px}"
@@ -80,17 +85,40 @@ def _report_html(obj: Any) -> str:
 def _report_page(obj: Any) -> str:
     from traceinsight.render.html import render_html
 
+    if isinstance(obj, (JobReport, SeriesResult)):
+        return _as_written(obj, "html")
     if not isinstance(obj, Report):
-        raise TypeError(f"report_page needs a Report, not {type(obj).__name__}")
+        raise TypeError(
+            f"report_page needs a Report, a JobReport or a SeriesResult, not {type(obj).__name__}"
+        )
     return render_html(obj)
 
 
 def _report_markdown(obj: Any) -> str:
     from traceinsight.render.markdown import render_markdown
 
+    if isinstance(obj, (JobReport, SeriesResult)):
+        return _as_written(obj, "md")
     if not isinstance(obj, Report):
-        raise TypeError(f"report_markdown needs a Report, not {type(obj).__name__}")
+        raise TypeError(
+            f"report_markdown needs a Report, a JobReport or a SeriesResult, not {type(obj).__name__}"
+        )
     return render_markdown(obj)
+
+
+def _report_json(obj: Any) -> str:
+    if not isinstance(obj, (JobReport, SeriesResult)):
+        raise TypeError(
+            f"report_json needs a JobReport or a SeriesResult, not {type(obj).__name__}"
+        )
+    return _as_written(obj, "json")
+
+
+def _as_written(obj: JobReport | SeriesResult, fmt: Format) -> str:
+    """What ``analyze`` (a job) or ``compare`` (a series) writes with ``--format fmt``."""
+    from traceinsight.render.formats import render
+
+    return render(obj, fmt)
 
 
 def register() -> None:
@@ -101,3 +129,4 @@ def register() -> None:
     display.register("report_html", _report_html)
     display.register("report_markdown", _report_markdown)
     display.register("report_page", _report_page)
+    display.register("report_json", _report_json)

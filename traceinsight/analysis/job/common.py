@@ -45,14 +45,22 @@ def share(part: float, whole: float) -> float:
     return part / whole if whole > 0 else 0.0
 
 
+def given_names(option: Iterable[str] | None) -> tuple[str, ...] | None:
+    """The names an ``--only`` / ``--skip`` option was given, comma-separated lists split, in
+    the order given (None when the option was not given); the JSON envelope records these."""
+    if option is None:
+        return None
+    return tuple(s.strip() for part in option for s in part.split(",") if s.strip())
+
+
 def choose_sections(
     names: Sequence[str], only: Iterable[str] | None, skip: Iterable[str] | None, *, what: str
 ) -> list[str]:
     """``names`` (in their order) less those not in ``only`` or in ``skip``; each option may hold
     comma-separated names. An unknown name is a usage error listing the valid ones, as for
     ``analyze``'s sections (``analysis.report.select_sections``)."""
-    only_list = [s.strip() for part in (only or []) for s in part.split(",") if s.strip()]
-    skip_list = [s.strip() for part in (skip or []) for s in part.split(",") if s.strip()]
+    only_list = list(given_names(only) or ())
+    skip_list = list(given_names(skip) or ())
     unknown = sorted(set(only_list + skip_list) - set(names))
     if unknown:
         raise UsageError(f"unknown {what}(s) {', '.join(unknown)}; choose from {', '.join(names)}")

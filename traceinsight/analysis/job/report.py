@@ -3,6 +3,7 @@ findings they support (``analysis.job.findings``)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -11,10 +12,11 @@ from traceinsight.analysis import display
 from traceinsight.analysis.base import AnalysisConfig, Result, jsonable
 from traceinsight.analysis.findings.model import Finding
 from traceinsight.analysis.job import collectives, ranks, stragglers
-from traceinsight.analysis.job.common import choose_sections
+from traceinsight.analysis.job.common import choose_sections, given_names
 from traceinsight.analysis.job.findings import JobFindingsResult
 from traceinsight.analysis.job.specs import JOB_SECTIONS
 from traceinsight.analysis.job.summary import RankSummary
+from traceinsight.atomic import write_atomic
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,9 @@ class JobReport:
     sections: dict[str, Result] = field(default_factory=dict)
     paths: tuple[str, ...] = ()  # the rank files, in rank order
     summaries: tuple[RankSummary, ...] = field(default=(), repr=False, compare=False)
+    # The section names given to ``only`` / ``skip`` (None: not given); the JSON envelope's options.
+    only: tuple[str, ...] | None = None
+    skip: tuple[str, ...] | None = None
 
     @property
     def findings(self) -> tuple[Finding, ...]:
@@ -42,9 +47,26 @@ class JobReport:
         """Rich display in Jupyter: what the job's HTML page shows (heatmap, tables)."""
         return display.render("report_html", self)
 
+    def to_markdown(self) -> str:
+        """The job report as Markdown, as ``analyze --format md`` writes it."""
+        return display.render("report_markdown", self)
+
+    def write_html(self, path: str | os.PathLike[str]) -> None:
+        """Write the job's HTML page (heatmap and tables), as ``analyze --format html`` does;
+        the file appears whole or not at all."""
+        write_atomic(display.render("report_page", self), path)
+
+    def write_json(self, path: str | os.PathLike[str]) -> None:
+        """Write the JSON document ``analyze --format json`` writes (the envelope of
+        ``kind: "job"``); the file appears whole or not at all."""
+        write_atomic(display.render("report_json", self), path)
+
     def to_dict(self) -> dict[str, Any]:
+        """The shown sections by name, ``findings`` (when ``job_findings`` is shown) and the
+        ranks that ``failed``."""
         data: dict[str, Any] = {name: result.to_dict() for name, result in self.sections.items()}
-        data["findings"] = [jsonable(f) for f in self.findings]
+        if "job_findings" in self.sections:
+            data["findings"] = [jsonable(f) for f in self.findings]
         data["failed"] = jsonable(list(self.failed))
         return data
 
@@ -67,7 +89,8 @@ def analyze_job(
     from traceinsight.analysis.runner import run_job_closure
 
     cfg = config or AnalysisConfig()
-    names = select_job_sections(only, skip)
+    only_names, skip_names = given_names(only), given_names(skip)
+    names = select_job_sections(only_names, skip_names)
     results = run_job_closure(list(summaries), cfg, names)
     shown = {n: results[n] for n in JOB_SECTIONS if n in results and n in names}
     return JobReport(
@@ -79,4 +102,6 @@ def analyze_job(
         sections=shown,
         paths=tuple(s.path or "" for s in summaries),
         summaries=tuple(summaries),
+        only=only_names,
+        skip=skip_names,
     )

@@ -13,13 +13,14 @@ against run 0, with the plot), ``breakdown`` (compute, communication, idle per s
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import polars as pl
 
-from traceinsight.analysis import stats
+from traceinsight.analysis import display, stats
 from traceinsight.analysis.base import AnalysisConfig, Result, jsonable
 from traceinsight.analysis.job.common import choose_sections
 from traceinsight.analysis.job.summary import (
@@ -29,6 +30,7 @@ from traceinsight.analysis.job.summary import (
     STEP_SCHEMA,
     RankSummary,
 )
+from traceinsight.atomic import write_atomic
 
 BREAKDOWN = tuple(f"part_{p}_ns" for p in STEP_PARTS)
 ROW_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
@@ -85,6 +87,10 @@ class SeriesResult(Result):
     runs: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=ROW_SCHEMA))
     failed: tuple[str, ...] = ()  # runs that could not be read, one line each
     sections: tuple[str, ...] = SERIES_SECTIONS  # shown, in order; ``top_findings`` is null without "findings"
+    # The section names given to ``only`` / ``skip`` (None: not given): the JSON envelope's
+    # options, not part of this result's own dict.
+    only: tuple[str, ...] | None = None
+    skip: tuple[str, ...] | None = None
 
     def to_polars(self) -> pl.DataFrame:
         return self.runs
@@ -92,9 +98,24 @@ class SeriesResult(Result):
     def to_dict(self) -> dict[str, Any]:
         """As every result, but each row holds only the columns of the chosen sections."""
         data = super().to_dict()
+        del data["only"], data["skip"]
         kept = {*ID_COLUMNS, *(c for name in self.sections for c in SECTION_COLUMNS[name])}
         data["runs"] = jsonable(self.runs.select([c for c in self.runs.columns if c in kept]))
         return data
+
+    def to_markdown(self) -> str:
+        """The series as Markdown, as ``compare --format md`` writes it."""
+        return display.render("report_markdown", self)
+
+    def write_html(self, path: str | os.PathLike[str]) -> None:
+        """Write the series' HTML page (plot and tables), as ``compare --format html`` does;
+        the file appears whole or not at all."""
+        write_atomic(display.render("report_page", self), path)
+
+    def write_json(self, path: str | os.PathLike[str]) -> None:
+        """Write the JSON document ``compare --format json`` writes (the envelope of
+        ``kind: "series"``); the file appears whole or not at all."""
+        write_atomic(display.render("report_json", self), path)
 
     @property
     def fastest(self) -> int | None:
