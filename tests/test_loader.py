@@ -218,6 +218,29 @@ def test_string_pids_and_tids(tmp_path: Path) -> None:
     assert trace.meta.pid_labels[rows["PyTorch Profiler (0)"]["pid"]] == "Spans"
 
 
+def test_kind_of_each_category_handmade(tmp_path: Path) -> None:
+    """Kinds come from the cat (any case), a step's name on a host cat, and words in
+    unknown cats; an event without a cat is "other". Hand-made events, one per case."""
+    no_cat = op("no cat", 9, 1)
+    del no_cat["cat"]
+    cases = {
+        "aten::mm": ("cpu_op", "cpu_op"),
+        "ProfilerStep#3": ("Operator", "user_annotation"),  # 2021-era step on a host cat
+        "ProfilerStep#4": ("my_host_cat", "user_annotation"),
+        "ProfilerStep#5": ("kernel", "kernel"),  # a GPU event keeps its kind whatever its name
+        "cudaLaunchKernel": ("CUDA_Runtime", "runtime"),
+        "cuLaunchKernel": ("vendor_driver_api", "driver"),
+        "gemm": ("Kernel", "kernel"),
+        "frame": ("python_function", "python"),
+        "misc": ("something_else", "other"),
+    }
+    events = [op(name, i, 1, cat=cat) for i, (name, (cat, _)) in enumerate(cases.items())]
+    path = write_trace(tmp_path / "kinds.json", [*events, no_cat])
+    trace = ti.load(path, cache=False)
+    kinds = dict(trace.events.select(pl.col("name").cast(pl.String), pl.col("kind").cast(pl.String)).iter_rows())
+    assert kinds == {name: kind for name, (_, kind) in cases.items()} | {"no cat": "other"}
+
+
 def test_missing_or_zero_durations(tmp_path: Path) -> None:
     path = write_trace(tmp_path / "dur.json", [op("a", 1, None), op("b", 2, 0), op("c", 3, -4)])
     trace = ti.load(path, cache=False)

@@ -115,6 +115,7 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _MAX_DUR_US = 2**62 / 1000.0
 _EVENT_FIELD_NAMES = ("name", "cat", "pid", "tid", "ts", "dur", "args")
 _PHASE = attrgetter("PH")
+_INSTANT_TYPES = frozenset({InstantEvent, *InstantEvent.__subclasses__()})
 MEMORY_SCHEMA = {"ts": pl.Float64, "pid": pl.Int64, "tid": pl.Int64} | {
     name: pl.Int64 for name in _MEMORY_ARG_FIELDS
 }
@@ -182,7 +183,7 @@ class ChunkState:
                 self._metadata(event)
             if counts["i"] or counts["I"] or counts["n"]:
                 self._memory(
-                    [e for e in others if isinstance(e, InstantEvent) and e.name == "[memory]"]
+                    [e for e in others if type(e) in _INSTANT_TYPES and e.name == "[memory]"]
                 )
         n_durations = len(events) - len(others)
         self.phase_counts["X"] += n_durations
@@ -255,13 +256,19 @@ class ChunkState:
             "ts": ts,
             "dur": durs,
         }
+        raw_json: dict[str, list[msgspec.Raw]] = {}
         for name, values in zip(fields, _attributes(args, fields), strict=True):
             if name in _RAW_JSON_FIELDS:
-                columns[name] = _raw_json_column(values)
+                raw_json[name] = values
+                columns[name] = None  # filled below, keeping the column order
+            elif values.count(None) == len(values):
+                continue  # left out: the stacked frame gets it as nulls (see finish_durations)
             elif name in _LIST3_FIELDS:
                 columns[name] = _list3_column(values)
             else:
                 columns[name] = values
+        if raw_json:
+            columns.update(zip(raw_json, _raw_json_columns(list(raw_json.values())), strict=True))
         schema = {name: _RAW_DTYPES[name] for name in columns}
         return pl.DataFrame(columns, schema=schema, strict=False)
 
@@ -276,17 +283,20 @@ def _attributes(objects: list[Any], names: tuple[str, ...]) -> list[list[Any]]:
     return [list(map(attrgetter(name), objects)) for name in names]
 
 
-def _raw_json_column(values: list[msgspec.Raw]) -> pl.Series:
-    """Raw JSON snippets as one string column, built with one join and one split in polars
-    (no Python str per row); an absent value (empty Raw) becomes null.
+def _raw_json_columns(columns: list[list[msgspec.Raw]]) -> list[pl.Series]:
+    """Raw JSON snippets (lists of the same length) as string columns, built with one join and
+    one split in polars for all of them (no Python str per row); an absent value (empty Raw)
+    becomes null.
 
     NUL cannot occur unescaped in JSON text, so it is a safe separator.
     """
-    if not values:
-        return pl.Series(values, dtype=pl.String)
-    text = b"\x00".join(values).decode("utf-8", "replace")
+    n = len(columns[0])
+    if n == 0:
+        return [pl.Series(dtype=pl.String) for _ in columns]
+    text = b"\x00".join([b"\x00".join(values) for values in columns]).decode("utf-8", "replace")
     split = pl.Series([text]).str.split("\x00").explode()
-    return pl.select(pl.when(split.str.len_bytes() > 0).then(split)).to_series()
+    values = pl.select(pl.when(split.str.len_bytes() > 0).then(split)).to_series()
+    return [values.slice(i * n, n) for i in range(len(columns))]
 
 
 def _compact_json(column: pl.Series) -> pl.Series:
@@ -413,9 +423,14 @@ def merge_pieces(
 
 def _remap_ids(frame: pl.DataFrame, mapping: dict[int, int]) -> pl.DataFrame:
     # Column by column, in place: a with_columns would rechunk (copy) the whole frame.
+    lowest, highest = min(mapping), max(mapping)
     for name in ("pid", "tid"):
         at = frame.get_column_index(name)
-        frame.replace_column(at, frame.to_series(at).replace(mapping))
+        column = frame.to_series(at)
+        low, high = column.min(), column.max()
+        # most pieces name their text pids in metadata only: nothing to replace in the frame
+        if isinstance(low, int) and isinstance(high, int) and low <= highest and high >= lowest:
+            frame.replace_column(at, column.replace(mapping))
     return frame
 
 
@@ -431,29 +446,21 @@ def finish_durations(parts: list[pl.DataFrame], state: ChunkState) -> pl.DataFra
         state.warnings.append(f"{state.bad_args} events had malformed args that were ignored")
     if not parts:
         return pl.DataFrame(schema=_RAW_DTYPES)
-    # Give every part the full schema, then stack them as chunks: a diagonal concat would
-    # copy all of them into one new buffer per column, doubling the frame for a moment.
-    full = [_with_schema(part) for part in parts]
+    # Stacked as chunks (no copy); a column no piece had is made as nulls.
+    stacked = pl.concat(parts, how="diagonal", rechunk=False)
     parts.clear()
-    stacked = pl.concat(full, how="vertical", rechunk=False)
-    del full
-    return stacked.with_columns(
-        _compact_json(stacked.get_column(name)) for name in _RAW_JSON_FIELDS
-    )
-
-
-def _with_schema(part: pl.DataFrame) -> pl.DataFrame:
-    n = part.height
-    return pl.DataFrame(
+    n = stacked.height
+    present = set(stacked.columns)
+    full = pl.DataFrame(
         [
-            _usable_dur(part.get_column(name))
-            if name == "dur"
-            else part.get_column(name)
-            if name in part.columns
+            (_usable_dur(stacked.get_column(name)) if name == "dur" else stacked.get_column(name))
+            if name in present
             else pl.Series(name, dtype=dtype).extend_constant(None, n)
             for name, dtype in _RAW_DTYPES.items()
         ]
     )
+    del stacked
+    return full.with_columns(_compact_json(full.get_column(name)) for name in _RAW_JSON_FIELDS)
 
 
 def _usable_dur(dur: pl.Series) -> pl.Series:

@@ -50,11 +50,25 @@ _KIND_BY_LOWER_CAT = {cat.lower(): kind for cat, kind in KIND_BY_CAT.items()}
 _HOST_STEP_KINDS = ("cpu_op", "user_annotation", "other")
 
 
-def _kind_expr() -> pl.Expr:
+def _kinds(times: pl.DataFrame) -> pl.Series:
+    """Each event's kind, from its cat and whether its name is a step's.
+
+    Worked out once per distinct (cat, is-step) pair, a dozen rows, and joined back on the
+    categorical codes: the string work on every row took 0.4 s for 1.6M events.
+    """
+    keyed = times.select(
+        "cat", step=pl.col("name").cat.starts_with(PROFILER_STEP_PREFIX).fill_null(False)
+    )
+    table = keyed.unique().with_columns(kind=_kind_expr(pl.col("step")))
+    return keyed.join(
+        table, on=["cat", "step"], how="left", maintain_order="left", nulls_equal=True
+    ).get_column("kind")
+
+
+def _kind_expr(is_step: pl.Expr) -> pl.Expr:
     cat = pl.col("cat").cast(pl.String).str.to_lowercase()
     mapped = cat.replace_strict(_KIND_BY_LOWER_CAT, default=None, return_dtype=pl.String)
     # A step is a step by its name, whatever host category wrote it (2021-era: "Operator").
-    is_step = pl.col("name").cat.starts_with(PROFILER_STEP_PREFIX).fill_null(False)
     host = mapped.is_null() | mapped.is_in(_HOST_STEP_KINDS)
     return (
         pl.when(is_step & host)
@@ -130,8 +144,7 @@ def link(
     derived = times.select(
         ts_ns=_to_ns("ts", origin_us),
         dur_ns=(pl.col("dur").fill_null(0.0) * 1000.0).round(0).cast(pl.Int64).clip(lower_bound=0),
-        kind=_kind_expr(),
-    )
+    ).with_columns(kind=_kinds(times))
     is_gpu = pl.col("kind").cast(pl.String).is_in(list(GPU_KINDS))
     order = derived.select(
         pl.arg_sort_by(["ts_ns", "dur_ns"], descending=[False, True], maintain_order=True)
@@ -255,7 +268,14 @@ def _nest(events: pl.DataFrame, rows: np.ndarray, parent: np.ndarray, depth: np.
     end = events["end_ns"].to_numpy()[rows]
     pid = events["pid"].to_numpy()[rows]
     tid = events["tid"].to_numpy()[rows]
-    order = np.lexsort((-end, ts, tid, pid))
+    # ``rows`` come in id order, which is by start and longer first on ties: a stable sort
+    # by thread keeps that order within each thread (polars: 2.5x quicker than np.lexsort).
+    order = (
+        pl.DataFrame({"pid": pid, "tid": tid})
+        .select(pl.arg_sort_by(["pid", "tid"], maintain_order=True))
+        .to_series()
+        .to_numpy()
+    )
     ids, ts, end, pid, tid = rows[order], ts[order], end[order], pid[order], tid[order]
     del order
     starts_thread = np.ones(m, dtype=bool)
@@ -350,7 +370,9 @@ def _gather_freeing(columns: list[pl.Series], order: pl.Series) -> pl.DataFrame:
             if column.null_count() == column.len():
                 done[column.name] = pl.Series(column.name, dtype=column.dtype).extend_constant(None, n)
             else:
-                batch.append(column)
+                # one chunk first: a gather from the reader's hundred chunks (one or two per
+                # piece) costs three times as much as the copy and a gather from one
+                batch.append(column.rechunk())
             del column
         if batch:
             gathered = pl.DataFrame(batch).select(pl.all().gather(order))

@@ -5,7 +5,8 @@ do. Each is a fresh interpreter (``python -m traceinsight.trace.decode_helper``,
 the user's script is run again in it) that maps the same file, writes the same brackets into its
 private copy of the pages, and takes pieces from a counter shared through a locked file, as
 the parent does. A decoded piece (its polars frame and its small state: names, counters,
-memory events) is written to a spool file in shared memory; pushing the frames through a
+memory events) is written to spool files in shared memory: the frame as Arrow IPC (three
+times quicker to write than a pickle of it), the state pickled. Pushing the frames through a
 pipe instead made the helper wait for the parent's reading thread, which waits for the GIL.
 Pieces are merged in file order, so the result does not depend on who decoded what.
 
@@ -111,14 +112,13 @@ def decode_parallel(
             plan.release(data, index)
             done_bytes += plan.end(index) - plan.start(index)
             progress.report("decoding", done_bytes, len(data), decoded_events)
-        _wait(procs, spool)
+            # read the helpers' pieces while they still decode, not all at the end
+            _collect(spool, results)
+        _wait(procs, spool, results)
         failed = spool / _FAILED
         if failed.exists():
             raise PieceFailed(failed.read_text(errors="replace").strip())
-        for spooled in spool.glob("*.pickle"):
-            with spooled.open("rb") as handle:
-                results[int(spooled.stem)] = pickle.load(handle)
-            spooled.unlink()
+        _collect(spool, results)
         # Pieces a helper took but did not deliver (it died or hung): decode them here.
         for index in range(plan.pieces):
             if index not in results:
@@ -160,19 +160,30 @@ def _start_helper(
     return proc
 
 
-def _wait(procs: list[subprocess.Popen[bytes]], spool: Path) -> None:
-    """Until every helper has exited; one that delivers nothing for _SILENCE_S is killed."""
+def _wait(
+    procs: list[subprocess.Popen[bytes]], spool: Path, results: dict[int, PieceResult]
+) -> None:
+    """Until every helper has exited, reading the pieces they deliver meanwhile; one that
+    delivers nothing for _SILENCE_S is killed."""
     heard = time.monotonic()
-    delivered = 0
     while any(proc.poll() is None for proc in procs):
-        count = sum(1 for _ in spool.glob("*.pickle"))
-        if count != delivered:
-            delivered, heard = count, time.monotonic()
+        if _collect(spool, results):
+            heard = time.monotonic()
         elif time.monotonic() - heard > _SILENCE_S:
             for proc in procs:
                 proc.kill()
             return
-        time.sleep(0.01)
+        else:
+            time.sleep(0.005)
+
+
+def _collect(spool: Path, results: dict[int, PieceResult]) -> int:
+    """Read the pieces delivered to ``spool`` so far into ``results``; how many."""
+    found = 0
+    for spooled in spool.glob("*.pickle"):
+        results[int(spooled.stem)] = _read_spooled(spooled)
+        found += 1
+    return found
 
 
 def _spool_root(need_bytes: int = 0) -> str | None:
@@ -234,23 +245,40 @@ def _helper(path_text: str, plan: Plan, shared: int, spool_text: str, parent: in
         except TraceFormatError as exc:
             _fail(spool, str(exc))
             return
-        result = consume_piece(events)
+        frame, state = consume_piece(events)
         del events
         plan.release(data, index)
-        _write_atomic(spool / f"{index}.pickle", result)
-        del result
+        _spool_piece(spool, index, frame, state)
+        del frame, state
 
 
 def _fail(spool: Path, message: str) -> None:
     (spool / _FAILED).write_text(message)
 
 
-def _write_atomic(target: Path, value: Any) -> None:
-    # the parent lists *.pickle: a file appears under that name only once it is whole
-    partial = target.with_suffix(".partial")
+def _spool_piece(spool: Path, index: int, frame: pl.DataFrame | None, state: ChunkState) -> None:
+    """The frame to ``index.arrow``, then the state to ``index.pickle``: the parent lists
+    *.pickle, and a file appears under its name only once it is whole."""
+    if frame is not None:
+        partial = spool / f"{index}.arrow.partial"
+        frame.write_ipc(partial, compression="uncompressed")
+        partial.rename(spool / f"{index}.arrow")
+    partial = spool / f"{index}.pickle.partial"
     with partial.open("wb") as handle:
-        pickle.dump(value, handle, protocol=pickle.HIGHEST_PROTOCOL)
-    partial.rename(target)
+        pickle.dump((frame is not None, state), handle, protocol=pickle.HIGHEST_PROTOCOL)
+    partial.rename(spool / f"{index}.pickle")
+
+
+def _read_spooled(spooled: Path) -> PieceResult:
+    with spooled.open("rb") as handle:
+        has_frame, state = pickle.load(handle)
+    spooled.unlink()
+    frame: pl.DataFrame | None = None
+    if has_frame:
+        arrow = spooled.with_suffix(".arrow")
+        frame = pl.read_ipc(arrow)
+        arrow.unlink()
+    return frame, state
 
 
 def consume_piece(events: list[Any]) -> PieceResult:
