@@ -95,11 +95,14 @@ def test_report_lists_sections_for_completion(sample_trace: Callable[[str], Any]
         report.section("gaps", bound.BoundResult)
 
 
-def test_write_json_is_the_report_dict(sample_trace: Callable[[str], Any], tmp_path: Path) -> None:
+def test_write_json_is_the_envelope(sample_trace: Callable[[str], Any], tmp_path: Path) -> None:
+    from traceinsight.render import envelope
+
     report = analyze(sample_trace("mm_sweep_64"), AnalysisConfig(), only=["overview"])
     out = tmp_path / "report.json"
     report.write_json(out)
-    assert json.loads(out.read_text()) == json.loads(json.dumps(report.to_dict()))
+    assert out.read_text() == envelope.dumps(report)
+    assert json.loads(out.read_text())["overview"] == report.to_dict()["overview"]
     assert [p.name for p in tmp_path.iterdir()] == ["report.json"]  # no temporary file left behind
 
 

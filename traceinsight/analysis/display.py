@@ -8,9 +8,11 @@ and ``Result._repr_html_`` / ``Report.to_markdown`` / ``Report.write_html`` look
 Kinds: ``"result_html"`` (one result as an HTML fragment; a series of runs as its page's
 content), ``"report_html"`` (a report, or a job report, as an HTML fragment for notebooks),
 ``"report_page"`` (a report, a job report or a series of runs as a self-contained HTML page),
-``"report_markdown"`` (the same three as Markdown) and ``"report_json"`` (a job report or a
-series as the JSON document the commands write). A job report and a series get exactly what
-``--format html/md/json`` writes.
+``"report_markdown"`` (the same three as Markdown) and ``"report_json"`` (any of the three as
+the JSON document the commands write). A report, a job report and a series get exactly what
+``--format html/md/json`` writes. Keyword options given to :func:`render` reach the function:
+``"report_page"`` takes ``trace=`` (the trace a single-trace report was computed from, for the
+page's timeline, memory and counter plots).
 """
 
 from __future__ import annotations
@@ -22,29 +24,29 @@ from traceinsight.errors import TraceInsightError
 
 KINDS = ("result_html", "report_html", "report_page", "report_markdown", "report_json")
 
-_RENDERERS: dict[str, Callable[[Any], str]] = {}
+_RENDERERS: dict[str, Callable[..., str]] = {}
 
 
 class NoRendererError(TraceInsightError, LookupError):
     """Nothing registered a view of this kind (the presentation package was not imported)."""
 
 
-def register(kind: str, fn: Callable[[Any], str]) -> None:
-    """Make ``fn(obj) -> str`` the view of ``kind``; a later registration replaces it."""
+def register(kind: str, fn: Callable[..., str]) -> None:
+    """Make ``fn(obj, **options) -> str`` the view of ``kind``; a later registration replaces it."""
     if kind not in KINDS:
         raise ValueError(f"unknown display kind {kind!r}; choose from {', '.join(KINDS)}")
     _RENDERERS[kind] = fn
 
 
-def render(kind: str, obj: Any) -> str:
-    """The registered view of ``obj`` for ``kind``."""
+def render(kind: str, obj: Any, **options: Any) -> str:
+    """The registered view of ``obj`` for ``kind``; ``options`` are passed on to its function."""
     try:
         fn = _RENDERERS[kind]
     except KeyError:
         raise NoRendererError(
             f"no {kind} view registered: import the presentation package (traceinsight.render) first"
         ) from None
-    return fn(obj)
+    return fn(obj, **options)
 
 
 def registered() -> tuple[str, ...]:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import os
+import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cached_property
@@ -25,14 +25,21 @@ if TYPE_CHECKING:
 # Version of the JSON report's layout (top-level keys); each section carries its own.
 REPORT_SCHEMA_VERSION = 1
 
+# Where a report keeps the weak reference to the trace analyze() ran over.
+_TRACE_REF = "_trace_ref"
+
 
 @dataclass(frozen=True)
 class Report:
     """The results of several analyses over one trace, keyed by section name, in order.
 
     ``report.gaps`` / ``report["gaps"]`` give a section's result object; ``headline`` is the
-    plain-words verdict computed from them. Views (HTML, Markdown) come from the presentation
-    package through :mod:`traceinsight.analysis.display`.
+    plain-words verdict computed from them. Views (HTML, Markdown, the JSON document) come from
+    the presentation package through :mod:`traceinsight.analysis.display`.
+
+    A report from :func:`analyze` remembers its trace by a weak reference only (``trace``): it
+    never keeps the frames alive by itself, and the reference is dropped when the report is
+    pickled or copied.
     """
 
     trace_path: str
@@ -57,6 +64,19 @@ class Report:
     def __iter__(self) -> Any:
         return iter(self.sections)
 
+    def __getstate__(self) -> dict[str, Any]:
+        # A weak reference cannot be pickled, and the trace is not sent along with the report.
+        state = dict(self.__dict__)
+        state.pop(_TRACE_REF, None)
+        return state
+
+    @property
+    def trace(self) -> Trace | None:
+        """The trace :func:`analyze` ran over, while something else still holds it; None once it
+        is freed, after pickling or copying, and for a report built by hand."""
+        ref: weakref.ref[Trace] | None = self.__dict__.get(_TRACE_REF)
+        return ref() if ref is not None else None
+
     def section(self, name: str, cls: type[R]) -> R | None:
         """The section ``name`` checked to be a ``cls`` (None when it was not run)."""
         result = self.sections.get(name)
@@ -71,6 +91,12 @@ class Report:
         return headline(self.sections)
 
     def to_dict(self) -> dict[str, Any]:
+        """The report's data: layout version 1 (``schema_version`` 1, the path under ``trace``).
+
+        The files written by :meth:`write_json` and ``analyze --format json`` hold the same
+        data in the envelope shared by every command (``schema_version`` 2, the path under
+        ``inputs``, the ``only`` / ``skip`` choice under ``options``).
+        """
         data: dict[str, Any] = {
             "schema_version": REPORT_SCHEMA_VERSION,
             "result_schema_version": RESULT_SCHEMA_VERSION,
@@ -88,15 +114,24 @@ class Report:
         return display.render("report_html", self)
 
     def to_markdown(self) -> str:
+        """The report as Markdown, as ``analyze --format md`` writes it."""
         return display.render("report_markdown", self)
 
-    def write_html(self, path: str | os.PathLike[str]) -> None:
-        """Write the report as a self-contained HTML page."""
-        write_atomic(display.render("report_page", self), path)
+    def write_html(self, path: str | os.PathLike[str], trace: Trace | None = None) -> None:
+        """Write the self-contained HTML page ``analyze --format html`` writes; the file
+        appears whole or not at all.
+
+        The GPU timeline, memory and counter plots are drawn from ``trace`` (the trace this
+        report was computed from), by default the one :func:`analyze` ran over if it is still
+        alive (:attr:`trace`). Without either, the page says those plots are not available.
+        """
+        trace = trace if trace is not None else self.trace
+        write_atomic(display.render("report_page", self, trace=trace), path)
 
     def write_json(self, path: str | os.PathLike[str]) -> None:
-        """Write ``to_dict()`` as JSON; the file appears whole or not at all."""
-        write_atomic(json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n", path)
+        """Write the JSON document ``analyze --format json`` writes (the envelope of
+        ``kind: "report"``, not :meth:`to_dict`); the file appears whole or not at all."""
+        write_atomic(display.render("report_json", self), path)
 
 
 def select_sections(only: Iterable[str] | None, skip: Iterable[str] | None) -> list[str]:
@@ -123,13 +158,17 @@ def analyze(
     The chosen sections and what they require run once each, in dependency order; the report
     shows only the chosen ones. Specs of ``kind="job"`` (several traces) are not run here.
     ``on_section(name)`` is called before each analysis that runs (progress display),
-    including requirements that are not shown.
+    including requirements that are not shown. The report refers to ``trace`` weakly
+    (``report.trace``), for the plots of :meth:`Report.write_html`.
     """
     cfg = config or AnalysisConfig()
     only_names, skip_names = given_names(only), given_names(skip)
     chosen = select_sections(only_names, skip_names)
     results = run_closure(trace, cfg, chosen, on_section=on_section)
     sections = {name: results[name] for name in chosen}
-    return Report(
+    report = Report(
         trace_path=trace.meta.path, sections=sections, config=cfg, only=only_names, skip=skip_names
     )
+    # Not a field: equality, repr, to_dict and dataclasses.replace leave it out.
+    object.__setattr__(report, _TRACE_REF, weakref.ref(trace))
+    return report

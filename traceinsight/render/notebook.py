@@ -4,9 +4,9 @@ The HTML is a fragment with its own scoped style so it sits well inside a notebo
 A job report (``JobReport``) and a series of runs (``SeriesResult``) show the content of their
 HTML pages (heatmap and tables; plot and tables) the same way.
 ``register()`` hands these functions to ``traceinsight.analysis.display``, through which
-``Result._repr_html_``, ``Report._repr_html_`` and friends reach them; it also gives a job
-report's and a series' ``to_markdown`` / ``write_html`` / ``write_json`` what ``--format
-md/html/json`` writes (``formats.render``, the commands' own path).
+``Result._repr_html_``, ``Report._repr_html_`` and friends reach them; it also gives a
+report's, a job report's and a series' ``to_markdown`` / ``write_html`` / ``write_json`` what
+``--format md/html/json`` writes (``formats.render``, the commands' own path).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from traceinsight.render.terminal import section_title
 
 if TYPE_CHECKING:
     from traceinsight.render.formats import Format
+    from traceinsight.trace.model import Trace
 
 _STYLE = (
     "<style>.ti-nb dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:2px 14px}"
@@ -82,43 +83,36 @@ def _report_html(obj: Any) -> str:
     return report_html(obj)
 
 
-def _report_page(obj: Any) -> str:
-    from traceinsight.render.html import render_html
-
-    if isinstance(obj, (JobReport, SeriesResult)):
-        return _as_written(obj, "html")
-    if not isinstance(obj, Report):
+def _report_page(obj: Any, trace: Trace | None = None) -> str:
+    if not isinstance(obj, (Report, JobReport, SeriesResult)):
         raise TypeError(
             f"report_page needs a Report, a JobReport or a SeriesResult, not {type(obj).__name__}"
         )
-    return render_html(obj)
+    return _as_written(obj, "html", trace=trace)
 
 
 def _report_markdown(obj: Any) -> str:
-    from traceinsight.render.markdown import render_markdown
-
-    if isinstance(obj, (JobReport, SeriesResult)):
-        return _as_written(obj, "md")
-    if not isinstance(obj, Report):
+    if not isinstance(obj, (Report, JobReport, SeriesResult)):
         raise TypeError(
             f"report_markdown needs a Report, a JobReport or a SeriesResult, not {type(obj).__name__}"
         )
-    return render_markdown(obj)
+    return _as_written(obj, "md")
 
 
 def _report_json(obj: Any) -> str:
-    if not isinstance(obj, (JobReport, SeriesResult)):
+    if not isinstance(obj, (Report, JobReport, SeriesResult)):
         raise TypeError(
-            f"report_json needs a JobReport or a SeriesResult, not {type(obj).__name__}"
+            f"report_json needs a Report, a JobReport or a SeriesResult, not {type(obj).__name__}"
         )
     return _as_written(obj, "json")
 
 
-def _as_written(obj: JobReport | SeriesResult, fmt: Format) -> str:
-    """What ``analyze`` (a job) or ``compare`` (a series) writes with ``--format fmt``."""
+def _as_written(obj: Report | JobReport | SeriesResult, fmt: Format, trace: Trace | None = None) -> str:
+    """What ``analyze`` (a trace or a job) or ``compare`` (a series) writes with ``--format fmt``;
+    ``trace`` gives a report's HTML page its timeline, memory and counter plots."""
     from traceinsight.render.formats import render
 
-    return render(obj, fmt)
+    return render(obj, fmt, trace=trace)
 
 
 def register() -> None:

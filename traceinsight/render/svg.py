@@ -6,7 +6,7 @@ its container (``viewBox`` + ``width=100%``). Hover text uses SVG ``<title>`` el
 
 from __future__ import annotations
 
-import itertools
+import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -16,7 +16,6 @@ PALETTE = (
     "#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2",
     "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac",
 )
-_ids = itertools.count(1)
 FONT = "font-family='system-ui,-apple-system,Segoe UI,sans-serif' font-size='11'"
 
 
@@ -347,7 +346,10 @@ def loglog_scatter(
         y = py(10.0**e)
         body.append(f"<line x1='{left}' x2='{left + plot_w}' y1='{y:.1f}' y2='{y:.1f}' stroke='#eee'/>")
         body.append(_text(left - 4, y + 4, f"{10.0**e:g}", "end"))
-    clip = f"clip{next(_ids)}"
+    # Named after the frame and axes drawn so far, not by a counter: the same report renders to
+    # the same bytes in any process, and two charts in one notebook share a name only when they
+    # clip to the same rectangle.
+    clip = "clip-" + hashlib.sha1("".join(body).encode(), usedforsecurity=False).hexdigest()[:12]
     body.append(f"<clipPath id='{clip}'><rect x='{left}' y='{top}' width='{plot_w}' height='{plot_h}'/></clipPath>")
     for i, (name, peak, bw) in enumerate(roofs):
         if peak <= 0 or bw <= 0:

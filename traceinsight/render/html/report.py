@@ -2,7 +2,8 @@
 
 One file with its style inlined and charts as inline SVG: it opens offline, can be attached to
 a bug or archived as a CI artifact. Plots are built from the sections' results; the timeline
-strip, memory and counter charts also need the trace itself and are left out without it.
+strip, memory and counter charts also need the trace itself: without it, the page says that
+they are not available (with it, each is left out when the trace has no data for it).
 """
 
 from __future__ import annotations
@@ -20,6 +21,14 @@ from traceinsight.render.sections.findings import render_html as findings_html
 from traceinsight.render.terminal import section_title
 from traceinsight.trace.model import Trace
 
+# In place of the plots drawn from the trace, on a page rendered without it (a report written
+# from Python after its trace was freed, or unpickled).
+NO_TRACE_SECTION = (
+    "<section id='timeline'><h2>Timeline, memory and GPU counters</h2>"
+    "<p class='unavailable'>Not available: the trace was not at hand when this page was written; "
+    "report.write_html(path, trace=traceinsight.load(...)) draws these plots.</p></section>"
+)
+
 
 def render_html(report: Report, trace: Trace | None = None) -> str:
     """The whole report as one self-contained HTML page (``trace`` adds timeline/memory/counters)."""
@@ -35,6 +44,8 @@ def render_html(report: Report, trace: Trace | None = None) -> str:
         timeline = timeline_figure(report, trace)
         if timeline is not None:
             parts.append(f"<section id='timeline'><h2>Timeline</h2>{figure_html(timeline)}</section>")
+    else:
+        parts.append(NO_TRACE_SECTION)
     for name, result in ordered(report.sections):
         body = findings_html(result) if isinstance(result, FindingsResult) else result_html(result, section_figures(result))
         parts.append(f"<section id='{escape(name)}'><h2>{escape(section_title(name))}</h2>{body}</section>")
