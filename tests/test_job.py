@@ -200,6 +200,13 @@ def test_ddp_findings_and_json(ddp_job: Any) -> None:
     assert "rank_straggler" in text
 
 
+def test_straggler_share_in_the_headline_is_the_findings_saving(ddp_job: Any) -> None:
+    # the headline ("the others lose N % of the step time") and the finding print one figure
+    report = ddp_job.analyze()
+    finding = next(f for f in report.findings if f.id == "rank_straggler")
+    assert round(100 * report.stragglers.lost_share, 1) == round(finding.saving_pct, 1)
+
+
 def test_job_frames_are_lazy_with_a_rank_column(ddp_job: Any) -> None:
     lazy = ddp_job.scan("kernels")
     assert isinstance(lazy, pl.LazyFrame)

@@ -79,7 +79,7 @@ class StragglerResult(Result):
     reason: str | None = None
     reason_text: str | None = None
     lost_ns: int = 0  # what the other ranks lose to it over ``steps_used``
-    lost_share: float = 0.0  # of the job's step time
+    lost_share: float = 0.0  # per step, of the job's median step (as the straggler finding)
     steps_led: int = 0  # steps in which it was the straggler
     steps_used: tuple[int, ...] = ()
     per_step: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=PER_STEP_SCHEMA))
@@ -193,9 +193,14 @@ def analyze(summaries: Sequence[RankSummary], config: AnalysisConfig | None = No
         .sort(["lost_ns", "rank"], descending=[True, False])
     )
     top = by_rank.row(0, named=True)
-    total_step = float(per_step["step_ns"].sum())
+    # The job's step as the rank table and the findings take it (the median over ranks of each
+    # rank's median step), so that the share printed here is the straggler finding's saving.
+    job_step = float(
+        own.group_by("rank").agg(pl.col("dur_ns").median())["dur_ns"].median() or 0.0  # type: ignore[arg-type]
+    )
     lost = float(top["lost_ns"])
-    material = lost >= MATERIAL_NS and share(lost, total_step) >= MATERIAL_SHARE
+    lost_share = share(lost / len(used), job_step)
+    material = lost >= MATERIAL_NS and lost_share >= MATERIAL_SHARE
     rank = int(top["rank"])
     parts = _excess_parts(summaries, rank, used)
     kernels = _excess_kernels(summaries, rank, cfg.top_n)
@@ -207,7 +212,7 @@ def analyze(summaries: Sequence[RankSummary], config: AnalysisConfig | None = No
         "per_step": per_step,
         "by_rank": by_rank,
         "lost_ns": int(lost),
-        "lost_share": share(lost, total_step),
+        "lost_share": lost_share,
         "steps_led": int(top["steps_led"]),
     }
     if not material:
