@@ -34,6 +34,17 @@ def test_second_load_comes_from_the_cache_and_is_identical(trace_copy: Path) -> 
     assert second.meta.warnings == first.meta.warnings
 
 
+def test_a_cached_trace_keeps_the_path_as_given_this_time(
+    trace_copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # one entry serves every spelling of the path; the report names the one the user typed
+    ti.load(trace_copy.resolve())
+    monkeypatch.chdir(trace_copy.parent)
+    again = ti.load(Path(trace_copy.name))
+    assert again.meta.from_cache
+    assert again.meta.path == trace_copy.name
+
+
 def test_cache_false_neither_reads_nor_writes(trace_copy: Path) -> None:
     trace = ti.load(trace_copy, cache=False)
     assert not trace.meta.from_cache

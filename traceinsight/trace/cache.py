@@ -62,7 +62,8 @@ def read(path: Path) -> Trace | None:
         # A corrupt or foreign entry is never trusted: drop it and let the caller rebuild.
         shutil.rmtree(entry, ignore_errors=True)
         return None
-    return Trace(meta=replace(meta, from_cache=True), **frames)
+    # the path as spelled this time: the key is the resolved path, so one entry serves all
+    return Trace(meta=replace(meta, path=str(path), from_cache=True), **frames)
 
 
 def write(path: Path, trace: Trace) -> Path | None:
