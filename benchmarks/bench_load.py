@@ -3,8 +3,9 @@
 Each measurement runs in a fresh Python process so its peak memory is its own: the larger of
 that process's peak RSS and the peak, sampled from outside, of the memory of the process and
 every process it starts (the decode helpers; proportional set sizes, so a page they share
-counts once), summed, plus the decoded pieces the helpers leave in shared memory
-(``/dev/shm``) for the parent. Figures
+counts once), summed, plus what they keep in shared memory whether mapped or not, once: the
+decoded pieces the helpers leave in ``/dev/shm`` for the parent, and the in-memory file
+holding a gzip trace's text. Figures
 are reported as ratios to ``json.load`` of the same file in the same run, which makes them
 comparable across machines. ``cold`` decodes with the default helpers (one process per core),
 ``cold_wN`` with N processes (``--workers auto,2,1``).
@@ -72,22 +73,42 @@ def _tree_memory_bytes(root: int) -> int:
         children = [p for p, parent in parents.items() if parent == pid and p not in tree]
         tree.update(children)
         frontier.extend(children)
-    return sum(_process_memory_bytes(pid) for pid in tree)
+    return sum(_process_memory_bytes(pid) for pid in tree) + _memfd_bytes(tree)
 
 
 def _process_memory_bytes(pid: int) -> int:
+    """Proportional set size without shared memory (counted whole by ``_memfd_bytes``)."""
     try:
         with open(f"/proc/{pid}/smaps_rollup") as handle:
-            for line in handle:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, IndexError, ValueError):
+            fields = {line.split(":")[0]: int(line.split()[1]) for line in handle if "kB" in line}
+        return (fields["Pss"] - fields.get("Pss_Shmem", 0)) * 1024
+    except (OSError, IndexError, ValueError, KeyError):
         pass
     try:
         with open(f"/proc/{pid}/statm") as handle:
             return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, IndexError, ValueError):
         return 0
+
+
+def _memfd_bytes(tree: set[int]) -> int:
+    """In-memory files the processes hold open (a gzip trace's text), each counted once and
+    whole: pages of it that no process maps are memory too, which no RSS shows."""
+    sizes: dict[tuple[int, int], int] = {}
+    for pid in tree:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if not os.readlink(f"/proc/{pid}/fd/{fd}").startswith("/memfd:"):
+                    continue
+                stat = os.stat(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            sizes[(stat.st_dev, stat.st_ino)] = stat.st_blocks * 512
+    return sum(sizes.values())
 
 
 def _spool_bytes() -> int:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import traceinsight as ti
-from traceinsight.trace import chunking, parallel
+from traceinsight.trace import chunking, parallel, source
 
 from .conftest import sample_path
 from .handmade import op, write_trace
@@ -101,7 +101,9 @@ def test_a_helper_that_dies_loses_no_piece(small_pieces: None, monkeypatch: pyte
     one = ti.load(path, cache=False, workers=1)
     claimed: list[int] = []
 
-    def dying_helper(path_: Path, plan: Any, shared: int, spool: Path, number: int) -> Any:
+    def dying_helper(
+        path_: Path, map_path: str, plan: Any, shared: int, spool: Path, number: int
+    ) -> Any:
         code = (
             "import sys; from pathlib import Path; from traceinsight.trace.parallel import _claim; "
             f"c = Path({str(spool / 'next')!r}); "
@@ -133,7 +135,7 @@ def test_a_bad_cut_found_by_a_helper_falls_back_to_one_process(monkeypatch: pyte
     assert not list(Path(parallel._spool_root() or "/tmp").glob("traceinsight-decode-*"))
 
 
-def test_no_helper_for_one_worker_a_small_file_or_gzip(small_pieces: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_no_helper_for_one_worker_or_a_small_file(small_pieces: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     def refuse(*args: Any) -> Any:
         raise AssertionError("no helper should start")
 
@@ -143,11 +145,48 @@ def test_no_helper_for_one_worker_a_small_file_or_gzip(small_pieces: None, monke
     monkeypatch.setenv(parallel.WORKERS_ENV, "1")
     ti.load(plain, cache=False)
     monkeypatch.delenv(parallel.WORKERS_ENV)
-    # gzip: the helpers would have to gunzip the whole file again
+    # a gzip trace that could not go to an in-memory file: its bytearray is not mappable
+    monkeypatch.setattr(source, "_memfd", lambda: None)
     ti.load(sample_path("train_compiled"), cache=False, workers=4)
     # fewer pieces than it takes to pay for a process
     monkeypatch.setattr(chunking, "CHUNK_BYTES", 8 * 1024 * 1024)
     ti.load(plain, cache=False, workers=4)
+
+
+@pytest.mark.skipif(source._memfd() is None, reason="needs memfd_create")
+def test_helpers_decode_a_gzip_trace_from_its_text_in_memory(
+    small_pieces: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # GIVEN a real gzip trace, cut into many pieces, and a parent that decodes slowly
+    path = tmp_path / "train_eager.json.gz"
+    path.write_bytes(sample_path("train_eager").read_bytes())
+    one = ti.load(path, cache=False, workers=1)
+    maps: list[str] = []
+    real_start = parallel._start_helper
+
+    def start(path_: Path, map_path: str, *rest: Any) -> Any:
+        maps.append(map_path)
+        return real_start(path_, map_path, *rest)
+
+    parent_pieces: list[int] = []
+    real_consume = parallel.consume_piece
+
+    def slow_consume(events: list[Any]) -> Any:
+        parent_pieces.append(len(events))
+        time.sleep(0.01)
+        return real_consume(events)
+
+    monkeypatch.setattr(parallel, "_start_helper", start)
+    monkeypatch.setattr(parallel, "consume_piece", slow_consume)
+    # WHEN it is decoded by two processes
+    two = ti.load(path, cache=False, workers=2)
+    # THEN the helper mapped the gunzipped text in memory (not the .gz file), took pieces,
+    # and the frames equal one process's
+    assert len(maps) == 1 and maps[0].startswith("/proc/") and "/fd/" in maps[0]
+    text = gzip.decompress(path.read_bytes())
+    assert 0 < len(parent_pieces) < chunking.plan_pieces(bytearray(text), 0, None).pieces
+    _assert_same(one, two)
+    assert two.meta.path == str(path)
 
 
 def test_helpers_for_follows_cores_and_caps() -> None:

@@ -60,8 +60,9 @@ class PieceFailed(Exception):
 
 
 def helpers_for(plan: Plan, data: Buffer, requested: int | None) -> int:
-    """How many helper processes to start: none for a small or gunzipped trace (a helper
-    maps the file itself, so it needs a plain file), else one per spare core."""
+    """How many helper processes to start: none for a small trace, or one whose text is not
+    in a map a helper can open (a gzip trace where no in-memory file could be made), else
+    one per spare core."""
     if requested is None:
         env = os.environ.get(WORKERS_ENV, "").strip()
         requested = int(env) - 1 if env.isdigit() and int(env) > 0 else None
@@ -98,7 +99,7 @@ def decode_parallel(
     patches = plan.patch(data)
     try:
         for number in range(helpers):
-            procs.append(_start_helper(path, plan, shared, spool, number))
+            procs.append(_start_helper(path, _map_path(path, data), plan, shared, spool, number))
         results: dict[int, PieceResult] = {}
         results[last] = consume_piece(_decode(path, view, plan, last, header))
         plan.release(data, last)
@@ -136,8 +137,13 @@ def decode_parallel(
         restore(data, patches)
 
 
+def _map_path(path: Path, data: Buffer) -> str:
+    """What a helper maps: the file itself, or the in-memory text of a gunzipped one."""
+    return getattr(data, "helper_path", None) or str(path)
+
+
 def _start_helper(
-    path: Path, plan: Plan, shared: int, spool: Path, number: int
+    path: Path, map_path: str, plan: Plan, shared: int, spool: Path, number: int
 ) -> subprocess.Popen[bytes]:
     env = dict(os.environ)
     # Polars' allocator returns freed pages within milliseconds (see docs/trace-model.md);
@@ -155,7 +161,7 @@ def _start_helper(
             env=env,
         )
     assert proc.stdin is not None
-    pickle.dump((str(path), plan, shared, str(spool), os.getpid()), proc.stdin)
+    pickle.dump((str(path), map_path, plan, shared, str(spool), os.getpid()), proc.stdin)
     proc.stdin.close()
     return proc
 
@@ -220,7 +226,9 @@ def _claim(counter: Path, shared: int) -> int | None:
     return index  # the lock goes with the close
 
 
-def _helper(path_text: str, plan: Plan, shared: int, spool_text: str, parent: int) -> None:
+def _helper(
+    path_text: str, map_path: str, plan: Plan, shared: int, spool_text: str, parent: int
+) -> None:
     """A helper process: decode claimed pieces of the file until none are left."""
     import gc
 
@@ -229,7 +237,7 @@ def _helper(path_text: str, plan: Plan, shared: int, spool_text: str, parent: in
     gc.disable()  # as in the parent: millions of short-lived objects, no cycles
     path, spool = Path(path_text), Path(spool_text)
     counter = spool / "next"
-    with path.open("rb") as handle:
+    with open(map_path, "rb") as handle:
         data = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_COPY)
     if len(data) != plan.size:
         _fail(spool, f"{path} changed while it was being read")
@@ -289,7 +297,7 @@ def consume_piece(events: list[Any]) -> PieceResult:
 
 def helper_main(stdin: IO[bytes]) -> int:
     """The helper's entry point (see :mod:`.decode_helper`): its task comes on stdin."""
-    path_text, plan, shared, spool_text, parent = pickle.load(stdin)
+    path_text, map_path, plan, shared, spool_text, parent = pickle.load(stdin)
     with contextlib.suppress(FileNotFoundError):  # the parent gave up and removed the spool
-        _helper(path_text, plan, shared, spool_text, parent)
+        _helper(path_text, map_path, plan, shared, spool_text, parent)
     return 0

@@ -23,7 +23,9 @@ def read_bytes(path: Path) -> Buffer:
     A writable buffer, because the decoder writes array brackets into it to cut the events
     into chunks without copying them: a private copy-on-write map of a plain file (pages are
     handed back to the OS as soon as they are decoded, so the file never sits in memory
-    whole), or a bytearray filled in place for gzip.
+    whole). A gzip file is decompressed into an anonymous in-memory file (Linux), mapped the
+    same way, so that decode helpers can map it too (see :class:`Gunzipped`); elsewhere, into
+    a bytearray.
     """
     if not path.exists():
         raise TraceFormatError(path, "no such file")
@@ -62,8 +64,69 @@ def release_pages(data: Buffer, lo: int, hi: int) -> None:
         data.madvise(mmap.MADV_DONTNEED, first, last - first)
 
 
-def _gunzip(path: Path, handle: Any) -> bytearray:
-    out = bytearray()
+class Gunzipped(mmap.mmap):
+    """A gzip trace's text in an anonymous in-memory file (``memfd``), privately mapped.
+
+    ``helper_path`` opens the same memory from another process of this user, so decode
+    helpers map the text instead of decompressing the file again; the memory is freed once
+    this map and its descriptor are closed (``close()``, or when it is garbage collected).
+    """
+
+    helper_path: str
+    _fd: int
+
+    def close(self) -> None:
+        super().close()
+        fd, self._fd = getattr(self, "_fd", -1), -1
+        if fd >= 0:
+            os.close(fd)
+
+    def __del__(self) -> None:
+        fd = getattr(self, "_fd", -1)
+        if fd >= 0:
+            self._fd = -1
+            os.close(fd)
+
+
+def _gunzip(path: Path, handle: Any) -> Buffer:
+    fd = _memfd()
+    if fd is None:
+        out = bytearray()
+        _decompress(path, handle, out.extend)
+        return out
+    try:
+        _decompress(path, handle, lambda chunk: _write_all(fd, chunk))
+        size = os.fstat(fd).st_size
+        if size == 0:
+            os.close(fd)
+            return bytearray()
+        data = Gunzipped(fd, size, access=mmap.ACCESS_COPY)
+    except BaseException:
+        os.close(fd)
+        raise
+    data._fd = fd
+    data.helper_path = f"/proc/{os.getpid()}/fd/{fd}"
+    return data
+
+
+def _memfd() -> int | None:
+    create = getattr(os, "memfd_create", None)
+    if create is None or not os.path.isdir(f"/proc/{os.getpid()}/fd"):
+        return None
+    try:
+        fd: int = create("traceinsight-gunzipped", getattr(os, "MFD_CLOEXEC", 0))
+    except OSError:
+        return None
+    return fd
+
+
+def _write_all(fd: int, chunk: bytes) -> None:
+    view = memoryview(chunk)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _decompress(path: Path, handle: Any, sink: Any) -> None:
     decomp = zlib.decompressobj(16 + zlib.MAX_WBITS)
     member_open = False
     size = os.fstat(handle.fileno()).st_size
@@ -72,7 +135,7 @@ def _gunzip(path: Path, handle: Any) -> bytearray:
             progress.report("reading", handle.tell(), size)
             while piece:
                 member_open = True
-                out += decomp.decompress(piece)
+                sink(decomp.decompress(piece))
                 if decomp.eof:  # a multi-member file: the next member starts here
                     piece = decomp.unused_data
                     decomp = zlib.decompressobj(16 + zlib.MAX_WBITS)
@@ -85,4 +148,3 @@ def _gunzip(path: Path, handle: Any) -> bytearray:
         raise TraceFormatError(
             path, "truncated gzip file (it ends before the compressed data does)"
         )
-    return out
