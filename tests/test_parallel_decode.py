@@ -42,6 +42,21 @@ def _assert_same(a: Any, b: Any) -> None:
     assert a.meta.pid_labels == b.meta.pid_labels
 
 
+def _slow_parent(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Make the loading process decode slowly, so that helpers surely take some pieces; the
+    list it returns fills with the sizes of the pieces the loading process decoded."""
+    parent_pieces: list[int] = []
+    real_consume = parallel.consume_piece
+
+    def slow_consume(events: list[Any]) -> Any:
+        parent_pieces.append(len(events))
+        time.sleep(0.01)
+        return real_consume(events)
+
+    monkeypatch.setattr(parallel, "consume_piece", slow_consume)
+    return parent_pieces
+
+
 @pytest.fixture
 def small_pieces(monkeypatch: pytest.MonkeyPatch) -> None:
     # pieces of a few KB, so a sample of a few MB is cut into hundreds
@@ -56,15 +71,7 @@ def test_helpers_give_the_frames_of_one_process(
     # slowly, so the helpers surely take some of the pieces
     path = _plain_copy(tmp_path, name, indent=indent)
     one = ti.load(path, cache=False, workers=1)
-    parent_pieces: list[int] = []
-    real_consume = parallel.consume_piece
-
-    def slow_consume(events: list[Any]) -> Any:
-        parent_pieces.append(len(events))
-        time.sleep(0.01)
-        return real_consume(events)
-
-    monkeypatch.setattr(parallel, "consume_piece", slow_consume)
+    parent_pieces = _slow_parent(monkeypatch)
     # WHEN it is decoded by three processes
     three = ti.load(path, cache=False, workers=3)
     # THEN the helpers decoded part of it, and every frame and name equals one process's
@@ -168,16 +175,8 @@ def test_helpers_decode_a_gzip_trace_from_its_text_in_memory(
         maps.append(map_path)
         return real_start(path_, map_path, *rest)
 
-    parent_pieces: list[int] = []
-    real_consume = parallel.consume_piece
-
-    def slow_consume(events: list[Any]) -> Any:
-        parent_pieces.append(len(events))
-        time.sleep(0.01)
-        return real_consume(events)
-
+    parent_pieces = _slow_parent(monkeypatch)
     monkeypatch.setattr(parallel, "_start_helper", start)
-    monkeypatch.setattr(parallel, "consume_piece", slow_consume)
     # WHEN it is decoded by two processes
     two = ti.load(path, cache=False, workers=2)
     # THEN the helper mapped the gunzipped text in memory (not the .gz file), took pieces,

@@ -3,7 +3,6 @@ findings they support (``analysis.job.findings``)."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,14 +12,14 @@ from traceinsight.analysis.base import AnalysisConfig, Result, jsonable
 from traceinsight.analysis.findings.model import Finding
 from traceinsight.analysis.job import collectives, ranks, stragglers
 from traceinsight.analysis.job.common import choose_sections, given_names
+from traceinsight.analysis.job.files import CommandFiles
 from traceinsight.analysis.job.findings import JobFindingsResult
 from traceinsight.analysis.job.specs import JOB_SECTIONS
 from traceinsight.analysis.job.summary import RankSummary
-from traceinsight.atomic import write_atomic
 
 
 @dataclass(frozen=True)
-class JobReport:
+class JobReport(CommandFiles):
     """The job's sections by name (``sections``), with typed access to the usual ones."""
 
     rank_table: ranks.RankTableResult
@@ -46,20 +45,6 @@ class JobReport:
     def _repr_html_(self) -> str:
         """Rich display in Jupyter: what the job's HTML page shows (heatmap, tables)."""
         return display.render("report_html", self)
-
-    def to_markdown(self) -> str:
-        """The job report as Markdown, as ``analyze --format md`` writes it."""
-        return display.render("report_markdown", self)
-
-    def write_html(self, path: str | os.PathLike[str]) -> None:
-        """Write the job's HTML page (heatmap and tables), as ``analyze --format html`` does;
-        the file appears whole or not at all."""
-        write_atomic(display.render("report_page", self), path)
-
-    def write_json(self, path: str | os.PathLike[str]) -> None:
-        """Write the JSON document ``analyze --format json`` writes (the envelope of
-        ``kind: "job"``); the file appears whole or not at all."""
-        write_atomic(display.render("report_json", self), path)
 
     def to_dict(self) -> dict[str, Any]:
         """The shown sections by name, ``findings`` (when ``job_findings`` is shown) and the

@@ -13,16 +13,16 @@ against run 0, with the plot), ``breakdown`` (compute, communication, idle per s
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import polars as pl
 
-from traceinsight.analysis import display, stats
+from traceinsight.analysis import stats
 from traceinsight.analysis.base import AnalysisConfig, Result, jsonable
 from traceinsight.analysis.job.common import choose_sections
+from traceinsight.analysis.job.files import CommandFiles
 from traceinsight.analysis.job.summary import (
     IDLE_CAUSES,
     KERNEL_MIX_SCHEMA,
@@ -30,7 +30,6 @@ from traceinsight.analysis.job.summary import (
     STEP_SCHEMA,
     RankSummary,
 )
-from traceinsight.atomic import write_atomic
 
 BREAKDOWN = tuple(f"part_{p}_ns" for p in STEP_PARTS)
 ROW_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
@@ -77,7 +76,7 @@ def select_series_sections(only: Iterable[str] | None = None, skip: Iterable[str
 
 
 @dataclass(frozen=True)
-class SeriesResult(Result):
+class SeriesResult(CommandFiles, Result):
     """Per-step means per run (ns); ``ratio`` = median step of the run / of the first run.
 
     In Jupyter it displays as its HTML page does (plot and tables), through ``Result._repr_html_``.
@@ -102,20 +101,6 @@ class SeriesResult(Result):
         kept = {*ID_COLUMNS, *(c for name in self.sections for c in SECTION_COLUMNS[name])}
         data["runs"] = jsonable(self.runs.select([c for c in self.runs.columns if c in kept]))
         return data
-
-    def to_markdown(self) -> str:
-        """The series as Markdown, as ``compare --format md`` writes it."""
-        return display.render("report_markdown", self)
-
-    def write_html(self, path: str | os.PathLike[str]) -> None:
-        """Write the series' HTML page (plot and tables), as ``compare --format html`` does;
-        the file appears whole or not at all."""
-        write_atomic(display.render("report_page", self), path)
-
-    def write_json(self, path: str | os.PathLike[str]) -> None:
-        """Write the JSON document ``compare --format json`` writes (the envelope of
-        ``kind: "series"``); the file appears whole or not at all."""
-        write_atomic(display.render("report_json", self), path)
 
     @property
     def fastest(self) -> int | None:
