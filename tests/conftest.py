@@ -54,3 +54,28 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
 def sample_trace() -> Callable[[str], object]:
     """``sample_trace("train_eager")`` → a loaded :class:`Trace`, loaded once per session."""
     return _load_sample
+
+
+@pytest.fixture
+def disk_fails_half_way(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every atomic write (``traceinsight.atomic``) writes half its text to the temporary
+    file, then fails with OSError("disk full")."""
+    from traceinsight import atomic
+
+    real_fdopen = os.fdopen
+
+    class Broken:
+        def __init__(self, fd: int, mode: str) -> None:
+            self.f = real_fdopen(fd, mode)
+
+        def __enter__(self) -> Broken:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self.f.close()
+
+        def write(self, data: bytes) -> None:
+            self.f.write(data[: len(data) // 2])
+            raise OSError("disk full")
+
+    monkeypatch.setattr(atomic.os, "fdopen", Broken)

@@ -10,7 +10,6 @@ file is compared whole, byte for byte.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -160,27 +159,10 @@ def test_a_failed_write_leaves_no_file(
 
 
 def test_a_failed_write_keeps_the_old_file(
-    ddp_report: JobReport, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ddp_report: JobReport, tmp_path: Path, disk_fails_half_way: None
 ) -> None:
     target = tmp_path / "job.json"
     target.write_text("old\n")
-    real_fdopen = os.fdopen
-
-    class Broken:
-        def __init__(self, fd: int, mode: str) -> None:
-            self.f = real_fdopen(fd, mode)
-
-        def __enter__(self) -> Broken:
-            return self
-
-        def __exit__(self, *exc: object) -> None:
-            self.f.close()
-
-        def write(self, data: bytes) -> None:
-            self.f.write(data[: len(data) // 2])  # half the document, then the disk fails
-            raise OSError("disk full")
-
-    monkeypatch.setattr(atomic.os, "fdopen", Broken)
     with pytest.raises(OSError, match="disk full"):
         ddp_report.write_json(target)
     assert target.read_text() == "old\n"

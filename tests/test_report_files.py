@@ -14,11 +14,9 @@ from __future__ import annotations
 import copy
 import gc
 import json
-import os
 import pickle
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -180,28 +178,11 @@ def test_a_failed_write_leaves_no_file(
 
 
 def test_a_failed_write_keeps_the_old_file(
-    sample_trace: Callable[[str], Trace], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    sample_trace: Callable[[str], Trace], tmp_path: Path, disk_fails_half_way: None
 ) -> None:
     report = ti.analyze(sample_trace("fix_bmm_after"))
     target = tmp_path / "report.html"
     target.write_text("old\n")
-    real_fdopen = os.fdopen
-
-    class Broken:
-        def __init__(self, fd: int, mode: str) -> None:
-            self.f = real_fdopen(fd, mode)
-
-        def __enter__(self) -> Broken:
-            return self
-
-        def __exit__(self, *exc: Any) -> None:
-            self.f.close()
-
-        def write(self, data: bytes) -> None:
-            self.f.write(data[: len(data) // 2])  # half the page, then the disk fails
-            raise OSError("disk full")
-
-    monkeypatch.setattr(atomic.os, "fdopen", Broken)
     for write in (report.write_html, report.write_json):
         with pytest.raises(OSError, match="disk full"):
             write(target)
