@@ -17,7 +17,7 @@ import msgspec
 from traceinsight.errors import TraceFormatError
 from traceinsight.trace import progress
 from traceinsight.trace.lenient import BadCut, decode_events
-from traceinsight.trace.source import FIRST_TOKEN, Buffer, release_pages
+from traceinsight.trace.source import FIRST_TOKEN, Buffer, discard_pages
 
 # Target size of one decoded chunk of the events array; bounds the live Python objects.
 CHUNK_BYTES = 8 * 1024 * 1024
@@ -170,8 +170,8 @@ class Plan:
         return opener + bytes(view[start:end]) + closer
 
     def release(self, data: Buffer, index: int) -> None:
-        """Hand the decoded piece's pages back (those holding brackets are kept)."""
-        release_pages(data, self.start(index) + 1, self.end(index) - 1)
+        """Hand the decoded piece's pages back for good (those holding brackets are kept)."""
+        discard_pages(data, self.start(index) + 1, self.end(index) - 1)
 
 
 def plan_pieces(data: Buffer, lo: int, hi: int | None) -> Plan:

@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -97,6 +98,12 @@ def decode_parallel(
     procs: list[subprocess.Popen[bytes]] = []
     view = memoryview(data)
     patches = plan.patch(data)
+
+    def release(index: int) -> None:
+        # a helper's piece: its text is of no more use here either (a gunzipped text's
+        # pages are freed for every process)
+        plan.release(data, index)
+
     try:
         for number in range(helpers):
             procs.append(_start_helper(path, _map_path(path, data), plan, shared, spool, number))
@@ -114,12 +121,12 @@ def decode_parallel(
             done_bytes += plan.end(index) - plan.start(index)
             progress.report("decoding", done_bytes, len(data), decoded_events)
             # read the helpers' pieces while they still decode, not all at the end
-            _collect(spool, results)
-        _wait(procs, spool, results)
+            _collect(spool, results, release)
+        _wait(procs, spool, results, release)
         failed = spool / _FAILED
         if failed.exists():
             raise PieceFailed(failed.read_text(errors="replace").strip())
-        _collect(spool, results)
+        _collect(spool, results, release)
         # Pieces a helper took but did not deliver (it died or hung): decode them here.
         for index in range(plan.pieces):
             if index not in results:
@@ -167,13 +174,16 @@ def _start_helper(
 
 
 def _wait(
-    procs: list[subprocess.Popen[bytes]], spool: Path, results: dict[int, PieceResult]
+    procs: list[subprocess.Popen[bytes]],
+    spool: Path,
+    results: dict[int, PieceResult],
+    done: Callable[[int], None],
 ) -> None:
     """Until every helper has exited, reading the pieces they deliver meanwhile; one that
     delivers nothing for _SILENCE_S is killed."""
     heard = time.monotonic()
     while any(proc.poll() is None for proc in procs):
-        if _collect(spool, results):
+        if _collect(spool, results, done):
             heard = time.monotonic()
         elif time.monotonic() - heard > _SILENCE_S:
             for proc in procs:
@@ -183,11 +193,14 @@ def _wait(
             time.sleep(0.005)
 
 
-def _collect(spool: Path, results: dict[int, PieceResult]) -> int:
-    """Read the pieces delivered to ``spool`` so far into ``results``; how many."""
+def _collect(spool: Path, results: dict[int, PieceResult], done: Callable[[int], None]) -> int:
+    """Read the pieces delivered to ``spool`` so far into ``results``, calling ``done`` with
+    each one's index; how many."""
     found = 0
     for spooled in spool.glob("*.pickle"):
-        results[int(spooled.stem)] = _read_spooled(spooled)
+        index = int(spooled.stem)
+        results[index] = _read_spooled(spooled)
+        done(index)
         found += 1
     return found
 

@@ -42,7 +42,7 @@ from traceinsight.trace.parallel import (
     decode_parallel,
     helpers_for,
 )
-from traceinsight.trace.source import Buffer, read_bytes, release_pages
+from traceinsight.trace.source import Buffer, read_bytes, release_pages, restore_discarded
 
 __all__ = ["Buffer", "RawTrace", "read_bytes", "read_trace"]
 
@@ -86,6 +86,7 @@ def read_trace(path: Path, data: Buffer, *, workers: int | None = None) -> RawTr
             # Unusual layout or broken JSON: validate the whole file first; that pass names
             # the problem precisely, and gives the array's end for a careful decode.
             warnings.clear()
+            restore_discarded(data)
             header, lo, hi = split_top_level(path, data)
             release_pages(data, 0, len(data))
             state, parts = _decode_all(path, data, header, lo, hi, warnings, workers)
@@ -128,6 +129,7 @@ def _decode_all(
             pieces = decode_parallel(path, data, plan, header, helpers)
         except PieceFailed:
             pieces = None  # decoded again below, where a bad cut is recovered from
+            restore_discarded(data)
     if pieces is None:
         pieces = [consume_piece(events) for events in decode_chunks(path, data, plan, header)]
     return merge_pieces(pieces, warnings)

@@ -50,18 +50,41 @@ def _map(handle: Any) -> Buffer:
 
 
 def release_pages(data: Buffer, lo: int, hi: int) -> None:
-    """Drop the whole pages inside data[lo:hi] from memory (a no-op for a bytearray).
+    """Drop the whole pages inside data[lo:hi] from this process's memory (a no-op for a
+    bytearray).
 
     Pages of a private file map come back from the page cache if read again; pages we wrote
     brackets into are never inside a released range (it stops short of both ends).
     """
     if not isinstance(data, mmap.mmap) or not hasattr(mmap, "MADV_DONTNEED"):
         return
-    page = mmap.PAGESIZE
-    first = -(-lo // page) * page
-    last = (hi // page) * page
+    first, last = _inner_pages(lo, hi)
     if last > first:
         data.madvise(mmap.MADV_DONTNEED, first, last - first)
+
+
+def discard_pages(data: Buffer, lo: int, hi: int) -> None:
+    """Drop the whole pages inside data[lo:hi] for good: decoded text that nobody reads again.
+
+    For a plain file this is :func:`release_pages`. A gunzipped text has no file behind its
+    pages, so they are freed from its in-memory file as well (not only from this process's
+    map), and :func:`restore_discarded` decompresses them again should a fall-back decode
+    need the whole text.
+    """
+    release_pages(data, lo, hi)
+    if isinstance(data, Gunzipped):
+        data.discard(lo, hi)
+
+
+def restore_discarded(data: Buffer) -> None:
+    """Bring back the text :func:`discard_pages` freed, before the whole of it is read again."""
+    if isinstance(data, Gunzipped):
+        data.refill()
+
+
+def _inner_pages(lo: int, hi: int) -> tuple[int, int]:
+    page = mmap.PAGESIZE
+    return -(-lo // page) * page, (hi // page) * page
 
 
 class Gunzipped(mmap.mmap):
@@ -70,12 +93,61 @@ class Gunzipped(mmap.mmap):
     ``helper_path`` opens the same memory from another process of this user, so decode
     helpers map the text instead of decompressing the file again; the memory is freed once
     this map and its descriptor are closed (``close()``, or when it is garbage collected).
+    Pages of text already decoded can be freed early (:meth:`discard`): they would otherwise
+    stay in memory, beside the columns made from them, until the whole decode ends.
     """
 
     helper_path: str
+    source: Path
     _fd: int
+    _holes: mmap.mmap | None = None  # a shared map of the memory file, to free its pages
+
+    def discard(self, lo: int, hi: int) -> None:
+        """Free the whole pages inside [lo, hi) of the in-memory file (they read as zeros
+        until :meth:`refill`)."""
+        first, last = _inner_pages(lo, hi)
+        if last <= first or not hasattr(mmap, "MADV_REMOVE") or getattr(self, "_fd", -1) < 0:
+            return
+        if self._holes is None:
+            try:
+                self._holes = mmap.mmap(self._fd, len(self), access=mmap.ACCESS_WRITE)
+            except OSError:
+                return
+        try:
+            self._holes.madvise(mmap.MADV_REMOVE, first, last - first)
+        except OSError:
+            return  # the kernel cannot free them: they simply stay
+
+    def refill(self) -> None:
+        """Decompress the source again into the in-memory file, when pages were discarded."""
+        if self._holes is None:
+            return
+        size = len(self)
+        written = 0
+
+        def put(chunk: bytes) -> None:
+            nonlocal written
+            if written + len(chunk) > size:
+                raise TraceFormatError(self.source, "file changed while it was being read")
+            _write_all(self._fd, chunk, written)
+            written += len(chunk)
+
+        try:
+            with self.source.open("rb") as handle:
+                _decompress(self.source, handle, put)
+        except OSError as exc:
+            raise TraceFormatError(self.source, f"cannot read again: {exc.strerror or exc}") from exc
+        if written != size:
+            raise TraceFormatError(self.source, "file changed while it was being read")
+        # Pages of the private map that this process wrote (the cut brackets) keep its copy;
+        # they are never discarded, so every other page now reads the text again.
+        self._holes.close()
+        self._holes = None
 
     def close(self) -> None:
+        if self._holes is not None:
+            self._holes.close()
+            self._holes = None
         super().close()
         fd, self._fd = getattr(self, "_fd", -1), -1
         if fd >= 0:
@@ -95,7 +167,7 @@ def _gunzip(path: Path, handle: Any) -> Buffer:
         _decompress(path, handle, out.extend)
         return out
     try:
-        _decompress(path, handle, lambda chunk: _write_all(fd, chunk))
+        _decompress(path, handle, lambda chunk: _write_all(fd, chunk, None))
         size = os.fstat(fd).st_size
         if size == 0:
             os.close(fd)
@@ -105,6 +177,7 @@ def _gunzip(path: Path, handle: Any) -> Buffer:
         os.close(fd)
         raise
     data._fd = fd
+    data.source = path
     data.helper_path = f"/proc/{os.getpid()}/fd/{fd}"
     return data
 
@@ -120,10 +193,14 @@ def _memfd() -> int | None:
     return fd
 
 
-def _write_all(fd: int, chunk: bytes) -> None:
+def _write_all(fd: int, chunk: bytes, at: int | None) -> None:
+    """Write all of ``chunk`` at the file's position (``at`` None) or at offset ``at``."""
     view = memoryview(chunk)
     while view:
-        view = view[os.write(fd, view) :]
+        done = os.write(fd, view) if at is None else os.pwrite(fd, view, at)
+        view = view[done:]
+        if at is not None:
+            at += done
 
 
 def _decompress(path: Path, handle: Any, sink: Any) -> None:
