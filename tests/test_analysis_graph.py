@@ -120,3 +120,29 @@ def test_views_come_from_registered_renderers(sample_trace: Callable[[str], Any]
     finally:
         display._RENDERERS.clear()
         display._RENDERERS.update(saved)
+
+
+def test_a_report_unpickled_in_a_fresh_process_renders_itself(
+    sample_trace: Callable[[str], Any], tmp_path: Path
+) -> None:
+    import pickle
+    import subprocess
+    import sys
+
+    # GIVEN a report pickled here
+    report = analyze(sample_trace("mm_sweep_64"), AnalysisConfig(), only=["overview", "gaps"])
+    pickled = tmp_path / "report.pickle"
+    pickled.write_bytes(pickle.dumps(report))
+    # WHEN a fresh interpreter, which never imported the presentation package, unpickles it
+    # and asks for its Markdown and JSON
+    code = (
+        "import pickle, sys; "
+        f"r = pickle.loads(open({str(pickled)!r}, 'rb').read()); "
+        "assert 'traceinsight.render' not in sys.modules; "
+        f"r.write_json({str(tmp_path / 'fresh.json')!r}); sys.stdout.write(r.to_markdown())"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    # THEN it gets what this process renders
+    assert out.stdout == report.to_markdown()
+    report.write_json(tmp_path / "here.json")
+    assert (tmp_path / "fresh.json").read_text() == (tmp_path / "here.json").read_text()

@@ -3,7 +3,8 @@ provides it.
 
 Results and reports are plain data and must not import the presentation package (it imports
 them). Instead, the presentation package registers one function per kind when it is imported,
-and ``Result._repr_html_`` / ``Report.to_markdown`` / ``Report.write_html`` look it up here.
+and ``Result._repr_html_`` / ``Report.to_markdown`` / ``Report.write_html`` look it up here;
+when nothing is registered yet, the first lookup imports the presentation package by name.
 
 Kinds: ``"result_html"`` (one result as an HTML fragment; a series of runs as its page's
 content), ``"report_html"`` (a report, or a job report, as an HTML fragment for notebooks),
@@ -18,6 +19,7 @@ page's timeline, memory and counter plots).
 from __future__ import annotations
 
 from collections.abc import Callable
+from importlib import import_module
 from typing import Any
 
 from traceinsight.errors import TraceInsightError
@@ -25,6 +27,9 @@ from traceinsight.errors import TraceInsightError
 KINDS = ("result_html", "report_html", "report_page", "report_markdown", "report_json")
 
 _RENDERERS: dict[str, Callable[..., str]] = {}
+# The package's own presentation: it registers its views when it is imported. A report
+# unpickled in a fresh process (or made by the analysis layer alone) has not imported it yet.
+_DEFAULT_PRESENTATION = "traceinsight.render"
 
 
 class NoRendererError(TraceInsightError, LookupError):
@@ -40,12 +45,14 @@ def register(kind: str, fn: Callable[..., str]) -> None:
 
 def render(kind: str, obj: Any, **options: Any) -> str:
     """The registered view of ``obj`` for ``kind``; ``options`` are passed on to its function."""
-    try:
-        fn = _RENDERERS[kind]
-    except KeyError:
+    fn = _RENDERERS.get(kind)
+    if fn is None and kind in KINDS:
+        import_module(_DEFAULT_PRESENTATION)  # a no-op once imported
+        fn = _RENDERERS.get(kind)
+    if fn is None:
         raise NoRendererError(
             f"no {kind} view registered: import the presentation package (traceinsight.render) first"
-        ) from None
+        )
     return fn(obj, **options)
 
 
