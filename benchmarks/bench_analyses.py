@@ -1,8 +1,10 @@
 """Analysis-time benchmark: every registered analysis, timed by name, on a large trace.
 
 The trace is loaded once (through the cache, so later runs skip the parse); then each analysis
-in ``traceinsight.analysis.registry.ANALYSES`` is run on it and timed, and finally all of them
-together as ``traceinsight analyze`` runs them. New analyses are picked up from the registry.
+in ``traceinsight.analysis.registry.ANALYSES`` is run on it and timed (the results it requires
+are computed first and not timed, so each row is that analysis's own time), and finally all of
+them together as ``traceinsight analyze`` runs them, each once. New analyses are picked up from
+the registry; analyses over several traces (jobs) are left out.
 
     python benchmarks/bench_analyses.py                    # builds .bench/large.json if needed
     python benchmarks/bench_analyses.py path/to/trace.json --repeat 3 --only gaps,steps
@@ -21,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from traceinsight.analysis.base import AnalysisConfig  # noqa: E402
+from traceinsight.analysis.base import AnalysisConfig, Inputs  # noqa: E402
 from traceinsight.analysis.registry import ANALYSES  # noqa: E402
 from traceinsight.analysis.report import analyze  # noqa: E402
 from traceinsight.trace.loader import load  # noqa: E402
@@ -69,11 +71,12 @@ def main() -> int:
     print(f"load ({source}): {load_s:.2f} s\n")
 
     chosen = [s.strip() for s in args.only.split(",") if s.strip()]
-    specs = [spec for spec in ANALYSES if not chosen or spec.name in chosen]
+    specs = [spec for spec in ANALYSES if spec.kind == "trace" and (not chosen or spec.name in chosen)]
     config = AnalysisConfig()
     rows = []
     for spec in specs:
-        seconds = _best_of(args.repeat, lambda spec=spec: spec.run(trace, config))
+        inputs = Inputs.compute(trace, config, spec.requires)
+        seconds = _best_of(args.repeat, lambda spec=spec, inputs=inputs: spec.run(trace, config, inputs))
         rows.append((spec.name, seconds))
     names = [spec.name for spec in specs]
     together = _best_of(args.repeat, lambda: analyze(trace, config, only=names))
