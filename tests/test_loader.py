@@ -416,3 +416,33 @@ def test_two_gpu_ddp_trace_keeps_rank_and_collectives(rank: int, sample_trace) -
     # the all-reduces run on their own stream, beside the compute stream
     assert nccl["stream"].n_unique() == 1
     assert nccl["stream"][0] not in trace.kernels.filter(~pl.col("name").cast(pl.String).str.starts_with("nccl"))["stream"].unique().to_list()
+
+
+@pytest.mark.parametrize("inflater", ["default", "zlib"])
+def test_gzip_text_is_the_same_whichever_inflater(inflater: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import zlib
+
+    from traceinsight.errors import TraceFormatError
+    from traceinsight.trace import source
+
+    if inflater == "zlib":  # as on a platform without ISA-L's wheels
+        monkeypatch.setattr(source, "_inflate", zlib)
+    else:
+        import importlib.util
+
+        expected = "isal.isal_zlib" if importlib.util.find_spec("isal") else "zlib"
+        assert source._inflate.__name__ == expected
+    # GIVEN a real gzip trace, the same written as two gzip members, and a corrupt one
+    real = sample_path("train_compiled").read_bytes()
+    text = gzip.decompress(real)
+    two_members = tmp_path / "two.json.gz"
+    two_members.write_bytes(gzip.compress(text[:1000]) + gzip.compress(text[1000:]))
+    corrupt = tmp_path / "corrupt.json.gz"
+    corrupt.write_bytes(real[:-6] + bytes(b ^ 0xFF for b in real[-6:-4]) + real[-4:])  # its CRC
+    # WHEN they are read
+    # THEN the text is the file's, byte for byte, and the corrupt one is named as such
+    for path in (sample_path("train_compiled"), two_members):
+        data = source.read_bytes(path)
+        assert bytes(data[:]) == text
+    with pytest.raises(TraceFormatError, match="corrupt gzip data"):
+        source.read_bytes(corrupt)

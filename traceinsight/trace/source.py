@@ -7,12 +7,22 @@ import os
 import re
 import zlib
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from traceinsight.errors import TraceFormatError
 from traceinsight.trace import progress
 
 FIRST_TOKEN = re.compile(rb"\s*(\S)")
+
+_inflate: ModuleType
+try:  # ISA-L inflates gzip about twice as fast as zlib (0.42 s against 0.93 s for 453 MB of JSON)
+    from isal import isal_zlib
+
+    _inflate = isal_zlib
+except ImportError:  # a platform without its wheels (it is a dependency where they exist)
+    _inflate = zlib
+_INFLATE_ERRORS: tuple[type[Exception], ...] = tuple({zlib.error, _inflate.error})
 
 Buffer = bytearray | mmap.mmap
 
@@ -204,7 +214,7 @@ def _write_all(fd: int, chunk: bytes, at: int | None) -> None:
 
 
 def _decompress(path: Path, handle: Any, sink: Any) -> None:
-    decomp = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    decomp = _inflate.decompressobj(16 + zlib.MAX_WBITS)
     member_open = False
     size = os.fstat(handle.fileno()).st_size
     try:
@@ -215,11 +225,11 @@ def _decompress(path: Path, handle: Any, sink: Any) -> None:
                 sink(decomp.decompress(piece))
                 if decomp.eof:  # a multi-member file: the next member starts here
                     piece = decomp.unused_data
-                    decomp = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                    decomp = _inflate.decompressobj(16 + zlib.MAX_WBITS)
                     member_open = False
                 else:
                     piece = b""
-    except zlib.error as exc:
+    except _INFLATE_ERRORS as exc:
         raise TraceFormatError(path, f"corrupt gzip data ({exc})") from exc
     if member_open:
         raise TraceFormatError(
