@@ -64,7 +64,8 @@ def generate() -> str:
         "",
         "`--format json` writes the same envelope for every command (`schema_version`, "
         "`traceinsight_version`, `kind`, `inputs`, `options`, `sections`, then the results): see "
-        "[the JSON report](report.md#the-json-report). Files given with `-o` are written atomically.",
+        "[the JSON report](report.md#the-json-report). Files given with `-o` are written atomically "
+        "(a link stays a link; `-o /dev/stdout` or a named pipe is written to, and needs no `--force`).",
         "",
     ]
     commands = getattr(group, "commands", {})

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import json
 import os
-import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from traceinsight.atomic import open_atomic
 from traceinsight.capture import counters as C
 from traceinsight.capture.nvml import Sample
 
@@ -143,16 +142,6 @@ def dumps_trace(trace: Mapping[str, Any]) -> bytes:
     return text.encode("utf-8")
 
 
-def _new_file_mode(target: Path) -> int:
-    try:
-        return target.stat().st_mode & 0o777
-    except OSError:
-        pass
-    mask = os.umask(0)
-    os.umask(mask)
-    return 0o666 & ~mask
-
-
 def write_bytes_atomic(
     data: bytes, path: str | os.PathLike[str], *, gz: bool | None = None
 ) -> Path:
@@ -164,24 +153,13 @@ def write_bytes_atomic(
     target.parent.mkdir(parents=True, exist_ok=True)
     if gz is None:
         gz = target.name.endswith(".gz")
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as raw:
-            if gz:
-                # mtime=0 keeps the output reproducible for identical traces.
-                with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) as zf:
-                    zf.write(data)
-            else:
-                raw.write(data)
-            raw.flush()
-            os.fsync(raw.fileno())
-        # mkstemp creates 0600; give the file the mode a plain open() would have.
-        os.chmod(tmp, _new_file_mode(target))
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    with open_atomic(target) as raw:
+        if gz:
+            # mtime=0 keeps the output reproducible for identical traces.
+            with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) as zf:
+                zf.write(data)
+        else:
+            raw.write(data)
     return target
 
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from traceinsight.atomic import is_regular_or_new, write_atomic
 from traceinsight.errors import UsageError
 
 if TYPE_CHECKING:
@@ -17,11 +18,13 @@ if TYPE_CHECKING:
 
 
 def check_writable(path: Path, *, force: bool) -> None:
-    """Refuse to clobber an existing file unless asked to; checked before any work is done."""
-    if path.exists() and not force:
-        raise UsageError(f"{path} exists; pass --force to overwrite it")
-    if path.exists() and path.is_dir():
+    """Refuse to clobber an existing file unless asked to; checked before any work is done.
+
+    A device or a pipe (``-o /dev/stdout``, ``/dev/null``) holds nothing to clobber."""
+    if path.is_dir():
         raise UsageError(f"{path} is a directory")
+    if path.exists() and not force and is_regular_or_new(path):
+        raise UsageError(f"{path} exists; pass --force to overwrite it")
     if not path.parent.exists():
         raise UsageError(f"directory {path.parent} does not exist")
 
@@ -35,11 +38,10 @@ def write_output(content: str | bytes, path: Path | None, *, force: bool) -> Non
             sys.stdout.write(content)
         sys.stdout.flush()
         return
-    from traceinsight.atomic import write_atomic
-
     check_writable(path, force=force)
     write_atomic(content, path)
-    typer.echo(f"Wrote {path}")
+    if is_regular_or_new(path):  # not into the stream the content went to (-o /dev/stdout)
+        typer.echo(f"Wrote {path}")
 
 
 def emit(obj: Document, fmt: Format, output: Path | None, *, trace: Trace | None = None, top: int = 8) -> None:
