@@ -139,9 +139,10 @@ class Gunzipped(mmap.mmap):
             nonlocal written
             if written + len(chunk) > size:
                 raise TraceFormatError(self.source, "file changed while it was being read")
-            _write_all(self._fd, chunk, written)
+            _write_all(self._fd, chunk)
             written += len(chunk)
 
+        os.lseek(self._fd, 0, os.SEEK_SET)  # the same text again, over the old
         try:
             with self.source.open("rb") as handle:
                 _decompress(self.source, handle, put)
@@ -177,7 +178,7 @@ def _gunzip(path: Path, handle: Any) -> Buffer:
         _decompress(path, handle, out.extend)
         return out
     try:
-        _decompress(path, handle, lambda chunk: _write_all(fd, chunk, None))
+        _decompress(path, handle, lambda chunk: _write_all(fd, chunk))
         size = os.fstat(fd).st_size
         if size == 0:
             os.close(fd)
@@ -203,14 +204,10 @@ def _memfd() -> int | None:
     return fd
 
 
-def _write_all(fd: int, chunk: bytes, at: int | None) -> None:
-    """Write all of ``chunk`` at the file's position (``at`` None) or at offset ``at``."""
+def _write_all(fd: int, chunk: bytes) -> None:
     view = memoryview(chunk)
     while view:
-        done = os.write(fd, view) if at is None else os.pwrite(fd, view, at)
-        view = view[done:]
-        if at is not None:
-            at += done
+        view = view[os.write(fd, view) :]
 
 
 def _decompress(path: Path, handle: Any, sink: Any) -> None:
