@@ -1,7 +1,7 @@
 """Analysis-time benchmark: every registered analysis, timed by name, on a large trace.
 
 The trace is loaded once (through the cache, so later runs skip the parse); then each analysis
-in ``traceinsight.analysis.registry.ANALYSES`` is run on it and timed (the results it requires
+in ``traceinsight.analysis.core.registry.ANALYSES`` is run on it and timed (the results it requires
 are computed first and not timed, so each row is that analysis's own time), and finally all of
 them together as ``traceinsight analyze`` runs them, each once. New analyses are picked up from
 the registry; analyses over several traces (jobs) are left out.
@@ -23,9 +23,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from traceinsight.analysis.base import AnalysisConfig, Inputs  # noqa: E402
-from traceinsight.analysis.registry import ANALYSES  # noqa: E402
-from traceinsight.analysis.report import analyze  # noqa: E402
+from traceinsight.analysis.core.base import AnalysisConfig, Inputs  # noqa: E402
+from traceinsight.analysis.core.registry import ANALYSES  # noqa: E402
+from traceinsight.analysis.core.report import analyze  # noqa: E402
 from traceinsight.trace.loader import load  # noqa: E402
 
 DEFAULT_TRACE = ROOT / ".bench" / "large.json"

@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import polars as pl
 
 import traceinsight
-from traceinsight.analysis.costmodel import op_costs
+from traceinsight.analysis.cost.model import op_costs
 
 # Recorded names of the fused attention backward (CPU flash, CUDA flash/efficient/cuDNN).
 ATTENTION_BACKWARD = (

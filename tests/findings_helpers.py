@@ -7,9 +7,18 @@ import json
 from pathlib import Path
 from typing import Any
 
-from traceinsight.analysis import bound, breakdown, compile, gaps, kernels, memory, ops, steps
-from traceinsight.analysis.base import AnalysisConfig
+from traceinsight.analysis.core.base import AnalysisConfig
 from traceinsight.analysis.findings import FindingContext, FindingsResult, find
+from traceinsight.analysis.sections import (
+    bound,
+    breakdown,
+    compile,
+    gaps,
+    kernels,
+    memory,
+    ops,
+    steps,
+)
 from traceinsight.trace.loader import load
 from traceinsight.trace.model import Trace
 

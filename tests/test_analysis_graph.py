@@ -10,16 +10,17 @@ from typing import Any
 
 import pytest
 
-from traceinsight.analysis import bound, display, gaps
-from traceinsight.analysis.base import AnalysisConfig, AnalysisSpec, Inputs, Result
-from traceinsight.analysis.registry import (
+from traceinsight.analysis.core import display
+from traceinsight.analysis.core.base import AnalysisConfig, AnalysisSpec, Inputs, Result
+from traceinsight.analysis.core.registry import (
     ANALYSES,
     RUN_ORDER,
     RegistryError,
     closure,
     topological_order,
 )
-from traceinsight.analysis.report import analyze
+from traceinsight.analysis.core.report import analyze
+from traceinsight.analysis.sections import bound, gaps
 
 
 def _spec(name: str, *requires: str) -> AnalysisSpec:

@@ -16,8 +16,8 @@ from rich.console import Console
 
 from tests.conftest import sample_path
 from tests.handmade import kernel, launch, op, write_trace
-from traceinsight.analysis import bound
-from traceinsight.analysis.base import AnalysisConfig, Inputs
+from traceinsight.analysis.core.base import AnalysisConfig, Inputs
+from traceinsight.analysis.sections import bound
 from traceinsight.cli.app import main
 from traceinsight.render.sections.bound import render_by, render_terminal
 from traceinsight.trace.loader import load

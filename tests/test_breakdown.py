@@ -7,9 +7,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from traceinsight.analysis import breakdown
-from traceinsight.analysis.base import AnalysisConfig
-from traceinsight.analysis.overview import analysis_window
+from traceinsight.analysis.core.base import AnalysisConfig
+from traceinsight.analysis.sections import breakdown
+from traceinsight.analysis.sections.overview import analysis_window
 from traceinsight.trace.loader import load
 
 from .conftest import sample_names
@@ -108,8 +108,8 @@ def test_cpu_only_trace_is_not_available(tmp_path: Path) -> None:
 
 
 def test_ddp_all_reduces_count_as_communication(sample_trace) -> None:
-    from traceinsight.analysis import breakdown
-    from traceinsight.analysis.base import AnalysisConfig
+    from traceinsight.analysis.core.base import AnalysisConfig
+    from traceinsight.analysis.sections import breakdown
 
     result = breakdown.run(sample_trace("ddp_train.rank0"), AnalysisConfig())
     shares = {row["category"]: row["dur_ns"] for row in result.by_device.iter_rows(named=True)}

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.handmade import kernel, launch, op, write_trace
-from traceinsight.analysis.costmodel import (
+from traceinsight.analysis.cost.model import (
     broadcast_shape,
     dtype_bytes,
     kernel_costs,

@@ -16,7 +16,7 @@ import polars as pl
 import pytest
 
 import traceinsight as ti
-from traceinsight.analysis.diff_contrib import contributions
+from traceinsight.analysis.diff.contrib import contributions
 from traceinsight.render.envelope import dumps
 
 ROOT = Path(__file__).resolve().parent.parent

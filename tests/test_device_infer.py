@@ -8,10 +8,10 @@ from typing import Any
 import polars as pl
 
 from tests.handmade import kernel, launch, op, write_trace
-from traceinsight.analysis.base import AnalysisConfig
-from traceinsight.analysis.bound import BoundResult
-from traceinsight.analysis.bound import run as bound_run
-from traceinsight.analysis.device_infer import infer_part, part_from_kernel_names
+from traceinsight.analysis.core.base import AnalysisConfig
+from traceinsight.analysis.device.infer import infer_part, part_from_kernel_names
+from traceinsight.analysis.sections.bound import BoundResult
+from traceinsight.analysis.sections.bound import run as bound_run
 from traceinsight.trace.loader import load
 
 GENERIC = {"id": 0, "name": "AMD Radeon Graphics", "numSms": 304}

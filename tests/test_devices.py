@@ -6,7 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from traceinsight.analysis.devices import DTYPE_CLASSES, known_devices, load_toml, lookup, resolve
+from traceinsight.analysis.device.peaks import (
+    DTYPE_CLASSES,
+    known_devices,
+    load_toml,
+    lookup,
+    resolve,
+)
 from traceinsight.errors import UsageError
 
 

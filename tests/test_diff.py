@@ -17,14 +17,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from traceinsight.analysis.diff import (
+from traceinsight.analysis.diff.compare import (
     DiffOptions,
     DiffResult,
     contributions,
     diff_traces,
     label_for,
 )
-from traceinsight.analysis.stats import min_rank_p
+from traceinsight.analysis.lib.stats import min_rank_p
 from traceinsight.api import diff
 from traceinsight.cli.app import main
 from traceinsight.errors import EXIT_REGRESSION, EXIT_USAGE

@@ -9,7 +9,7 @@ import types
 from pathlib import Path
 
 import traceinsight as ti
-from traceinsight.analysis.base import AnalysisConfig, Inputs
+from traceinsight.analysis.core.base import AnalysisConfig, Inputs
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -12,10 +12,10 @@ import polars as pl
 import pytest
 
 from tests.conftest import sample_path
-from traceinsight.analysis.bound import BoundResult
-from traceinsight.analysis.gaps import GapsResult
-from traceinsight.analysis.report import analyze
-from traceinsight.analysis.steps import StepsResult
+from traceinsight.analysis.core.report import analyze
+from traceinsight.analysis.sections.bound import BoundResult
+from traceinsight.analysis.sections.gaps import GapsResult
+from traceinsight.analysis.sections.steps import StepsResult
 from traceinsight.cli.app import main
 from traceinsight.render.perfetto_export import Slice, assign_lanes, export_perfetto
 from traceinsight.trace.schema import GPU_KINDS

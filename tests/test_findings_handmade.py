@@ -9,10 +9,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from traceinsight.analysis.compile import CompileResult
 from traceinsight.analysis.findings import FindingContext, find
 from traceinsight.analysis.findings.catalogue import MATERIALITY_PCT, TENSOR_CORE_EFFICIENCY
-from traceinsight.analysis.memory import MemoryResult
+from traceinsight.analysis.sections.compile import CompileResult
+from traceinsight.analysis.sections.memory import MemoryResult
 
 from .findings_helpers import by_id, context, findings, ids, write_h200
 from .handmade import HandMadeTrace

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import pytest
 
-from traceinsight.analysis.diff import DiffOptions, DiffResult, diff_traces
+from traceinsight.analysis.diff.compare import DiffOptions, DiffResult, diff_traces
 from traceinsight.analysis.findings import CATALOGUE, FindingsResult, find
 from traceinsight.analysis.findings.context import DYNAMO_INTERNAL
 

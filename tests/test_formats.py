@@ -14,9 +14,9 @@ from typing import Any
 import polars as pl
 
 from tests.handmade import op, write_trace
-from traceinsight.analysis.base import AnalysisConfig
-from traceinsight.analysis.gaps import run as run_gaps
-from traceinsight.analysis.steps import run as run_steps
+from traceinsight.analysis.core.base import AnalysisConfig
+from traceinsight.analysis.sections.gaps import run as run_gaps
+from traceinsight.analysis.sections.steps import run as run_steps
 from traceinsight.trace.loader import load
 
 HOST = 1000
@@ -111,7 +111,7 @@ def old_memory_trace(path: Path) -> Path:
 
 
 def test_memory_peak_without_totals_is_the_running_sum(tmp_path: Path) -> None:
-    from traceinsight.analysis.memory import run as run_memory
+    from traceinsight.analysis.sections.memory import run as run_memory
 
     result = run_memory(load(old_memory_trace(tmp_path / "mem.json"), cache=False), AnalysisConfig())
     assert result.available, result.reason
@@ -122,7 +122,7 @@ def test_memory_peak_without_totals_is_the_running_sum(tmp_path: Path) -> None:
 
 
 def test_tiny_cpu_totals_are_not_peaks(sample_trace: Any) -> None:
-    from traceinsight.analysis.memory import run as run_memory
+    from traceinsight.analysis.sections.memory import run as run_memory
 
     # Recorded with profile_memory on torch 2.x: the CPU's "Total Allocated" reaches 32 B.
     result = run_memory(sample_trace("train_eager"), AnalysisConfig())

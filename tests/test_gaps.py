@@ -8,9 +8,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from traceinsight.analysis import gaps, intervals
-from traceinsight.analysis.base import AnalysisConfig
-from traceinsight.analysis.breakdown import run as run_breakdown
+from traceinsight.analysis.core.base import AnalysisConfig
+from traceinsight.analysis.lib import intervals
+from traceinsight.analysis.sections import gaps
+from traceinsight.analysis.sections.breakdown import run as run_breakdown
 from traceinsight.cli.app import main
 from traceinsight.trace.loader import load
 from traceinsight.trace.model import Trace

@@ -6,7 +6,7 @@ import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from traceinsight.analysis import intervals as iv
+from traceinsight.analysis.lib import intervals as iv
 
 SPAN = 120  # instants 0..SPAN-1 of the model; intervals are [start, end)
 

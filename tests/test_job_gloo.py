@@ -13,10 +13,10 @@ import polars as pl
 import pytest
 
 import traceinsight as ti
-from traceinsight.analysis.base import AnalysisConfig, Inputs
+from traceinsight.analysis.core.base import AnalysisConfig, Inputs
+from traceinsight.analysis.core.registry import ANALYSES, JOB_ANALYSES, SPECS, get
+from traceinsight.analysis.core.runner import run_closure, run_job_closure
 from traceinsight.analysis.job.report import JobReport
-from traceinsight.analysis.registry import ANALYSES, JOB_ANALYSES, SPECS, get
-from traceinsight.analysis.runner import run_closure, run_job_closure
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
 STRAGGLER = str(SAMPLES / "job_straggler.rank*.json.gz")

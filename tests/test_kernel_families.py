@@ -11,7 +11,7 @@ import re
 import polars as pl
 import pytest
 
-from traceinsight.analysis.kernel_families import (
+from traceinsight.analysis.classify.families import (
     FAMILIES,
     FAMILY_RULES,
     TENSOR_CORE_RULES,

@@ -17,8 +17,8 @@ from rich.console import Console
 
 from tests.conftest import sample_names
 from tests.handmade import HOST_PID, MAIN_TID, op, write_trace
-from traceinsight.analysis import memory
-from traceinsight.analysis.base import AnalysisConfig
+from traceinsight.analysis.core.base import AnalysisConfig
+from traceinsight.analysis.sections import memory
 from traceinsight.render.sections.memory import render_terminal
 from traceinsight.trace.loader import load
 from traceinsight.trace.model import Trace

@@ -21,8 +21,8 @@ from rich.console import Console
 
 from tests.conftest import sample_names
 from tests.handmade import kernel, launch, op, write_trace
-from traceinsight.analysis import ops
-from traceinsight.analysis.base import AnalysisConfig
+from traceinsight.analysis.core.base import AnalysisConfig
+from traceinsight.analysis.sections import ops
 from traceinsight.render.sections.ops import render_terminal
 from traceinsight.trace.loader import load
 from traceinsight.trace.model import Trace

@@ -16,9 +16,9 @@ import pytest
 
 from tests.conftest import sample_path
 from tests.handmade import op, write_trace
-from traceinsight.analysis.base import AnalysisConfig
-from traceinsight.analysis.report import analyze
-from traceinsight.analysis.steps import STEP_SCHEMA
+from traceinsight.analysis.core.base import AnalysisConfig
+from traceinsight.analysis.core.report import analyze
+from traceinsight.analysis.sections.steps import STEP_SCHEMA
 from traceinsight.cli.app import main
 from traceinsight.render import envelope, formats
 from traceinsight.render.documents import BoundListing, CompileReport, GapsListing
@@ -81,7 +81,7 @@ def test_json_header_is_documented() -> None:
 
 
 def test_formats_refuse_what_a_kind_cannot_do(sample_trace: Any) -> None:
-    from traceinsight.analysis import compile as compile_analysis
+    from traceinsight.analysis.sections import compile as compile_analysis
     from traceinsight.errors import UsageError
 
     trace = sample_trace("train_compiled")
@@ -93,7 +93,7 @@ def test_formats_refuse_what_a_kind_cannot_do(sample_trace: Any) -> None:
 
 
 def test_write_is_atomic_and_keeps_the_usual_mode(tmp_path: Path, sample_trace: Any) -> None:
-    from traceinsight.analysis import gaps
+    from traceinsight.analysis.sections import gaps
 
     trace = sample_trace("tiny_kernels")
     result = gaps.run(trace, AnalysisConfig())
@@ -107,7 +107,7 @@ def test_write_is_atomic_and_keeps_the_usual_mode(tmp_path: Path, sample_trace: 
 
 
 def test_bound_listing_text(sample_trace: Any) -> None:
-    from traceinsight.analysis import bound
+    from traceinsight.analysis.sections import bound
 
     trace = sample_trace("regimes")
     text = formats.render(BoundListing(trace.meta.path, bound.run(trace, AnalysisConfig()), "kernel", 5), "terminal")
@@ -124,7 +124,7 @@ def test_step_chart_parts_are_step_columns() -> None:
 def test_diff_renderers_read_existing_kernel_count_keys(sample_trace: Any) -> None:
     import re
 
-    from traceinsight.analysis.diff import DiffOptions, diff_traces
+    from traceinsight.analysis.diff.compare import DiffOptions, diff_traces
 
     result = diff_traces(sample_trace("amp_off"), sample_trace("amp_on"), DiffOptions(n_boot=200))
     render_dir = Path(formats.__file__).parent
@@ -144,7 +144,7 @@ def test_diff_renderers_read_existing_kernel_count_keys(sample_trace: Any) -> No
 
 
 def test_bound_roofline_reads_existing_peak_keys(sample_trace: Any) -> None:
-    from traceinsight.analysis import bound
+    from traceinsight.analysis.sections import bound
 
     result = bound.run(sample_trace("gemm_bf16"), AnalysisConfig())
     assert result.peaks is not None
@@ -184,13 +184,13 @@ def test_api_accepts_paths_and_registers_display(tmp_path: Path) -> None:
     report = ti.analyze(sample_path("tiny_kernels"), only=["overview"])
     assert isinstance(report, ti.Report)
     assert report._repr_html_().startswith("<div class='ti-nb'>")
-    from traceinsight.analysis import display
+    from traceinsight.analysis.core import display
 
     assert display.render("report_markdown", report).startswith("# traceinsight report")
 
 
 def test_display_names_a_missing_renderer() -> None:
-    from traceinsight.analysis import display
+    from traceinsight.analysis.core import display
     from traceinsight.errors import TraceInsightError
 
     with pytest.raises(TraceInsightError, match="no nothing view registered"):

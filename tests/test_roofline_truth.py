@@ -13,12 +13,12 @@ import polars as pl
 import pytest
 
 from tests.handmade import kernel, launch, op, write_trace
-from traceinsight.analysis.base import AnalysisConfig
-from traceinsight.analysis.bound import run as bound_run
-from traceinsight.analysis.cost_args import OpArgs
-from traceinsight.analysis.cost_matmul import attention_cost, mm_cost
-from traceinsight.analysis.costmodel import kernel_costs, op_cost
-from traceinsight.analysis.devices import lookup, match_device
+from traceinsight.analysis.core.base import AnalysisConfig
+from traceinsight.analysis.cost.args import OpArgs
+from traceinsight.analysis.cost.matmul import attention_cost, mm_cost
+from traceinsight.analysis.cost.model import kernel_costs, op_cost
+from traceinsight.analysis.device.peaks import lookup, match_device
+from traceinsight.analysis.sections.bound import run as bound_run
 from traceinsight.trace.loader import load
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
@@ -186,7 +186,7 @@ def test_match_device_by_id_pid_position_and_only_entry() -> None:
 
 def test_bound_step_windows_are_the_steps_device_windows() -> None:
     # Real trace: train_eager's steps read 25-45 ms in Bound against 14.3 ms in Steps.
-    from traceinsight.analysis.timeline import device_step_spans
+    from traceinsight.analysis.lib.timeline import device_step_spans
 
     trace = load(SAMPLES / "train_eager.json.gz")
     b = bound_run(trace, AnalysisConfig())

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from traceinsight.analysis.stats import (
+from traceinsight.analysis.lib.stats import (
     _exact_u_cdf,
     compare_samples,
     mann_whitney_u,

@@ -7,8 +7,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from traceinsight.analysis import steps
-from traceinsight.analysis.base import AnalysisConfig
+from traceinsight.analysis.core.base import AnalysisConfig
+from traceinsight.analysis.sections import steps
 from traceinsight.trace.loader import load
 
 from .conftest import sample_names

@@ -14,43 +14,43 @@ from traceinsight.api import analyze, compare, diff, load, load_job
 from traceinsight.version import __version__
 
 if TYPE_CHECKING:
-    from traceinsight.analysis.base import AnalysisConfig, Result
-    from traceinsight.analysis.bound import BoundResult
-    from traceinsight.analysis.breakdown import BreakdownResult
-    from traceinsight.analysis.compile import CompileResult
-    from traceinsight.analysis.diff import DiffResult
-    from traceinsight.analysis.gaps import GapsResult
+    from traceinsight.analysis.core.base import AnalysisConfig, Result
+    from traceinsight.analysis.core.report import Report
+    from traceinsight.analysis.diff.compare import DiffResult
     from traceinsight.analysis.job.report import JobReport
     from traceinsight.analysis.job.series import SeriesResult
-    from traceinsight.analysis.kernels import KernelsResult
-    from traceinsight.analysis.memory import MemoryResult
-    from traceinsight.analysis.ops import OpsResult
-    from traceinsight.analysis.overview import OverviewResult
-    from traceinsight.analysis.report import Report
-    from traceinsight.analysis.steps import StepsResult
+    from traceinsight.analysis.sections.bound import BoundResult
+    from traceinsight.analysis.sections.breakdown import BreakdownResult
+    from traceinsight.analysis.sections.compile import CompileResult
+    from traceinsight.analysis.sections.gaps import GapsResult
+    from traceinsight.analysis.sections.kernels import KernelsResult
+    from traceinsight.analysis.sections.memory import MemoryResult
+    from traceinsight.analysis.sections.ops import OpsResult
+    from traceinsight.analysis.sections.overview import OverviewResult
+    from traceinsight.analysis.sections.steps import StepsResult
     from traceinsight.engine.job import Job
     from traceinsight.trace.model import Trace, TraceMeta
 
 # Public names resolved on first use, so that importing the package does not load polars.
 _LAZY = {
-    "AnalysisConfig": "traceinsight.analysis.base",
-    "Result": "traceinsight.analysis.base",
-    "Report": "traceinsight.analysis.report",
+    "AnalysisConfig": "traceinsight.analysis.core.base",
+    "Result": "traceinsight.analysis.core.base",
+    "Report": "traceinsight.analysis.core.report",
     "Trace": "traceinsight.trace.model",
     "TraceMeta": "traceinsight.trace.model",
-    "DiffResult": "traceinsight.analysis.diff",
-    "BoundResult": "traceinsight.analysis.bound",
-    "BreakdownResult": "traceinsight.analysis.breakdown",
-    "CompileResult": "traceinsight.analysis.compile",
-    "GapsResult": "traceinsight.analysis.gaps",
+    "DiffResult": "traceinsight.analysis.diff.compare",
+    "BoundResult": "traceinsight.analysis.sections.bound",
+    "BreakdownResult": "traceinsight.analysis.sections.breakdown",
+    "CompileResult": "traceinsight.analysis.sections.compile",
+    "GapsResult": "traceinsight.analysis.sections.gaps",
     "Job": "traceinsight.engine.job",
     "JobReport": "traceinsight.analysis.job.report",
     "SeriesResult": "traceinsight.analysis.job.series",
-    "KernelsResult": "traceinsight.analysis.kernels",
-    "MemoryResult": "traceinsight.analysis.memory",
-    "OpsResult": "traceinsight.analysis.ops",
-    "OverviewResult": "traceinsight.analysis.overview",
-    "StepsResult": "traceinsight.analysis.steps",
+    "KernelsResult": "traceinsight.analysis.sections.kernels",
+    "MemoryResult": "traceinsight.analysis.sections.memory",
+    "OpsResult": "traceinsight.analysis.sections.ops",
+    "OverviewResult": "traceinsight.analysis.sections.overview",
+    "StepsResult": "traceinsight.analysis.sections.steps",
 }
 
 __all__ = [

@@ -14,11 +14,11 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Union, overload
 
 if TYPE_CHECKING:
-    from traceinsight.analysis.base import AnalysisConfig
-    from traceinsight.analysis.diff import DiffResult
+    from traceinsight.analysis.core.base import AnalysisConfig
+    from traceinsight.analysis.core.report import Report
+    from traceinsight.analysis.diff.compare import DiffResult
     from traceinsight.analysis.job.report import JobReport
     from traceinsight.analysis.job.series import SeriesResult
-    from traceinsight.analysis.report import Report
     from traceinsight.engine.job import Job
     from traceinsight.trace.model import Trace
 
@@ -135,7 +135,7 @@ def analyze(
     """
     # Registers the notebook display functions (Report._repr_html_ and friends).
     import traceinsight.render  # noqa: F401
-    from traceinsight.analysis.report import analyze as analyze_trace
+    from traceinsight.analysis.core.report import analyze as analyze_trace
     from traceinsight.engine.job import Job
 
     if isinstance(trace, Job):
@@ -163,12 +163,12 @@ def diff(
 ) -> DiffResult:
     """Compare ``after`` with ``before``: step-time verdict, breakdown deltas, what changed.
 
-    Options left as None take :class:`traceinsight.analysis.diff.DiffOptions`' defaults
+    Options left as None take :class:`traceinsight.analysis.diff.compare.DiffOptions`' defaults
     (``alpha`` 0.05, ``n_boot`` 4000 bootstrap resamples, ``seed`` 0, ``min_steps`` 3,
     ``top_n`` 10 rows per table).
     """
     import traceinsight.render  # noqa: F401
-    from traceinsight.analysis.diff import DiffOptions, diff_traces
+    from traceinsight.analysis.diff.compare import DiffOptions, diff_traces
 
     d = DiffOptions()
     options = DiffOptions(

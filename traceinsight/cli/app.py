@@ -84,14 +84,9 @@ _COMMAND_MODULES = ("analyze", "gaps", "bound", "diff", "compare", "compile", "e
 def _register_commands() -> None:
     import importlib
 
+    # A misspelled or missing module is an error here, not a command that silently vanishes.
     for name in _COMMAND_MODULES:
-        qualified = f"traceinsight.cli.{name}"
-        try:
-            importlib.import_module(qualified)
-        except ModuleNotFoundError as exc:
-            if exc.name != qualified:
-                raise
-            # not part of this build
+        importlib.import_module(f"traceinsight.cli.{name}")
 
 
 _register_commands()
@@ -125,7 +120,7 @@ def _plain_help(cmd: Any, *, sections: bool) -> None:
 
 
 def section_names() -> list[str]:
-    from traceinsight.analysis.registry import ANALYSES
+    from traceinsight.analysis.core.registry import ANALYSES
 
     return [spec.name for spec in ANALYSES]
 

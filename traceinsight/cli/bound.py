@@ -41,9 +41,9 @@ def bound_command(
         raise UsageError(f"unknown grouping {by!r}; choose from {', '.join(GROUPINGS)}")
     if devices is not None and (peak_tflops is not None or peak_bw is not None):
         raise UsageError("give either --devices FILE.toml or --peak-tflops/--peak-bw, not both")
-    from traceinsight.analysis.base import AnalysisConfig
-    from traceinsight.analysis.bound import run
-    from traceinsight.analysis.devices import load_toml
+    from traceinsight.analysis.core.base import AnalysisConfig
+    from traceinsight.analysis.device.peaks import load_toml
+    from traceinsight.analysis.sections.bound import run
     from traceinsight.trace.loader import load
 
     if devices is not None:

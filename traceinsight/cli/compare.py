@@ -49,7 +49,7 @@ def analyze_job_cli(
     cache: bool,
 ) -> None:
     """``analyze`` over the ranks of a job; exits 4 when some rank could not be analysed."""
-    from traceinsight.analysis.base import AnalysisConfig
+    from traceinsight.analysis.core.base import AnalysisConfig
     from traceinsight.analysis.job.report import select_job_sections
     from traceinsight.cli.output import emit
     from traceinsight.engine.job import load_job

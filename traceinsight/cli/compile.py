@@ -26,8 +26,8 @@ def compile_command(
 
     if output is not None:
         check_writable(output, force=force)
-    from traceinsight.analysis import compile as compile_analysis
-    from traceinsight.analysis.base import AnalysisConfig
+    from traceinsight.analysis.core.base import AnalysisConfig
+    from traceinsight.analysis.sections import compile as compile_analysis
     from traceinsight.render.documents import CompileReport
     from traceinsight.trace.loader import load
 

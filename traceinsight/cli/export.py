@@ -34,8 +34,8 @@ def export_command(
         import perfetto
     except ImportError as exc:
         raise UsageError("the Perfetto export needs the 'perfetto' package: pip install perfetto") from exc
-    from traceinsight.analysis.base import AnalysisConfig
-    from traceinsight.analysis.report import analyze
+    from traceinsight.analysis.core.base import AnalysisConfig
+    from traceinsight.analysis.core.report import analyze
     from traceinsight.cli.output import check_writable, write_output
     from traceinsight.render.formats import perfetto
     from traceinsight.trace.loader import load
@@ -51,7 +51,7 @@ def export_command(
 
 
 def _registered(name: str) -> bool:
-    from traceinsight.analysis.registry import ANALYSES
+    from traceinsight.analysis.core.registry import ANALYSES
 
     return any(spec.name == name for spec in ANALYSES)
 

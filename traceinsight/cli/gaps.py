@@ -27,8 +27,8 @@ def gaps_command(
         raise UsageError("--threshold-us must be zero or more")
     if limit is not None and limit < 0:
         raise UsageError("--limit must be zero or more")
-    from traceinsight.analysis import gaps
-    from traceinsight.analysis.base import AnalysisConfig
+    from traceinsight.analysis.core.base import AnalysisConfig
+    from traceinsight.analysis.sections import gaps
     from traceinsight.cli.output import emit
     from traceinsight.render.documents import GapsListing
     from traceinsight.trace.loader import load

@@ -17,7 +17,7 @@ from typing import Any
 
 import polars as pl
 
-from traceinsight.analysis.base import AnalysisConfig
+from traceinsight.analysis.core.base import AnalysisConfig
 from traceinsight.analysis.job.report import JobReport, analyze_job
 from traceinsight.analysis.job.series import RunSummary, SeriesResult
 from traceinsight.analysis.job.summary import RankSummary, summarize
@@ -160,8 +160,8 @@ def summarize_run(
 ) -> RunSummary:
     """One single-trace run of a series: its summary and (with ``findings``) its top findings;
     runs in a worker."""
+    from traceinsight.analysis.core.report import analyze
     from traceinsight.analysis.findings.model import FindingsResult
-    from traceinsight.analysis.report import analyze
     from traceinsight.trace.loader import load
 
     trace = load(fetch(rank_file.path), cache=cache, workers=1)

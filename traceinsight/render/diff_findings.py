@@ -8,7 +8,7 @@ from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from traceinsight.analysis.findings_diff import FindingChange, FindingsDiff
+from traceinsight.analysis.diff.findings import FindingChange, FindingsDiff
 
 _STYLE = {"disappeared": "green", "appeared": "red", "changed": "", "unchanged": "dim"}
 

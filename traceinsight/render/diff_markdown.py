@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from traceinsight.analysis.diff import DURATION_METRICS, DiffResult, TableDiff
+from traceinsight.analysis.diff.compare import DURATION_METRICS, DiffResult, TableDiff
 from traceinsight.render.diff_findings import render_markdown as findings_markdown
 from traceinsight.render.diff_terminal import VERDICT_TEXT, change_pct, short, signed_ns
 from traceinsight.render.units import ns, size

@@ -10,7 +10,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from traceinsight.analysis.diff import DURATION_METRICS, DiffResult, StepTimeDiff, TableDiff
+from traceinsight.analysis.diff.compare import DURATION_METRICS, DiffResult, StepTimeDiff, TableDiff
 from traceinsight.render.diff_findings import render_terminal as findings_terminal
 from traceinsight.render.units import ns, size
 

@@ -1,7 +1,7 @@
 """What the single-purpose commands print: one analysis result plus the options that shape it.
 
-``analyze`` renders a :class:`~traceinsight.analysis.report.Report` and ``diff`` a
-:class:`~traceinsight.analysis.diff.DiffResult` directly; the commands that show one section
+``analyze`` renders a :class:`~traceinsight.analysis.core.report.Report` and ``diff`` a
+:class:`~traceinsight.analysis.diff.compare.DiffResult` directly; the commands that show one section
 (or query rows) wrap their result in one of these so every output goes through
 :mod:`traceinsight.render.formats`.
 """
@@ -13,9 +13,9 @@ from typing import Literal
 
 import polars as pl
 
-from traceinsight.analysis.bound import BoundResult
-from traceinsight.analysis.compile import CompileResult
-from traceinsight.analysis.gaps import GapsResult
+from traceinsight.analysis.sections.bound import BoundResult
+from traceinsight.analysis.sections.compile import CompileResult
+from traceinsight.analysis.sections.gaps import GapsResult
 
 BoundGrouping = Literal["region", "op", "kernel"]
 

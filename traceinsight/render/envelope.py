@@ -24,11 +24,11 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from traceinsight.analysis.base import jsonable
-from traceinsight.analysis.diff import DiffResult
+from traceinsight.analysis.core.base import jsonable
+from traceinsight.analysis.core.report import Report
+from traceinsight.analysis.diff.compare import DiffResult
 from traceinsight.analysis.job.report import JobReport
 from traceinsight.analysis.job.series import SeriesResult
-from traceinsight.analysis.report import Report
 from traceinsight.render.documents import BoundListing, CompileReport, GapsListing, QueryRows
 from traceinsight.version import __version__
 

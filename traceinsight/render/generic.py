@@ -11,7 +11,7 @@ from typing import Any
 
 import polars as pl
 
-from traceinsight.analysis.base import Result
+from traceinsight.analysis.core.base import Result
 from traceinsight.render.units import by_unit, label
 
 _SKIP_KEYS = frozenset({"schema_version", "available", "reason", "name"})

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import html
 
+from traceinsight.analysis.core.report import Report
 from traceinsight.analysis.findings.model import FindingsResult
-from traceinsight.analysis.report import Report
 from traceinsight.render import generic
 from traceinsight.render.fit import shorten_middle
 from traceinsight.render.sections.findings import ordered

@@ -3,7 +3,7 @@
 The HTML is a fragment with its own scoped style so it sits well inside a notebook cell.
 A job report (``JobReport``) and a series of runs (``SeriesResult``) show the content of their
 HTML pages (heatmap and tables; plot and tables) the same way.
-``register()`` hands these functions to ``traceinsight.analysis.display``, through which
+``register()`` hands these functions to ``traceinsight.analysis.core.display``, through which
 ``Result._repr_html_``, ``Report._repr_html_`` and friends reach them; it also gives a
 report's, a job report's and a series' ``to_markdown`` / ``write_html`` / ``write_json`` what
 ``--format md/html/json`` writes (``formats.render``, the commands' own path).
@@ -14,11 +14,11 @@ from __future__ import annotations
 from html import escape
 from typing import TYPE_CHECKING, Any
 
-from traceinsight.analysis.base import Result
+from traceinsight.analysis.core.base import Result
+from traceinsight.analysis.core.report import Report
 from traceinsight.analysis.findings.model import FindingsResult
 from traceinsight.analysis.job.report import JobReport
 from traceinsight.analysis.job.series import SeriesResult
-from traceinsight.analysis.report import Report
 from traceinsight.render.html.figures import section_figures
 from traceinsight.render.html.job import job_body, series_body
 from traceinsight.render.html.page import result_html as result_body
@@ -117,7 +117,7 @@ def _as_written(obj: Report | JobReport | SeriesResult, fmt: Format, trace: Trac
 
 def register() -> None:
     """Give the analysis layer's display hooks their renderers."""
-    from traceinsight.analysis import display
+    from traceinsight.analysis.core import display
 
     display.register("result_html", _result_html)
     display.register("report_html", _report_html)

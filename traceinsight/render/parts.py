@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from traceinsight.analysis.base import Result
-from traceinsight.analysis.report import Report
+from traceinsight.analysis.core.base import Result
+from traceinsight.analysis.core.report import Report
 
 R = TypeVar("R", bound=Result)
 

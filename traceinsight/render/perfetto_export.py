@@ -18,10 +18,10 @@ from typing import Any
 
 import polars as pl
 
-from traceinsight.analysis.bound import BoundResult
-from traceinsight.analysis.gaps import GapsResult
-from traceinsight.analysis.report import Report
-from traceinsight.analysis.steps import StepsResult
+from traceinsight.analysis.core.report import Report
+from traceinsight.analysis.sections.bound import BoundResult
+from traceinsight.analysis.sections.gaps import GapsResult
+from traceinsight.analysis.sections.steps import StepsResult
 from traceinsight.render.parts import section_of
 from traceinsight.trace.model import Trace
 from traceinsight.trace.schema import GPU_KINDS

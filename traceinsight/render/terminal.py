@@ -17,10 +17,10 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from traceinsight.analysis.base import Result
-from traceinsight.analysis.headline import Headline
-from traceinsight.analysis.registry import ANALYSES
-from traceinsight.analysis.report import Report
+from traceinsight.analysis.core.base import Result
+from traceinsight.analysis.core.registry import ANALYSES
+from traceinsight.analysis.core.report import Report
+from traceinsight.analysis.findings.headline import Headline
 from traceinsight.render import generic
 from traceinsight.render.fit import Col, FitTable, Kind
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import polars as pl
 
-from traceinsight.analysis import intervals
-from traceinsight.analysis.breakdown import busy_intervals
 from traceinsight.analysis.findings.catalogue import LAUNCH_SHORT_PCT
 from traceinsight.analysis.findings.context import DYNAMO_INTERNAL, FindingContext
 from traceinsight.analysis.findings.model import (
@@ -18,6 +16,8 @@ from traceinsight.analysis.findings.model import (
 )
 from traceinsight.analysis.findings.savings import Estimate, estimate
 from traceinsight.analysis.findings.syncs import blocking_spans
+from traceinsight.analysis.lib import intervals
+from traceinsight.analysis.sections.breakdown import busy_intervals
 
 SYNC_OPS = (
     "aten::item",

@@ -12,7 +12,7 @@ from typing import ClassVar, Literal
 
 import polars as pl
 
-from traceinsight.analysis.base import Result
+from traceinsight.analysis.core.base import Result
 
 Confidence = Literal["high", "medium", "low"]
 # The kind of device time a saving comes out of; savings that claim the same pool overlap.

@@ -7,6 +7,7 @@ import json
 
 import polars as pl
 
+from traceinsight.analysis.classify.families import with_families
 from traceinsight.analysis.findings.catalogue import (
     GEMM_FLOOR_NS,
     SIMT_EFFICIENCY,
@@ -17,7 +18,6 @@ from traceinsight.analysis.findings.catalogue import (
 from traceinsight.analysis.findings.context import FindingContext
 from traceinsight.analysis.findings.model import Confidence, Evidence, KernelEvidence, OpEvidence
 from traceinsight.analysis.findings.savings import Estimate, estimate
-from traceinsight.analysis.kernel_families import with_families
 
 GEMM_FAMILIES = ("gemm", "conv")
 _FP64_NAME = r"(?i)dgemm|zgemm|f64f64|_f64_|fp64|tensorop_d\d+gemm"

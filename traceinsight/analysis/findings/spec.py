@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from traceinsight.analysis.base import AnalysisConfig, AnalysisSpec, Inputs
-from traceinsight.analysis.bound import BoundResult
-from traceinsight.analysis.breakdown import BreakdownResult
-from traceinsight.analysis.compile import CompileResult
+from traceinsight.analysis.core.base import AnalysisConfig, AnalysisSpec, Inputs
 from traceinsight.analysis.findings import find
 from traceinsight.analysis.findings.context import FindingContext
 from traceinsight.analysis.findings.model import FindingsResult
-from traceinsight.analysis.gaps import GapsResult
-from traceinsight.analysis.kernels import KernelsResult
-from traceinsight.analysis.memory import MemoryResult
-from traceinsight.analysis.ops import OpsResult
-from traceinsight.analysis.steps import StepsResult
+from traceinsight.analysis.sections.bound import BoundResult
+from traceinsight.analysis.sections.breakdown import BreakdownResult
+from traceinsight.analysis.sections.compile import CompileResult
+from traceinsight.analysis.sections.gaps import GapsResult
+from traceinsight.analysis.sections.kernels import KernelsResult
+from traceinsight.analysis.sections.memory import MemoryResult
+from traceinsight.analysis.sections.ops import OpsResult
+from traceinsight.analysis.sections.steps import StepsResult
 from traceinsight.trace.model import Trace
 
 REQUIRES = ("gaps", "breakdown", "steps", "ops", "kernels", "bound", "memory", "compile")

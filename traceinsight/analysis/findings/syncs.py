@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import polars as pl
 
-from traceinsight.analysis import intervals
 from traceinsight.analysis.findings.catalogue import SYNC_RETURN_TOLERANCE_NS
-from traceinsight.analysis.host_names import SYNC_CALL_PATTERN
+from traceinsight.analysis.lib import intervals
+from traceinsight.analysis.lib.host_names import SYNC_CALL_PATTERN
 from traceinsight.trace.model import Trace
 
 # Ops that block on the device (their runtime calls, when recorded, say for how long).

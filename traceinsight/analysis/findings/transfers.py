@@ -9,7 +9,7 @@ from traceinsight.analysis.findings.catalogue import PINNED_GBPS
 from traceinsight.analysis.findings.context import FindingContext
 from traceinsight.analysis.findings.model import Evidence, KernelEvidence, OpEvidence, Pool
 from traceinsight.analysis.findings.savings import Estimate, estimate
-from traceinsight.analysis.gaps import DATA_LOADING_PATTERN
+from traceinsight.analysis.sections.gaps import DATA_LOADING_PATTERN
 
 # Host ops that make a tensor from nothing or from Python data.
 SOURCE_OPS = (

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from traceinsight.analysis.base import AnalysisConfig, Result
+from traceinsight.analysis.core.base import AnalysisConfig, Result
 from traceinsight.analysis.job.common import steps_frame
 from traceinsight.analysis.job.summary import RankSummary
 

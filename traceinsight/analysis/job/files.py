@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from traceinsight.analysis import display
+from traceinsight.analysis.core import display
 from traceinsight.atomic import write_atomic
 
 

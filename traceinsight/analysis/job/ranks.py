@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from traceinsight.analysis.base import AnalysisConfig, Result
+from traceinsight.analysis.core.base import AnalysisConfig, Result
 from traceinsight.analysis.job import collectives as coll
 from traceinsight.analysis.job.common import common_steps, steps_frame
 from traceinsight.analysis.job.summary import IDLE_CAUSES, RankSummary

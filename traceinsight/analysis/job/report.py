@@ -7,8 +7,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from traceinsight.analysis import display
-from traceinsight.analysis.base import AnalysisConfig, Result, jsonable
+from traceinsight.analysis.core import display
+from traceinsight.analysis.core.base import AnalysisConfig, Result, jsonable
 from traceinsight.analysis.findings.model import Finding
 from traceinsight.analysis.job import collectives, ranks, stragglers
 from traceinsight.analysis.job.common import choose_sections, given_names
@@ -71,7 +71,7 @@ def analyze_job(
 ) -> JobReport:
     """Run the job sections (or the ``only`` ones, less the ``skip`` ones, with what they need)
     over the rank summaries."""
-    from traceinsight.analysis.runner import run_job_closure
+    from traceinsight.analysis.core.runner import run_job_closure
 
     cfg = config or AnalysisConfig()
     only_names, skip_names = given_names(only), given_names(skip)

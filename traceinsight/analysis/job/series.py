@@ -1,6 +1,6 @@
 """A series of runs (a sweep of sizes, batch sizes, settings): one row per run and each run's
 change against the first, judged with the same statistics as ``diff`` (bootstrap interval of
-the median step ratio plus a rank test, ``traceinsight.analysis.stats``).
+the median step ratio plus a rank test, ``traceinsight.analysis.lib.stats``).
 
 A run is one trace or a whole job; a job's steps are merged across its ranks first
 (:func:`merge_ranks`): a step lasts as long as its slowest rank (the job advances at that
@@ -19,8 +19,7 @@ from typing import Any
 
 import polars as pl
 
-from traceinsight.analysis import stats
-from traceinsight.analysis.base import AnalysisConfig, Result, jsonable
+from traceinsight.analysis.core.base import AnalysisConfig, Result, jsonable
 from traceinsight.analysis.job.common import choose_sections
 from traceinsight.analysis.job.files import CommandFiles
 from traceinsight.analysis.job.summary import (
@@ -30,6 +29,7 @@ from traceinsight.analysis.job.summary import (
     STEP_SCHEMA,
     RankSummary,
 )
+from traceinsight.analysis.lib import stats
 
 BREAKDOWN = tuple(f"part_{p}_ns" for p in STEP_PARTS)
 ROW_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {

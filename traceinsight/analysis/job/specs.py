@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from traceinsight.analysis.base import AnalysisConfig, AnalysisSpec, Inputs, Result
+from traceinsight.analysis.core.base import AnalysisConfig, AnalysisSpec, Inputs, Result
 from traceinsight.analysis.job import collectives, findings, ranks, series, stragglers
 from traceinsight.analysis.job.summary import RankSummary
 

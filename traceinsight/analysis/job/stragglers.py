@@ -20,7 +20,7 @@ from typing import Any
 
 import polars as pl
 
-from traceinsight.analysis.base import AnalysisConfig, Result
+from traceinsight.analysis.core.base import AnalysisConfig, Result
 from traceinsight.analysis.job import collectives as coll
 from traceinsight.analysis.job.common import (
     MATERIAL_NS,

@@ -23,12 +23,12 @@ from typing import Any, Literal
 
 import polars as pl
 
-from traceinsight.analysis import gaps as gaps_analysis
-from traceinsight.analysis import intervals
-from traceinsight.analysis import steps as steps_analysis
-from traceinsight.analysis.base import AnalysisConfig, jsonable
-from traceinsight.analysis.breakdown import gpu_work
-from traceinsight.analysis.timeline import analysis_window
+from traceinsight.analysis.core.base import AnalysisConfig, jsonable
+from traceinsight.analysis.lib import intervals
+from traceinsight.analysis.lib.timeline import analysis_window
+from traceinsight.analysis.sections import gaps as gaps_analysis
+from traceinsight.analysis.sections import steps as steps_analysis
+from traceinsight.analysis.sections.breakdown import gpu_work
 from traceinsight.trace.model import Trace
 
 WHOLE_TRACE_STEP = -1
@@ -293,7 +293,7 @@ def summarize(trace: Trace, rank: int | None = None, config: AnalysisConfig | No
     info = meta.distributed or {}
     # Through analyze(), the public entry, so that this keeps working however specs are run
     # (imported here: the registry imports the job specs, which import this module).
-    from traceinsight.analysis.report import analyze
+    from traceinsight.analysis.core.report import analyze
 
     report = analyze(trace, cfg, only=["steps", "gaps"])
     step_result = report.sections["steps"]

@@ -7,7 +7,7 @@ from html import escape
 
 import polars as pl
 
-from traceinsight.analysis.diff import DiffResult, StepTimeDiff
+from traceinsight.analysis.diff.compare import DiffResult, StepTimeDiff
 from traceinsight.render import generic, svg
 from traceinsight.render.diff_findings import render_html as findings_html
 from traceinsight.render.diff_terminal import change_pct, signed_ns

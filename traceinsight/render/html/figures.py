@@ -11,12 +11,12 @@ from typing import TypeVar
 
 import polars as pl
 
-from traceinsight.analysis.base import Result
-from traceinsight.analysis.bound import BoundResult
-from traceinsight.analysis.breakdown import BreakdownResult
-from traceinsight.analysis.kernels import KernelsResult
-from traceinsight.analysis.ops import OpsResult
-from traceinsight.analysis.steps import StepsResult
+from traceinsight.analysis.core.base import Result
+from traceinsight.analysis.sections.bound import BoundResult
+from traceinsight.analysis.sections.breakdown import BreakdownResult
+from traceinsight.analysis.sections.kernels import KernelsResult
+from traceinsight.analysis.sections.ops import OpsResult
+from traceinsight.analysis.sections.steps import StepsResult
 from traceinsight.render import svg
 from traceinsight.render.html.page import Figure
 from traceinsight.render.html.styles import BOUND_COLORS, CATEGORY_COLORS

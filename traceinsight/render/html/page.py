@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 
-from traceinsight.analysis.base import Result
+from traceinsight.analysis.core.base import Result
 from traceinsight.render import generic
 from traceinsight.render.fit import shorten_middle
 from traceinsight.render.html.styles import CSS

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from html import escape
 
+from traceinsight.analysis.core.report import Report
 from traceinsight.analysis.findings.model import FindingsResult
-from traceinsight.analysis.report import Report
 from traceinsight.render.html.counters import counter_figures, memory_figure
 from traceinsight.render.html.figures import section_figures
 from traceinsight.render.html.page import figure_html, page, result_html

@@ -6,9 +6,9 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from traceinsight.analysis.gaps import GapsResult
-from traceinsight.analysis.overview import OverviewResult
-from traceinsight.analysis.report import Report
+from traceinsight.analysis.core.report import Report
+from traceinsight.analysis.sections.gaps import GapsResult
+from traceinsight.analysis.sections.overview import OverviewResult
 from traceinsight.render import svg
 from traceinsight.render.html.page import Figure
 from traceinsight.render.html.styles import CAUSE_COLORS
@@ -57,7 +57,7 @@ def _device_lane(trace: Trace, report: Report, device: int, lo: int, hi: int, bi
     the gap it falls in ("idle" for gaps below the report's threshold). A bin is green when
     the GPU was busy for at least half of it, else coloured by its largest idle cause.
     """
-    from traceinsight.analysis import intervals
+    from traceinsight.analysis.lib import intervals
 
     width = (hi - lo) / bins
     work = trace.kernels.filter((pl.col("device") == device) & pl.col("kind").cast(pl.String).is_in(["kernel", "memcpy", "memset"]))

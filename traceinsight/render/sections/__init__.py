@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from rich.console import RenderableType
 
-from traceinsight.analysis.base import Result
-from traceinsight.analysis.bound import BoundResult
-from traceinsight.analysis.breakdown import BreakdownResult
-from traceinsight.analysis.compile import CompileResult
+from traceinsight.analysis.core.base import Result
 from traceinsight.analysis.findings.model import FindingsResult
-from traceinsight.analysis.gaps import GapsResult
-from traceinsight.analysis.kernels import KernelsResult
-from traceinsight.analysis.memory import MemoryResult
-from traceinsight.analysis.ops import OpsResult
-from traceinsight.analysis.overview import OverviewResult
-from traceinsight.analysis.steps import StepsResult
+from traceinsight.analysis.sections.bound import BoundResult
+from traceinsight.analysis.sections.breakdown import BreakdownResult
+from traceinsight.analysis.sections.compile import CompileResult
+from traceinsight.analysis.sections.gaps import GapsResult
+from traceinsight.analysis.sections.kernels import KernelsResult
+from traceinsight.analysis.sections.memory import MemoryResult
+from traceinsight.analysis.sections.ops import OpsResult
+from traceinsight.analysis.sections.overview import OverviewResult
+from traceinsight.analysis.sections.steps import StepsResult
 
 
 def terminal_view(result: Result) -> RenderableType | None:

@@ -7,7 +7,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from traceinsight.analysis.bound import BoundResult
+from traceinsight.analysis.sections.bound import BoundResult
 from traceinsight.render.fit import Col, FitTable, shorten_middle
 from traceinsight.render.units import ns, pct
 

@@ -6,7 +6,7 @@ import polars as pl
 from rich.console import Group, RenderableType
 from rich.text import Text
 
-from traceinsight.analysis.breakdown import BreakdownResult, group_of
+from traceinsight.analysis.sections.breakdown import BreakdownResult, group_of
 from traceinsight.render.fit import Col, FitTable
 from traceinsight.render.units import ns, pct
 

@@ -13,7 +13,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from traceinsight.analysis.base import Result
+from traceinsight.analysis.core.base import Result
 from traceinsight.analysis.findings.model import Finding, FindingsResult
 from traceinsight.render.units import ns
 

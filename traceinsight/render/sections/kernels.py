@@ -8,7 +8,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from traceinsight.analysis.kernels import KernelsResult
+from traceinsight.analysis.sections.kernels import KernelsResult
 from traceinsight.render.sections.ops import compact_table
 from traceinsight.render.units import ns, pct
 

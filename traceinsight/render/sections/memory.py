@@ -6,7 +6,7 @@ import polars as pl
 from rich.console import Group, RenderableType
 from rich.text import Text
 
-from traceinsight.analysis.memory import MemoryResult
+from traceinsight.analysis.sections.memory import MemoryResult
 from traceinsight.render.sections.ops import compact_table
 from traceinsight.render.units import ns, pct, size
 

@@ -8,7 +8,7 @@ import polars as pl
 from rich.console import Group, RenderableType
 from rich.text import Text
 
-from traceinsight.analysis.ops import CPU_HEAVY_RATIO, OpsResult
+from traceinsight.analysis.sections.ops import CPU_HEAVY_RATIO, OpsResult
 from traceinsight.render.fit import Cell, Col, FitTable, shorten_middle
 from traceinsight.render.units import ns
 

@@ -6,7 +6,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from traceinsight.analysis.overview import OverviewResult
+from traceinsight.analysis.sections.overview import OverviewResult
 from traceinsight.render.fit import Col, FitTable
 from traceinsight.render.units import ns, pct, size
 

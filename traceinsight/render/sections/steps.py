@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from rich.console import Group, RenderableType
 from rich.text import Text
 
-from traceinsight.analysis.steps import OTHER, PARTS, StepsResult
+from traceinsight.analysis.sections.steps import OTHER, PARTS, StepsResult
 from traceinsight.render.fit import Cell, Col, FitTable
 from traceinsight.render.units import ns, pct
 

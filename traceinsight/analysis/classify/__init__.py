@@ -1,0 +1,1 @@
+"""What each kernel is: family, precision and tensor-core use, from its name."""

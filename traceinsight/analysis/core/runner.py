@@ -1,0 +1,63 @@
+"""Run a set of single-trace analyses with their requirements, each once, in dependency order."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from traceinsight.analysis.core.base import AnalysisConfig, Inputs, Result
+from traceinsight.analysis.core.registry import closure, get
+from traceinsight.trace.model import Trace
+
+
+class RequirementFailed(RuntimeError):
+    """An analysis could not run because one it requires failed."""
+
+
+def run_closure(
+    trace: Trace,
+    config: AnalysisConfig,
+    names: Iterable[str],
+    *,
+    on_section: Callable[[str], None] | None = None,
+    errors: dict[str, Exception] | None = None,
+) -> dict[str, Result]:
+    """Results of ``names`` and of everything they require, keyed by name, in run order.
+
+    ``kind="job"`` analyses are skipped: they need several traces. ``on_section(name)`` is
+    called before each analysis that runs. With ``errors`` given, an analysis that raises is
+    recorded there (and so is every analysis that requires it) instead of propagating.
+    """
+    results: dict[str, Result] = {}
+    for name in closure(tuple(names)):
+        spec = get(name)
+        if spec.kind != "trace":
+            continue
+        failed = [r for r in spec.requires if errors is not None and r in errors]
+        if failed and errors is not None:
+            errors[name] = RequirementFailed(f"requires {', '.join(failed)}, which failed")
+            continue
+        if on_section is not None:
+            on_section(name)
+        inputs = Inputs({r: results[r] for r in spec.requires if r in results})
+        try:
+            results[name] = spec.run(trace, config, inputs)
+        except Exception as exc:
+            if errors is None:
+                raise
+            errors[name] = exc
+    return results
+
+
+def run_job_closure(job: Any, config: AnalysisConfig, names: Iterable[str]) -> dict[str, Result]:
+    """Results of the ``kind="job"`` analyses ``names`` and of what they require, over ``job``
+    (its rank summaries), each once, in dependency order. Single-trace specs are refused."""
+    results: dict[str, Result] = {}
+    for name in closure(tuple(names)):
+        spec = get(name)
+        if spec.kind != "job":
+            raise ValueError(f"analysis {name!r} runs over one trace, not over a job")
+        inputs = Inputs({r: results[r] for r in spec.requires if r in results})
+        # A job spec's run takes the job in the trace's place (see analysis.job.specs).
+        results[name] = spec.run(job, config, inputs)
+    return results

@@ -1,0 +1,1 @@
+"""Before/after comparison of two traces: step times, what changed where, and why."""

@@ -1,0 +1,356 @@
+"""The plain-words verdict at the top of a report, built on the breakdown and the findings.
+
+It says, in this order: what the GPU's time is spent on (compute, exposed communication,
+copies, idle and the main cause of the idle time) with the breakdown section's own figures;
+then the findings with the largest savings and their fixes. A bound region is named only
+when its kernels hold a large share of the GPU time, and never when it is an annotation of
+torch.compile or the profiler. A trace without GPU work gets a verdict about the host.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from traceinsight.analysis.core.base import R, Result
+from traceinsight.analysis.findings.catalogue import ACTION
+from traceinsight.analysis.findings.context import DYNAMO_INTERNAL
+from traceinsight.analysis.findings.model import FindingsResult
+from traceinsight.analysis.sections.bound import BoundResult
+from traceinsight.analysis.sections.breakdown import BreakdownResult, group_of
+from traceinsight.analysis.sections.gaps import GapsResult
+from traceinsight.analysis.sections.memory import MemoryResult
+from traceinsight.analysis.sections.ops import OpsResult
+from traceinsight.analysis.sections.overview import OverviewResult
+from traceinsight.analysis.sections.steps import StepsResult
+
+# Causes as the gaps section names them, in the words people use.
+CAUSE_WORDS = {
+    "sync": "waiting in synchronizing calls",
+    "data_loading": "waiting on data loading",
+    "launch_overhead": "waiting for the host to launch kernels",
+    "host_compute": "waiting on CPU work inside operators",
+    "python": "waiting on Python code",
+    "untraced": "with nothing traced on the host",
+    "device_wait": "on device-side waits, the next work already queued",
+}
+# The groups of the breakdown, in the words of the verdict.
+GROUP_WORDS = {
+    "compute": "compute",
+    "communication": "exposed communication",
+    "memcpy": "copies",
+    "memset": "memset",
+}
+LABEL_WORDS = {"data": "data-loading"}
+SKIP_LABELS = frozenset({"", "unknown", "unclassified", "idle"})
+# Below this idle share the cause of the idle time is not worth a clause.
+NEGLIGIBLE_IDLE_PCT = 5.0
+# Busy groups smaller than this share of the window are left out of the time clause.
+MINOR_GROUP_PCT = 0.5
+# Findings that lead the verdict: at most this many, each saving at least this share.
+TOP_FINDINGS = 3
+LEAD_SAVING_PCT = 2.0
+# A region's bound is named only when its kernels fill at least this share of the window.
+REGION_SHARE_PCT = 25.0
+# Annotations of the profiler and of torch.compile: never named as regions.
+INTERNAL = re.compile(
+    r"(?i)^ProfilerStep#\d+$|compile_id=|entire_frame_compile|^##|" + DYNAMO_INTERNAL.pattern.removeprefix("(?i)")
+)
+
+
+def is_internal(name: str) -> bool:
+    """True for annotations made by the profiler or torch.compile, not by the user."""
+    return bool(INTERNAL.search(name)) or name.startswith("(")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One clause of the verdict, with the section it came from and how much it matters."""
+
+    section: str
+    text: str
+    weight: float  # larger = more important; used to order clauses of the same kind
+
+
+@dataclass(frozen=True)
+class Headline:
+    verdict: str
+    findings: tuple[Finding, ...] = ()
+    # The time split the verdict quotes: (group, % of the window) as the breakdown has them.
+    shares: tuple[tuple[str, float], ...] = ()
+    device: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "verdict": self.verdict,
+            "findings": [
+                {"section": f.section, "text": f.text, "weight": round(f.weight, 3)}
+                for f in self.findings
+            ],
+            "device": self.device,
+            "shares_pct": {group: round(value, 3) for group, value in self.shares},
+        }
+
+
+def _finite(value: float | int | None) -> float | None:
+    """The value as a float, or None where JSON would carry null (missing, NaN, inf)."""
+    if value is None or isinstance(value, bool):
+        return None
+    v = float(value)
+    return v if math.isfinite(v) else None
+
+
+def _pct(value: float) -> str:
+    # The breakdown section prints shares with one decimal: the verdict uses the same figure.
+    return f"{value:.1f} %"
+
+
+def _ms(value_ns: float) -> str:
+    if value_ns >= 1e9:
+        return f"{value_ns / 1e9:.2f} s"
+    if value_ns >= 1e6:
+        return f"{value_ns / 1e6:.1f} ms"
+    return f"{value_ns / 1e3:.0f} µs"
+
+
+def _section(sections: Mapping[str, Result], name: str, cls: type[R]) -> R | None:
+    result = sections.get(name)
+    return result if isinstance(result, cls) and result.available else None
+
+
+# -- what the time is spent on ----------------------------------------------------------
+
+
+def _main_cause(gaps: GapsResult | None) -> str | None:
+    """The cause that explains most idle time, from the gaps section's per-cause totals."""
+    if gaps is None:
+        return None
+    totals = gaps.by_cause.group_by("cause").agg(pl.col("idle_ns").sum()).drop_nulls()
+    total = float(totals["idle_ns"].sum()) if totals.height else 0.0
+    if total <= 0:
+        return None
+    top = totals.sort(["idle_ns", "cause"], descending=[True, False]).row(0, named=True)
+    share = 100.0 * float(top["idle_ns"]) / total
+    lead = "mostly" if share >= 50 else "largely" if share >= 35 else "in part"
+    return f"{lead} {CAUSE_WORDS.get(str(top['cause']).lower(), 'cause: ' + str(top['cause']))}"
+
+
+def time_shares(breakdown: BreakdownResult) -> tuple[int, list[tuple[str, float]]]:
+    """The busiest device and its window split by group (% of the window), breakdown order."""
+    busiest = breakdown.devices.sort(["busy_ns", "device"], descending=[True, False])
+    device = int(busiest["device"][0])
+    rows = breakdown.by_device.filter(pl.col("device") == device)
+    shares: dict[str, float] = {}
+    for row in rows.iter_rows(named=True):
+        group = group_of(str(row["category"]))
+        shares[group] = shares.get(group, 0.0) + 100.0 * float(row["share"])
+    return device, list(shares.items())
+
+
+def _time_clause(
+    breakdown: BreakdownResult, gaps: GapsResult | None, findings: FindingsResult | None
+) -> tuple[Finding, int, list[tuple[str, float]]]:
+    device, shares = time_shares(breakdown)
+    parts = []
+    for group, value in shares:
+        if group == "idle":
+            if value >= NEGLIGIBLE_IDLE_PCT and (cause := _main_cause(gaps)):
+                parts.append(f"idle {_pct(value)} ({cause})")
+            else:
+                parts.append(f"idle {_pct(value)}")
+        elif value >= MINOR_GROUP_PCT:
+            parts.append(f"{GROUP_WORDS.get(group, group)} {_pct(value)}")
+    gpu = "GPU" if breakdown.devices.height == 1 else f"GPU {device}"
+    scope = f"{gpu} time over the traced {_ms(breakdown.window_ns)}"
+    if findings is not None and findings.step_ns and findings.steps:
+        scope += f" ({findings.steps} steps, {_ms(findings.step_ns)} each)"
+    idle = dict(shares).get("idle", 0.0)
+    return Finding("breakdown", f"{scope}: " + ", ".join(parts), idle), device, shares
+
+
+def _host_clause(overview: OverviewResult | None, ops: OpsResult | None) -> Finding:
+    """No GPU work at all: say so, and where the host's time goes."""
+    text = "no GPU work in this trace: only the host was recorded"
+    if overview is not None and overview.window_ns > 0:
+        text += f" ({_ms(overview.window_ns)})"
+    if ops is not None and ops.ops.height:
+        top = (
+            ops.ops.filter(~pl.col("name").str.contains(INTERNAL.pattern))
+            .group_by("name")
+            .agg(pl.col("host_self_ns").sum())
+            .sort(["host_self_ns", "name"], descending=[True, False])
+            .head(3)
+        )
+        named = [f"{r['name']} {_ms(r['host_self_ns'])}" for r in top.iter_rows(named=True) if r["host_self_ns"] > 0]
+        if named:
+            text += "; host time (self) mostly in " + ", ".join(named)
+    return Finding("overview", text, 0.0)
+
+
+def _steps_idle_clause(steps: StepsResult | None, overview: OverviewResult | None) -> Finding | None:
+    """Without the breakdown section: the idle share from the steps or the overview."""
+    if steps is not None and steps.steps.height:
+        rows = steps.steps.filter(~pl.col("is_warmup"))
+        rows = rows if rows.height else steps.steps
+        span = float(rows["device_dur_ns"].sum())
+        busy = float(sum(rows[c].sum() for c in ("kernel_ns", "memcpy_ns", "memset_ns")))
+        if span > 0:
+            idle = max(0.0, 100.0 * (1.0 - busy / span))
+            return Finding("steps", f"GPU idle {_pct(idle)} of the steps' device time", idle)
+    if overview is not None:
+        busy_pcts = [v for d in overview.devices if (v := _finite(d.busy_pct)) is not None]
+        if busy_pcts:
+            idle = 100.0 - max(busy_pcts)
+            return Finding("overview", f"GPU idle {_pct(idle)} of the traced window", idle)
+    return None
+
+
+# -- what to fix ------------------------------------------------------------------------
+
+
+def _finding_clauses(findings: FindingsResult | None) -> list[Finding]:
+    if findings is None:
+        return []
+    chosen = [
+        f
+        for f in findings.findings
+        if f.saving_pct >= LEAD_SAVING_PCT and not any(is_internal(r.name) for r in f.evidence.regions[:1])
+    ][:TOP_FINDINGS]
+    clauses = []
+    for i, f in enumerate(chosen):
+        unit = "per step" if f.per_step and findings.step_ns else "in the window"
+        saving = f"~{f.saving_pct:.0f} % ({_ms(f.saving_ns)} {unit})"
+        action = ACTION.get(f.id, f.fix)
+        lead = "Fix first" if i == 0 else "then"
+        clauses.append(Finding("findings", f"{lead}: {_lower(f.title)} [{f.id}], saving {saving}: {action}", f.saving_pct))
+    if not chosen:
+        if findings.findings:
+            top = findings.findings[0]
+            text = f"No finding saves more than {LEAD_SAVING_PCT:.0f} % (largest: {top.title} [{top.id}], ~{top.saving_pct:.1f} %)"
+        else:
+            text = "No material finding (none would save 1 % or more)"
+        clauses.append(Finding("findings", text, 0.0))
+    return clauses
+
+
+def _bound_clause(bound: BoundResult | None, window_ns: int, *, steps_too: bool = True) -> Finding | None:
+    """The bound of the user region whose kernels hold most GPU time, when that share is large.
+
+    Whole steps are judged only when no finding leads (``steps_too``): a step's label then
+    says what kind of work the time is, where a finding would say what to change."""
+    if bound is None or bound.regions.height == 0:
+        return None
+    regions = bound.regions
+    total = float(window_ns)
+    if total <= 0:
+        return None
+    for level in ("annotation", "step") if steps_too else ("annotation",):
+        rows = regions.filter((pl.col("kind") == level) & pl.col("label").is_not_null() & ~pl.col("label").is_in(list(SKIP_LABELS)))
+        if level == "annotation":
+            rows = rows.filter(~pl.col("name").str.contains(INTERNAL.pattern))
+        if rows.height == 0:
+            continue
+        per_name = (
+            rows.group_by("name", "label")
+            .agg(
+                pl.col("kernel_ns").sum(),
+                ((pl.col("pct_of_roofline") * pl.col("kernel_ns")).sum() / pl.col("kernel_ns").sum()).alias("roofline"),
+                pl.len().alias("count"),
+            )
+            .sort(["kernel_ns", "name"], descending=[True, False])
+        )
+        if level == "step":
+            per_name = (
+                rows.group_by("label")
+                .agg(
+                    pl.col("kernel_ns").sum(),
+                    ((pl.col("pct_of_roofline") * pl.col("kernel_ns")).sum() / pl.col("kernel_ns").sum()).alias("roofline"),
+                    pl.len().alias("count"),
+                )
+                .with_columns(name=pl.lit("steps"))
+                .sort(["kernel_ns", "label"], descending=[True, False])
+            )
+        top = per_name.row(0, named=True)
+        share = 100.0 * float(top["kernel_ns"]) / total
+        if share < REGION_SHARE_PCT:
+            continue
+        label = str(top["label"])
+        if level == "step":
+            who = "every step is" if top["count"] == rows.height else f"{top['count']} of {rows.height} steps are"
+        else:
+            who = f"region {top['name']} (its kernels {share:.0f} % of the window) is"
+        text = f"{who} {LABEL_WORDS.get(label, label)}-bound"
+        roofline = _finite(top["roofline"])
+        if roofline is not None and label in ("compute", "memory"):
+            text += f" at {roofline:.0f} % of roofline"
+        return Finding("bound", text, share)
+    return None
+
+
+def _leak_clause(memory: MemoryResult | None) -> Finding | None:
+    if memory is None or not memory.leaks:
+        return None
+    return Finding("memory", "allocated memory grows from step to step (possible leak)", 1.0)
+
+
+def _lower(title: str) -> str:
+    """A title inside a sentence: "The GPU waits" -> "the GPU waits"; "float32 ..." unchanged."""
+    return title[0].lower() + title[1:] if len(title) > 1 and title[0].isupper() and title[1].islower() else title
+
+
+def compose(findings: Iterable[Finding]) -> str:
+    """Join clauses into the verdict: the time split, then the fixes, then the rest.
+
+    The time split is one sentence, the findings another (joined by "; "), each other
+    clause its own sentence.
+    """
+    items = list(findings)
+    if not items:
+        return "Nothing to say: no section produced a finding for this trace."
+    time = [f.text for f in items if f.section in ("breakdown", "overview", "steps")][:1]
+    fixes = [f.text for f in items if f.section == "findings"]
+    rest = [f.text for f in sorted(items, key=lambda f: -f.weight) if f.section not in ("breakdown", "overview", "steps", "findings")]
+    sentences = [*time, *(["; ".join(fixes)] if fixes else []), *rest]
+    return " ".join(_sentence(s) for s in sentences)
+
+
+def _sentence(text: str) -> str:
+    return text[0].upper() + text[1:] + ("" if text.endswith(".") else ".")
+
+
+def headline(sections: Mapping[str, Result]) -> Headline:
+    """The verdict for a set of section results (any subset of the registry)."""
+    breakdown = _section(sections, "breakdown", BreakdownResult)
+    findings = _section(sections, "findings", FindingsResult)
+    gaps = _section(sections, "gaps", GapsResult)
+    overview = _section(sections, "overview", OverviewResult)
+    clauses: list[Finding | None] = []
+    device: int | None = None
+    shares: list[tuple[str, float]] = []
+    no_gpu = overview is not None and not any(d.busy_ns > 0 for d in overview.devices)
+    raw_breakdown = sections.get("breakdown")
+    if breakdown is not None:
+        time, device, shares = _time_clause(breakdown, gaps, findings)
+        clauses.append(time)
+    elif no_gpu or (isinstance(raw_breakdown, BreakdownResult) and (raw_breakdown.reason or "").startswith("no GPU")):
+        clauses.append(_host_clause(overview, _section(sections, "ops", OpsResult)))
+        findings = None  # device findings have nothing to stand on
+    else:
+        clauses.append(_steps_idle_clause(_section(sections, "steps", StepsResult), overview))
+    if findings is not None or "findings" in sections:
+        clauses.extend(_finding_clauses(findings))
+    leads = any(c is not None and c.section == "findings" and c.weight > 0 for c in clauses)
+    # Whole steps are labelled only when compute fills most of the window (not copies, idle).
+    computing = dict(shares).get("compute", 0.0) >= 50.0
+    if breakdown is not None:
+        clauses.append(
+            _bound_clause(_section(sections, "bound", BoundResult), breakdown.window_ns, steps_too=computing and not leads)
+        )
+    clauses.append(_leak_clause(_section(sections, "memory", MemoryResult)))
+    kept = tuple(c for c in clauses if c is not None)
+    return Headline(verdict=compose(kept), findings=kept, shares=tuple(shares), device=device)

@@ -1,0 +1,1 @@
+"""The registered single-trace analyses, one module each, in the order the report shows them."""

@@ -1,0 +1,92 @@
+"""The regions the bound analysis judges: the whole trace, ProfilerSteps, compiled graph calls,
+annotations, nn.Module scopes and the top-level ops with the most GPU time; and the GPU work
+each one launched."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from traceinsight.analysis.lib.timeline import analysis_window
+from traceinsight.trace.model import Trace
+from traceinsight.trace.schema import PROFILER_STEP_PREFIX
+
+MAX_OP_REGIONS = 100
+
+
+def named_regions(trace: Trace) -> pl.DataFrame:
+    ev = trace.events
+    name = pl.col("name").cast(pl.String)
+    kind = pl.col("kind").cast(pl.String)
+    compiled = (
+        ((kind == "user_annotation") & name.str.starts_with("## Call CompiledFxGraph"))
+        | ((kind == "cpu_op") & name.is_in(["CompiledFunction", "CompiledFunctionBackward"]))
+        | name.str.starts_with("Torch-Compiled Region")
+    )
+    region_kind = (
+        pl.when((kind == "user_annotation") & name.str.starts_with(PROFILER_STEP_PREFIX))
+        .then(pl.lit("step"))
+        .when(compiled)
+        .then(pl.lit("compiled"))
+        .when(kind == "user_annotation")
+        .then(pl.lit("annotation"))
+        .when((kind == "python") & name.str.starts_with("nn.Module:"))
+        .then(pl.lit("module"))
+    )
+    return (
+        ev.with_columns(region_kind.alias("rkind"))
+        .filter(pl.col("rkind").is_not_null() & (pl.col("dur_ns") > 0))
+        .select(
+            pl.col("id").alias("region_id"),
+            name.alias("name"),
+            pl.col("rkind").alias("kind"),
+            pl.col("ts_ns").alias("start_ns"),
+            pl.col("end_ns").alias("host_end_ns"),
+        )
+    )
+
+
+def top_op_regions(trace: Trace) -> tuple[pl.DataFrame, int]:
+    """Top-level ops that launched GPU work, the ones with the most GPU time first."""
+    tops = (
+        trace.kernels.filter(pl.col("top_op_id").is_not_null())
+        .group_by("top_op_id")
+        .agg(pl.col("dur_ns").sum().alias("gpu_ns"))
+        .sort(["gpu_ns", "top_op_id"], descending=[True, False])
+    )
+    total = tops.height
+    keep = tops.head(MAX_OP_REGIONS).select(pl.col("top_op_id").alias("region_id"))
+    regions = trace.events.join(keep, left_on="id", right_on="region_id", how="inner").select(
+        pl.col("id").alias("region_id"),
+        pl.col("name").cast(pl.String).alias("name"),
+        pl.lit("op").alias("kind"),
+        pl.col("ts_ns").alias("start_ns"),
+        pl.col("end_ns").alias("host_end_ns"),
+    )
+    return regions, max(total - MAX_OP_REGIONS, 0)
+
+
+def region_spans(trace: Trace) -> tuple[pl.DataFrame, int]:
+    lo, hi = analysis_window(trace)
+    whole = pl.DataFrame(
+        {"region_id": [-1], "name": ["(whole trace)"], "kind": ["trace"], "start_ns": [lo], "host_end_ns": [hi]},
+        schema={"region_id": pl.Int64, "name": pl.String, "kind": pl.String, "start_ns": pl.Int64, "host_end_ns": pl.Int64},
+    )
+    ops, left_out = top_op_regions(trace)
+    frames = [whole, named_regions(trace), ops]
+    # The same span can be recorded twice (e.g. a compiled region as op and as annotation).
+    regions = pl.concat([f.cast(whole.schema) for f in frames]).unique(
+        ["name", "start_ns", "host_end_ns"], keep="first", maintain_order=True
+    )
+    return regions, left_out
+
+
+def assign(regions: pl.DataFrame, work: pl.DataFrame) -> pl.DataFrame:
+    """(region, kernel) pairs: GPU work whose launch call started inside the region's host span."""
+    launched = work.filter(pl.col("launch_ts_ns").is_not_null())
+    if launched.height == 0 or regions.height == 0:
+        return pl.DataFrame(schema={"region_id": pl.Int64} | dict(work.schema))
+    return regions.select("region_id", "start_ns", "host_end_ns").join_where(
+        launched,
+        pl.col("launch_ts_ns") >= pl.col("start_ns"),
+        pl.col("launch_ts_ns") < pl.col("host_end_ns"),
+    ).drop("start_ns", "host_end_ns")
