@@ -23,9 +23,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from traceinsight.analysis.core.base import AnalysisConfig, Inputs  # noqa: E402
+from traceinsight.analysis.core.base import AnalysisConfig  # noqa: E402
 from traceinsight.analysis.core.registry import ANALYSES  # noqa: E402
-from traceinsight.analysis.core.report import analyze  # noqa: E402
+from traceinsight.analysis.core.runner import compute_inputs  # noqa: E402
+from traceinsight.analysis.report import analyze  # noqa: E402
 from traceinsight.trace.loader import load  # noqa: E402
 
 DEFAULT_TRACE = ROOT / ".bench" / "large.json"
@@ -75,7 +76,7 @@ def main() -> int:
     config = AnalysisConfig()
     rows = []
     for spec in specs:
-        inputs = Inputs.compute(trace, config, spec.requires)
+        inputs = compute_inputs(trace, config, spec.requires)
         seconds = _best_of(args.repeat, lambda spec=spec, inputs=inputs: spec.run(trace, config, inputs))
         rows.append((spec.name, seconds))
     names = [spec.name for spec in specs]

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from traceinsight.analysis.core.report import analyze
 from traceinsight.analysis.diff.compare import DiffOptions, DiffResult, diff_traces
 from traceinsight.analysis.findings import FindingsResult
+from traceinsight.analysis.report import analyze
 from traceinsight.trace.loader import load
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"

@@ -109,7 +109,7 @@ def describe(result: Any) -> list[str]:
 
 def generate() -> str:
     from traceinsight.analysis.core.registry import ANALYSES
-    from traceinsight.analysis.core.report import analyze
+    from traceinsight.analysis.report import analyze
     from traceinsight.render.envelope import document
     from traceinsight.trace.loader import load
 

@@ -19,7 +19,8 @@ from traceinsight.analysis.core.registry import (
     closure,
     topological_order,
 )
-from traceinsight.analysis.core.report import analyze
+from traceinsight.analysis.core.runner import run_one
+from traceinsight.analysis.report import analyze
 from traceinsight.analysis.sections import bound, gaps
 
 
@@ -82,7 +83,7 @@ def test_bound_reads_the_gaps_it_was_given(sample_trace: Callable[[str], Any]) -
     config = AnalysisConfig()
     given = gaps.run(trace, config)
     via_inputs = bound.run(trace, config, Inputs({"gaps": given}))
-    standalone = bound.run(trace, config)
+    standalone = run_one(trace, "bound", config)
     assert via_inputs.regions.equals(standalone.regions)
 
 

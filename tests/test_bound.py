@@ -17,6 +17,7 @@ from rich.console import Console
 from tests.conftest import sample_path
 from tests.handmade import kernel, launch, op, write_trace
 from traceinsight.analysis.core.base import AnalysisConfig, Inputs
+from traceinsight.analysis.core.runner import run_one
 from traceinsight.analysis.sections import bound
 from traceinsight.cli.app import main
 from traceinsight.render.sections.bound import render_by, render_terminal
@@ -34,7 +35,7 @@ REGIME_LABELS = {
 
 @pytest.fixture(scope="module")
 def regimes() -> bound.BoundResult:
-    return bound.run(load(sample_path("regimes"), cache=False), AnalysisConfig())
+    return run_one(load(sample_path("regimes"), cache=False), "bound", AnalysisConfig())
 
 
 def _annotations(result: bound.BoundResult) -> pl.DataFrame:
@@ -92,7 +93,7 @@ def test_gpm_counters_agree_with_achieved_rates(regimes: bound.BoundResult) -> N
 
 @pytest.mark.parametrize(("size", "label"), [(64, "overhead"), (256, "overhead"), (1024, "overhead"), (4096, "compute")])
 def test_mm_sweep_verdicts(size: int, label: str, sample_trace: Callable[[str], Any]) -> None:
-    result = bound.run(sample_trace(f"mm_sweep_{size}"), AnalysisConfig())
+    result = run_one(sample_trace(f"mm_sweep_{size}"), "bound", AnalysisConfig())
     steps = result.regions.filter(pl.col("kind") == "step")
     assert steps.height == 3
     assert set(steps["label"].to_list()) == {label}
@@ -102,7 +103,7 @@ def test_mm_sweep_verdicts(size: int, label: str, sample_trace: Callable[[str], 
 
 def test_mm_sweep_gets_busier_and_faster_as_matrices_grow(sample_trace: Callable[[str], Any]) -> None:
     rows = [
-        bound.run(sample_trace(f"mm_sweep_{n}"), AnalysisConfig()).regions.filter(pl.col("kind") == "trace").row(0, named=True)
+        run_one(sample_trace(f"mm_sweep_{n}"), "bound", AnalysisConfig()).regions.filter(pl.col("kind") == "trace").row(0, named=True)
         for n in (64, 256, 1024, 4096)
     ]
     busy = [r["busy_pct"] for r in rows]
@@ -134,7 +135,7 @@ def _renamed_device(trace: Trace, name: str) -> Trace:
 
 def test_unknown_device_without_peaks_still_labels_idle_regions(sample_trace: Callable[[str], Any]) -> None:
     trace = _renamed_device(sample_trace("regimes"), "Mystery Accelerator 9000")
-    result = bound.run(trace, AnalysisConfig())
+    result = run_one(trace, "bound", AnalysisConfig())
     assert not result.roofline_available
     assert result.roofline_reason and "--peak-tflops" in result.roofline_reason
     labels = dict(_annotations(result).select("name", "label").unique().iter_rows())
@@ -148,7 +149,7 @@ def test_unknown_device_without_peaks_still_labels_idle_regions(sample_trace: Ca
         assert "device peaks" in row["reason"] and "missing" in row["reason"]
         assert row["pct_of_roofline"] is None and "of roofline" not in row["reason"]
     # With user peaks the roofline comes back.
-    given = bound.run(trace, AnalysisConfig(peak_tflops=989.5, peak_bw_tbps=4.8))
+    given = run_one(trace, "bound", AnalysisConfig(peak_tflops=989.5, peak_bw_tbps=4.8))
     assert given.roofline_available
     gemm = _annotations(given).filter(pl.col("name") == "big_gemm_bf16").row(0, named=True)
     assert gemm["label"] == "compute" and gemm["ridge"] == pytest.approx(989.5 / 4.8)
@@ -157,7 +158,7 @@ def test_unknown_device_without_peaks_still_labels_idle_regions(sample_trace: Ca
 def test_without_shapes_labels_are_family_guesses(sample_trace: Callable[[str], Any]) -> None:
     trace = sample_trace("regimes")
     blank = dataclasses.replace(trace, events=trace.events.with_columns(pl.lit(None, dtype=pl.String).alias("input_dims")))
-    result = bound.run(blank, AnalysisConfig())
+    result = run_one(blank, "bound", AnalysisConfig())
     assert any("no input shapes" in n for n in result.notes)
     rows = {r["name"]: r for r in _annotations(result).iter_rows(named=True)}
     assert rows["big_gemm_bf16"]["label"] == "compute"
@@ -193,7 +194,7 @@ def test_op_and_kernel_tables(regimes: bound.BoundResult) -> None:
 def test_cpu_only_trace_is_not_available(tmp_path: Any) -> None:
     """Hand-made trace with host ops only."""
     path = write_trace(tmp_path / "cpu.json", [op("aten::add", 1.0, 5.0), op("aten::mul", 10.0, 5.0)])
-    result = bound.run(load(path, cache=False), AnalysisConfig())
+    result = run_one(load(path, cache=False), "bound", AnalysisConfig())
     assert not result.available
     assert result.reason and "no GPU" in result.reason
     json.dumps(result.to_dict(), allow_nan=False)
@@ -201,7 +202,7 @@ def test_cpu_only_trace_is_not_available(tmp_path: Any) -> None:
 
 @pytest.mark.parametrize("name", ["train_eager", "train_compiled", "train_cudagraphs", "dataloader_w0"])
 def test_renders_on_other_samples(name: str, sample_trace: Callable[[str], Any]) -> None:
-    result = bound.run(sample_trace(name), AnalysisConfig())
+    result = run_one(sample_trace(name), "bound", AnalysisConfig())
     assert result.available
     assert result.regions.filter(pl.col("kind") == "trace").height == 1
     assert set(result.regions["label"].to_list()) <= set(bound.LABELS)
@@ -213,7 +214,7 @@ def test_renders_on_other_samples(name: str, sample_trace: Callable[[str], Any])
 
 
 def test_dataloader_steps_are_data_bound(sample_trace: Callable[[str], Any]) -> None:
-    steps = bound.run(sample_trace("dataloader_w0"), AnalysisConfig()).regions.filter(pl.col("kind") == "step")
+    steps = run_one(sample_trace("dataloader_w0"), "bound", AnalysisConfig()).regions.filter(pl.col("kind") == "step")
     assert set(steps["label"].to_list()) == {"data"}
 
 
@@ -259,7 +260,7 @@ def _gemm_trace(tmp_path: Any, tensor_util: float) -> Trace:
 
 @pytest.mark.parametrize(("tensor_util", "confidence", "verdict"), [(95.0, "high", "(agrees)"), (2.0, "low", "(disagrees)")])
 def test_counters_raise_or_lower_confidence(tmp_path: Any, tensor_util: float, confidence: str, verdict: str) -> None:
-    result = bound.run(_gemm_trace(tmp_path, tensor_util), AnalysisConfig())
+    result = run_one(_gemm_trace(tmp_path, tensor_util), "bound", AnalysisConfig())
     row = result.regions.filter(pl.col("name") == "work").row(0, named=True)
     assert row["label"] == "compute"
     # Far below the roofline on its own: medium; the counters move it one step.

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from traceinsight.analysis.core.base import AnalysisConfig
-from traceinsight.analysis.core.report import analyze
+from traceinsight.analysis.report import analyze
 from traceinsight.analysis.sections import compile as compile_analysis
 from traceinsight.cli.app import main
 from traceinsight.trace.loader import load

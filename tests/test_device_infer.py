@@ -9,9 +9,9 @@ import polars as pl
 
 from tests.handmade import kernel, launch, op, write_trace
 from traceinsight.analysis.core.base import AnalysisConfig
+from traceinsight.analysis.core.runner import run_one
 from traceinsight.analysis.device.infer import infer_part, part_from_kernel_names
 from traceinsight.analysis.sections.bound import BoundResult
-from traceinsight.analysis.sections.bound import run as bound_run
 from traceinsight.trace.loader import load
 
 GENERIC = {"id": 0, "name": "AMD Radeon Graphics", "numSms": 304}
@@ -30,7 +30,7 @@ def _hand_made_rocm_trace(tmp: Path, kernel_names: list[str], props: dict[str, A
 
 
 def _bound(path: Path) -> BoundResult:
-    return bound_run(load(path, cache=False), AnalysisConfig())
+    return run_one(load(path, cache=False), "bound", AnalysisConfig())
 
 
 def test_gfx942_in_tensile_names_means_mi300(tmp_path: Path) -> None:

@@ -9,7 +9,8 @@ import types
 from pathlib import Path
 
 import traceinsight as ti
-from traceinsight.analysis.core.base import AnalysisConfig, Inputs
+from traceinsight.analysis.core.base import AnalysisConfig
+from traceinsight.analysis.core.runner import compute_inputs
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -28,7 +29,7 @@ def test_the_documented_example_analysis_runs_on_a_sample() -> None:
 
     trace = ti.load(ROOT / "sample_traces" / "dataloader_w0.json.gz", cache=False)
     config = AnalysisConfig()
-    inputs = Inputs.compute(trace, config, ("gaps",))
+    inputs = compute_inputs(trace, config, ("gaps",))
     result = namespace["run"](trace, config, inputs)  # type: ignore[operator]
     gaps = inputs.get("gaps", ti.GapsResult)
     assert result.available

@@ -12,7 +12,7 @@ import polars as pl
 import pytest
 
 from tests.conftest import sample_path
-from traceinsight.analysis.core.report import analyze
+from traceinsight.analysis.report import analyze
 from traceinsight.analysis.sections.bound import BoundResult
 from traceinsight.analysis.sections.gaps import GapsResult
 from traceinsight.analysis.sections.steps import StepsResult

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import traceinsight as ti
-from traceinsight.analysis.core.report import analyze
+from traceinsight.analysis.report import analyze
 from traceinsight.render.html import render_html
 
 ROOT = Path(__file__).resolve().parent.parent

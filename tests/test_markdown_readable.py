@@ -11,7 +11,7 @@ from traceinsight.render.markdown import name_cell
 
 @functools.cache
 def _md(name: str) -> str:
-    from traceinsight.analysis.core.report import analyze
+    from traceinsight.analysis.report import analyze
 
     return analyze(_load_sample(name)).to_markdown()
 

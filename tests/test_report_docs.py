@@ -57,7 +57,7 @@ def documented_keys(doc: str) -> dict[str, set[str]]:
 
 
 def test_documented_keys_match_a_real_json_report(sample_trace: Any) -> None:
-    from traceinsight.analysis.core.report import analyze
+    from traceinsight.analysis.report import analyze
     from traceinsight.render.envelope import document
 
     keys = documented_keys((DOCS / "report.md").read_text(encoding="utf-8"))

@@ -17,7 +17,8 @@ import pytest
 from tests.conftest import sample_path
 from tests.handmade import op, write_trace
 from traceinsight.analysis.core.base import AnalysisConfig
-from traceinsight.analysis.core.report import analyze
+from traceinsight.analysis.core.runner import run_one
+from traceinsight.analysis.report import analyze
 from traceinsight.analysis.sections.steps import STEP_SCHEMA
 from traceinsight.cli.app import main
 from traceinsight.render import envelope, formats
@@ -107,10 +108,9 @@ def test_write_is_atomic_and_keeps_the_usual_mode(tmp_path: Path, sample_trace: 
 
 
 def test_bound_listing_text(sample_trace: Any) -> None:
-    from traceinsight.analysis.sections import bound
 
     trace = sample_trace("regimes")
-    text = formats.render(BoundListing(trace.meta.path, bound.run(trace, AnalysisConfig()), "kernel", 5), "terminal")
+    text = formats.render(BoundListing(trace.meta.path, run_one(trace, "bound", AnalysisConfig()), "kernel", 5), "terminal")
     assert "Bound by kernel" in text
 
 
@@ -144,9 +144,8 @@ def test_diff_renderers_read_existing_kernel_count_keys(sample_trace: Any) -> No
 
 
 def test_bound_roofline_reads_existing_peak_keys(sample_trace: Any) -> None:
-    from traceinsight.analysis.sections import bound
 
-    result = bound.run(sample_trace("gemm_bf16"), AnalysisConfig())
+    result = run_one(sample_trace("gemm_bf16"), "bound", AnalysisConfig())
     assert result.peaks is not None
     assert isinstance(result.peaks["mem_bw_tbps"], float) and isinstance(result.peaks["tflops"], dict)
 

@@ -22,7 +22,7 @@ import pytest
 
 import traceinsight as ti
 from traceinsight import atomic
-from traceinsight.analysis.core.report import Report
+from traceinsight.analysis.report import Report
 from traceinsight.cli.app import main
 from traceinsight.render.html.report import NO_TRACE_SECTION
 from traceinsight.trace.loader import load

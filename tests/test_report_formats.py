@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import sample_names
 from tests.handmade import kernel, launch, op, write_trace
-from traceinsight.analysis.core.report import analyze
+from traceinsight.analysis.report import analyze
 from traceinsight.render.formats import perfetto, render
 from traceinsight.trace.loader import load
 

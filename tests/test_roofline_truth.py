@@ -14,11 +14,11 @@ import pytest
 
 from tests.handmade import kernel, launch, op, write_trace
 from traceinsight.analysis.core.base import AnalysisConfig
+from traceinsight.analysis.core.runner import run_one
 from traceinsight.analysis.cost.args import OpArgs
 from traceinsight.analysis.cost.matmul import attention_cost, mm_cost
 from traceinsight.analysis.cost.model import kernel_costs, op_cost
 from traceinsight.analysis.device.peaks import lookup, match_device
-from traceinsight.analysis.sections.bound import run as bound_run
 from traceinsight.trace.loader import load
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
@@ -26,7 +26,7 @@ F32, F64, BF16 = "float", "double", "c10::BFloat16"
 
 
 def _bound(path: Path) -> Any:
-    return bound_run(load(path, cache=False), AnalysisConfig())
+    return run_one(load(path, cache=False), "bound", AnalysisConfig())
 
 
 def _one_op_trace(
@@ -189,7 +189,7 @@ def test_bound_step_windows_are_the_steps_device_windows() -> None:
     from traceinsight.analysis.lib.timeline import device_step_spans
 
     trace = load(SAMPLES / "train_eager.json.gz")
-    b = bound_run(trace, AnalysisConfig())
+    b = run_one(trace, "bound", AnalysisConfig())
     steps = b.regions.filter(pl.col("kind") == "step").sort("start_ns")
     spans = device_step_spans(trace).sort("device_start_ns")
     assert steps["dur_ns"].to_list() == spans["device_dur_ns"].to_list()
@@ -310,7 +310,7 @@ def test_a_first_call_alone_does_not_make_a_region_overhead_bound(tmp_path: Path
         ts, gpu = ts + dur + 5, start + 2_000.0
     path = write_trace(tmp_path / "t.json", events, deviceProperties=[{"id": 0, "name": "NVIDIA H200"}])
     trace = load(path, cache=False)
-    whole = bound_run(trace, AnalysisConfig()).regions.filter(pl.col("kind") == "trace").row(0, named=True)
+    whole = run_one(trace, "bound", AnalysisConfig()).regions.filter(pl.col("kind") == "trace").row(0, named=True)
     # Before: the 75 ms idle gap read as launch overhead and made the trace overhead-bound.
     # After: it is set apart, and the steady state (GPU busy) is judged on its roofline.
     assert whole["label"] == "compute", whole["reason"]

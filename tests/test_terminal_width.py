@@ -44,7 +44,7 @@ def check_widths(render: functools.partial[str] | object) -> None:
 
 @functools.cache
 def _report(name: str):  # type: ignore[no-untyped-def]
-    from traceinsight.analysis.core.report import analyze
+    from traceinsight.analysis.report import analyze
 
     return analyze(_load_sample(name))
 

@@ -15,10 +15,10 @@ from traceinsight.version import __version__
 
 if TYPE_CHECKING:
     from traceinsight.analysis.core.base import AnalysisConfig, Result
-    from traceinsight.analysis.core.report import Report
     from traceinsight.analysis.diff.compare import DiffResult
     from traceinsight.analysis.job.report import JobReport
     from traceinsight.analysis.job.series import SeriesResult
+    from traceinsight.analysis.report import Report
     from traceinsight.analysis.sections.bound import BoundResult
     from traceinsight.analysis.sections.breakdown import BreakdownResult
     from traceinsight.analysis.sections.compile import CompileResult
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 _LAZY = {
     "AnalysisConfig": "traceinsight.analysis.core.base",
     "Result": "traceinsight.analysis.core.base",
-    "Report": "traceinsight.analysis.core.report",
+    "Report": "traceinsight.analysis.report",
     "Trace": "traceinsight.trace.model",
     "TraceMeta": "traceinsight.trace.model",
     "DiffResult": "traceinsight.analysis.diff.compare",

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Union, overload
 
 if TYPE_CHECKING:
     from traceinsight.analysis.core.base import AnalysisConfig
-    from traceinsight.analysis.core.report import Report
     from traceinsight.analysis.diff.compare import DiffResult
     from traceinsight.analysis.job.report import JobReport
     from traceinsight.analysis.job.series import SeriesResult
+    from traceinsight.analysis.report import Report
     from traceinsight.engine.job import Job
     from traceinsight.trace.model import Trace
 
@@ -135,7 +135,7 @@ def analyze(
     """
     # Registers the notebook display functions (Report._repr_html_ and friends).
     import traceinsight.render  # noqa: F401
-    from traceinsight.analysis.core.report import analyze as analyze_trace
+    from traceinsight.analysis.report import analyze as analyze_trace
     from traceinsight.engine.job import Job
 
     if isinstance(trace, Job):

@@ -23,6 +23,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from traceinsight.capture import counters as C
 from traceinsight.capture import nvml as N
+from traceinsight.capture.distributed import dist_rank
 from traceinsight.capture.merge import write_bytes_atomic
 from traceinsight.capture.nvml import OK, NvmlSampler, Sample, UtilWindow
 
@@ -263,8 +264,6 @@ def _default_device() -> int:
 
 
 def _ranked(path: Path) -> Path:
-    from traceinsight.capture.profiler import dist_rank
-
     rank = dist_rank()
     if rank is None:
         return path

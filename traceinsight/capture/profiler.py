@@ -13,6 +13,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
+from traceinsight.capture.distributed import dist_rank
 from traceinsight.capture.merge import merge_samples, read_trace, write_trace_atomic
 from traceinsight.capture.nvml import NvmlSampler
 from traceinsight.errors import CaptureError
@@ -63,18 +64,6 @@ def _split_name(path: Path) -> tuple[Path, str, str]:
         if name.endswith(ext) and len(name) > len(ext):
             return path.parent, name[: -len(ext)], ext
     return path.parent, name, ".json.gz"
-
-
-def dist_rank() -> int | None:
-    """This process's rank under an initialized torch.distributed, else None."""
-    try:
-        import torch.distributed as dist
-
-        if dist.is_available() and dist.is_initialized():
-            return int(dist.get_rank())
-    except Exception:
-        pass
-    return None
 
 
 def output_path(path: str | os.PathLike[str], *, cycle: int | None = None) -> Path:

@@ -58,7 +58,7 @@ def analyze_command(
     fmt = check("job" if job else "report", format)
     trace = Path(traces[0])
     from traceinsight.analysis.core.base import AnalysisConfig
-    from traceinsight.analysis.core.report import analyze, select_sections
+    from traceinsight.analysis.report import analyze, select_sections
     from traceinsight.cli.output import check_writable, write_output
     from traceinsight.render.progress import loading, phases, wants_progress
     from traceinsight.render.units import size

@@ -42,8 +42,9 @@ def bound_command(
     if devices is not None and (peak_tflops is not None or peak_bw is not None):
         raise UsageError("give either --devices FILE.toml or --peak-tflops/--peak-bw, not both")
     from traceinsight.analysis.core.base import AnalysisConfig
+    from traceinsight.analysis.core.runner import run_one
     from traceinsight.analysis.device.peaks import load_toml
-    from traceinsight.analysis.sections.bound import run
+    from traceinsight.analysis.sections.bound import BoundResult
     from traceinsight.trace.loader import load
 
     if devices is not None:
@@ -56,7 +57,8 @@ def bound_command(
         devices_toml=str(devices) if devices is not None else None,
     )
     loaded = load(trace, cache=not no_cache)
-    result = run(loaded, config)
+    result = run_one(loaded, "bound", config)  # with the gaps it reads computed first
+    assert isinstance(result, BoundResult)
     from traceinsight.cli.output import emit
     from traceinsight.render.documents import BoundListing
 

@@ -35,7 +35,7 @@ def export_command(
     except ImportError as exc:
         raise UsageError("the Perfetto export needs the 'perfetto' package: pip install perfetto") from exc
     from traceinsight.analysis.core.base import AnalysisConfig
-    from traceinsight.analysis.core.report import analyze
+    from traceinsight.analysis.report import analyze
     from traceinsight.cli.output import check_writable, write_output
     from traceinsight.render.formats import perfetto
     from traceinsight.trace.loader import load

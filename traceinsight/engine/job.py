@@ -160,8 +160,8 @@ def summarize_run(
 ) -> RunSummary:
     """One single-trace run of a series: its summary and (with ``findings``) its top findings;
     runs in a worker."""
-    from traceinsight.analysis.core.report import analyze
     from traceinsight.analysis.findings.model import FindingsResult
+    from traceinsight.analysis.report import analyze
     from traceinsight.trace.loader import load
 
     trace = load(fetch(rank_file.path), cache=cache, workers=1)
@@ -197,7 +197,7 @@ def load_series(
     across its ranks. Runs that cannot be read are left out and listed in ``failed``.
     ``only`` / ``skip`` choose the report's sections (``runs``, ``breakdown``, ``findings``);
     without ``findings`` no run's findings are computed."""
-    from traceinsight.analysis.job.common import given_names
+    from traceinsight.analysis.core.selection import given_names
     from traceinsight.analysis.job.series import analyze as analyze_series
     from traceinsight.analysis.job.series import merge_ranks, select_series_sections
 

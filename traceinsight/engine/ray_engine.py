@@ -48,9 +48,8 @@ def connect(address: str | None = None, jobs: int | None = None) -> Any:
 
 
 def _python_path() -> list[str]:
-    import traceinsight
-
-    root = os.path.dirname(os.path.dirname(os.path.abspath(traceinsight.__file__)))
+    # The directory holding the traceinsight package: this file is traceinsight/engine/ray_engine.py.
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     existing = os.environ.get("PYTHONPATH", "")
     return [root, *existing.split(os.pathsep)]
 

@@ -1,6 +1,6 @@
 """What the single-purpose commands print: one analysis result plus the options that shape it.
 
-``analyze`` renders a :class:`~traceinsight.analysis.core.report.Report` and ``diff`` a
+``analyze`` renders a :class:`~traceinsight.analysis.report.Report` and ``diff`` a
 :class:`~traceinsight.analysis.diff.compare.DiffResult` directly; the commands that show one section
 (or query rows) wrap their result in one of these so every output goes through
 :mod:`traceinsight.render.formats`.

@@ -25,10 +25,10 @@ import json
 from typing import Any, Literal
 
 from traceinsight.analysis.core.base import jsonable
-from traceinsight.analysis.core.report import Report
 from traceinsight.analysis.diff.compare import DiffResult
 from traceinsight.analysis.job.report import JobReport
 from traceinsight.analysis.job.series import SeriesResult
+from traceinsight.analysis.report import Report
 from traceinsight.render.documents import BoundListing, CompileReport, GapsListing, QueryRows
 from traceinsight.version import __version__
 

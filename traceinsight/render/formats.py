@@ -15,10 +15,10 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from traceinsight.analysis.core.report import Report
 from traceinsight.analysis.diff.compare import DiffResult
 from traceinsight.analysis.job.report import JobReport
 from traceinsight.analysis.job.series import SeriesResult
+from traceinsight.analysis.report import Report
 from traceinsight.atomic import write_atomic
 from traceinsight.errors import UsageError
 from traceinsight.render import envelope

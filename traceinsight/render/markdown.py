@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import html
 
-from traceinsight.analysis.core.report import Report
-from traceinsight.analysis.findings.model import FindingsResult
+from traceinsight.analysis.report import Report
 from traceinsight.render import generic
 from traceinsight.render.fit import shorten_middle
-from traceinsight.render.sections.findings import ordered
-from traceinsight.render.sections.findings import render_markdown as findings_markdown
-from traceinsight.render.terminal import section_title
+from traceinsight.render.shared import ordered, section_title
+from traceinsight.render.views import view_of
 
 NAME_CELL = 60
 _NAME_COLUMNS = frozenset({"name", "op", "culprit", "region"})
@@ -57,8 +55,9 @@ def render_markdown(report: Report, *, max_rows: int = 10) -> str:
         if not result.available:
             out.extend([f"_Not available: {result.reason}_", ""])
             continue
-        if isinstance(result, FindingsResult):
-            out.extend(findings_markdown(result))
+        own = view_of(result).markdown
+        if own is not None:
+            out.extend(own(result))
             continue
         gv = generic.view(result, max_rows=max_rows)
         if gv.facts:

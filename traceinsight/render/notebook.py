@@ -15,16 +15,12 @@ from html import escape
 from typing import TYPE_CHECKING, Any
 
 from traceinsight.analysis.core.base import Result
-from traceinsight.analysis.core.report import Report
-from traceinsight.analysis.findings.model import FindingsResult
 from traceinsight.analysis.job.report import JobReport
 from traceinsight.analysis.job.series import SeriesResult
-from traceinsight.render.html.figures import section_figures
+from traceinsight.analysis.report import Report
 from traceinsight.render.html.job import job_body, series_body
-from traceinsight.render.html.page import result_html as result_body
-from traceinsight.render.sections.findings import ordered
-from traceinsight.render.sections.findings import render_html as findings_html
-from traceinsight.render.terminal import section_title
+from traceinsight.render.shared import ordered, section_title
+from traceinsight.render.views import section_html
 
 if TYPE_CHECKING:
     from traceinsight.render.formats import Format
@@ -46,15 +42,14 @@ def result_html(result: Result) -> str:
         return series_html(result)
     name = type(result).name
     title = f"<h4>{escape(section_title(name))}</h4>"
-    return f"<div class='ti-nb'>{_STYLE}{title}{result_body(result, section_figures(result))}</div>"
+    return f"<div class='ti-nb'>{_STYLE}{title}{section_html(result)}</div>"
 
 
 def report_html(report: Report) -> str:
     """A report as an HTML fragment: the verdict, then each section."""
     parts = [f"<div class='ti-nb'>{_STYLE}<p class='verdict'>{escape(report.headline.verdict)}</p>"]
     for name, result in ordered(report.sections):
-        body = findings_html(result) if isinstance(result, FindingsResult) else result_body(result, section_figures(result))
-        parts.append(f"<details open><summary><b>{escape(section_title(name))}</b></summary>{body}</details>")
+        parts.append(f"<details open><summary><b>{escape(section_title(name))}</b></summary>{section_html(result)}</details>")
     parts.append("</div>")
     return "".join(parts)
 

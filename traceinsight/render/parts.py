@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TypeVar
 
 from traceinsight.analysis.core.base import Result
-from traceinsight.analysis.core.report import Report
+from traceinsight.analysis.report import Report
 
 R = TypeVar("R", bound=Result)
 

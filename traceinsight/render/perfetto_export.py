@@ -18,7 +18,7 @@ from typing import Any
 
 import polars as pl
 
-from traceinsight.analysis.core.report import Report
+from traceinsight.analysis.report import Report
 from traceinsight.analysis.sections.bound import BoundResult
 from traceinsight.analysis.sections.gaps import GapsResult
 from traceinsight.analysis.sections.steps import StepsResult

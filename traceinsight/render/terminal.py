@@ -1,6 +1,6 @@
 """Terminal renderer: the headline first, then the findings, then each other section.
 
-A section's own view lives in ``render/sections/<name>.py`` (``render_terminal(result)``);
+A section's own view is registered in ``render/views.py`` by ``render/sections/<name>.py``;
 sections without one get the generic facts-and-table view.
 """
 
@@ -18,11 +18,12 @@ from rich.table import Table
 from rich.text import Text
 
 from traceinsight.analysis.core.base import Result
-from traceinsight.analysis.core.registry import ANALYSES
-from traceinsight.analysis.core.report import Report
 from traceinsight.analysis.findings.headline import Headline
+from traceinsight.analysis.report import Report
 from traceinsight.render import generic
 from traceinsight.render.fit import Col, FitTable, Kind
+from traceinsight.render.shared import ordered, section_title
+from traceinsight.render.views import view_of
 
 
 def make_console(file: Any = None, *, width: int | None = None, stderr: bool = False) -> Console:
@@ -34,13 +35,6 @@ def make_console(file: Any = None, *, width: int | None = None, stderr: bool = F
         soft_wrap=False,
         highlight=False,
     )
-
-
-def section_title(name: str) -> str:
-    for spec in ANALYSES:
-        if spec.name == name:
-            return spec.title
-    return name
 
 
 _FIGURE = re.compile(r"^[-+]?[\d,.]+(e[-+]?\d+)?( ?[^\s\d]{1,7})?$|^-$")
@@ -82,13 +76,11 @@ def _panel(body: RenderableType, title: str, *, narrow: bool, **kw: Any) -> Pane
 
 
 def section_renderable(name: str, result: Result, *, narrow: bool = False) -> RenderableType:
-    from traceinsight.render.sections import terminal_view
-
     if not result.available:
         body: RenderableType = Text(f"not available: {result.reason}", style="yellow")
     else:
-        view = terminal_view(result)
-        body = generic_renderable(result) if view is None else view
+        view = view_of(result).terminal
+        body = generic_renderable(result) if view is None else view(result)
     return _panel(body, f"[bold]{section_title(name)}[/bold]", narrow=narrow)
 
 
@@ -99,8 +91,6 @@ def headline_renderable(head: Headline, *, narrow: bool = False) -> RenderableTy
 
 def report_renderable(report: Report, *, narrow: bool = False) -> RenderableType:
     """The verdict, then one panel per section."""
-    from traceinsight.render.sections.findings import ordered
-
     parts = [headline_renderable(report.headline, narrow=narrow)]
     parts.extend(section_renderable(name, result, narrow=narrow) for name, result in ordered(report.sections))
     return Group(*parts)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
+from traceinsight.trace.nesting import nest
 from traceinsight.trace.schema import (
     EVENT_COLUMNS,
     GPU_KINDS,
@@ -181,7 +182,7 @@ def link(
     depth = np.full(n, -1, dtype=np.int32)
     improper = 0
     for rows in (np.flatnonzero(is_host & ~is_python), np.flatnonzero(is_python)):
-        improper += _nest(events, rows, parent, depth)
+        improper += nest(events, rows, parent, depth)
     if improper:
         warnings.append(
             f"{improper} host events overlap a sibling without nesting; their parent is approximate"
@@ -248,81 +249,6 @@ def _nullable(name: str, values: np.ndarray | pl.Series, valid: np.ndarray) -> p
     return (
         pl.select(pl.when(pl.Series(valid)).then(pl.Series(name, values))).to_series().alias(name)
     )
-
-
-def _nest(events: pl.DataFrame, rows: np.ndarray, parent: np.ndarray, depth: np.ndarray) -> int:
-    """Write the parent and depth of each event in ``rows`` among the events of its (pid, tid).
-
-    Events are ordered by start, longer first on ties. An event's depth is the number of
-    events of its thread that started before it and had not yet ended; its parent is the
-    latest earlier event one level up. Properly nested spans (the norm on a host thread)
-    get exact answers; crossing spans get the nearest plausible parent and are counted
-    (the return value). Sorted integer keys and binary searches over numpy arrays do the
-    work, and temporaries are dropped as soon as they are used: this runs while the whole
-    events frame is alive, at the loader's memory peak.
-    """
-    m = len(rows)
-    if m == 0:
-        return 0
-    ts = events["ts_ns"].to_numpy()[rows]
-    end = events["end_ns"].to_numpy()[rows]
-    pid = events["pid"].to_numpy()[rows]
-    tid = events["tid"].to_numpy()[rows]
-    # ``rows`` come in id order, which is by start and longer first on ties: a stable sort
-    # by thread keeps that order within each thread (polars: 2.5x quicker than np.lexsort).
-    order = (
-        pl.DataFrame({"pid": pid, "tid": tid})
-        .select(pl.arg_sort_by(["pid", "tid"], maintain_order=True))
-        .to_series()
-        .to_numpy()
-    )
-    ids, ts, end, pid, tid = rows[order], ts[order], end[order], pid[order], tid[order]
-    del order
-    starts_thread = np.ones(m, dtype=bool)
-    starts_thread[1:] = (pid[1:] != pid[:-1]) | (tid[1:] != tid[:-1])
-    del pid, tid
-    group = np.cumsum(starts_thread) - 1
-    first_of_group = np.flatnonzero(starts_thread)
-    del starts_thread
-    position = np.arange(m, dtype=np.int64)
-    # k: how many events of the same thread started before this one.
-    k = position - first_of_group[group]
-    del first_of_group
-    # ended: how many events of the same thread ended at or before this one started, from one
-    # sorted array of (thread, end) keys; a zero-length event counted its own end: give it back.
-    t0 = int(ts.min())
-    span = int(end.max()) - t0 + 2
-    if int(group.max() + 1) * span >= 2**62:  # pragma: no cover - centuries of ns × many threads
-        raise OverflowError("trace spans too long a time for nesting keys")
-    base = group * span
-    end_keys = base + (end - t0)
-    end_keys.sort()
-    ended = np.searchsorted(end_keys, base + (ts - t0), side="right")
-    ended -= np.searchsorted(end_keys, base, side="left")
-    del end_keys, base
-    level = k - ended + (end == ts)
-    del k, ended
-    np.maximum(level, 0, out=level)
-    # parent: the latest earlier event of the same thread one level up, found in one sorted
-    # array of (thread, depth, position) keys.
-    levels = int(level.max()) + 2
-    wanted_level = group * levels + level - 1
-    del group
-    sorted_keys = (wanted_level + 1) * m + position
-    sorted_keys.sort()
-    hit = np.searchsorted(sorted_keys, wanted_level * m + position, side="left") - 1
-    del position
-    found = (level > 0) & (hit >= 0)
-    hit_key = sorted_keys[np.where(found, hit, 0)]
-    del sorted_keys, hit
-    found &= hit_key // m == wanted_level
-    del wanted_level
-    parent_pos = np.where(found, hit_key % m, 0)
-    del hit_key
-    improper = int(np.count_nonzero(found & (end[parent_pos] < end)))
-    parent[ids] = np.where(found, ids[parent_pos], -1)
-    depth[ids] = level
-    return improper
 
 
 def step_spans(events: pl.DataFrame) -> pl.DataFrame:

@@ -1,1 +1,1 @@
-"""The plumbing every analysis shares: specs, inputs, the registry, the runner and the report."""
+"""The plumbing every analysis shares: the config, results, inputs, specs, the registry and the runner."""

@@ -93,21 +93,16 @@ R = TypeVar("R", bound=Result)
 class Inputs:
     """The already computed results an analysis asked for (its spec's ``requires``).
 
+    Every analysis takes them the same way: ``run(trace, config, inputs=NO_INPUTS)``. The
+    runner passes them; :func:`traceinsight.analysis.core.runner.compute_inputs` computes them
+    for a direct call.
+
     ``get`` and ``maybe`` check the type, so a result read under the wrong name or class fails
     loudly instead of yielding ``None`` fields downstream.
     """
 
     def __init__(self, results: Mapping[str, Result] | None = None) -> None:
         self._results: dict[str, Result] = dict(results or {})
-
-    @classmethod
-    def compute(cls, trace: Trace, config: AnalysisConfig, names: tuple[str, ...]) -> Inputs:
-        """Inputs for a direct call of one analysis: runs ``names`` (and what they need) once."""
-        if not names:
-            return cls()
-        from traceinsight.analysis.core.runner import run_closure
-
-        return cls(run_closure(trace, config, names))
 
     def __contains__(self, name: object) -> bool:
         return name in self._results
@@ -128,6 +123,12 @@ class Inputs:
         if not isinstance(result, cls):
             raise TypeError(f"analysis input {name!r} is a {type(result).__name__}, not a {cls.__name__}")
         return result
+
+
+# What a direct call of an analysis gets when no inputs are given: an analysis reads each
+# requirement with ``inputs.maybe`` and says what it could not do without it. The runner
+# (``core.runner.run_one`` / ``compute_inputs``) computes requirements.
+NO_INPUTS = Inputs()
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from traceinsight.analysis.core.base import AnalysisConfig, Inputs, Result
-from traceinsight.analysis.core.registry import closure, get
+from traceinsight.analysis.core.registry import RegistryError, closure, get
 from traceinsight.trace.model import Trace
 
 
@@ -41,11 +41,16 @@ def run_closure(
             on_section(name)
         inputs = Inputs({r: results[r] for r in spec.requires if r in results})
         try:
-            results[name] = spec.run(trace, config, inputs)
+            result = spec.run(trace, config, inputs)
         except Exception as exc:
             if errors is None:
                 raise
             errors[name] = exc
+            continue
+        # Views, the JSON envelope and report.section() look results up by this name.
+        if result.name != name:
+            raise RegistryError(f"analysis {name!r} returned a {type(result).__name__} named {result.name!r}")
+        results[name] = result
     return results
 
 
@@ -61,3 +66,18 @@ def run_job_closure(job: Any, config: AnalysisConfig, names: Iterable[str]) -> d
         # A job spec's run takes the job in the trace's place (see analysis.job.specs).
         results[name] = spec.run(job, config, inputs)
     return results
+
+
+def compute_inputs(trace: Trace, config: AnalysisConfig, names: Iterable[str]) -> Inputs:
+    """The results of ``names`` (and of what they need), computed once each, as the inputs of a
+    direct call: ``bound.run(trace, config, compute_inputs(trace, config, bound.SPEC.requires))``."""
+    wanted = tuple(names)
+    if not wanted:
+        return Inputs()
+    results = run_closure(trace, config, wanted)
+    return Inputs({name: results[name] for name in wanted})
+
+
+def run_one(trace: Trace, name: str, config: AnalysisConfig | None = None) -> Result:
+    """One registered analysis with its requirements computed first, as ``analyze`` runs it."""
+    return run_closure(trace, config or AnalysisConfig(), (name,))[name]

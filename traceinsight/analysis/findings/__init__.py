@@ -3,13 +3,12 @@
 Reads the other analyses' results (gaps, breakdown, steps, ops, kernels, bound, memory,
 compile) through a :class:`FindingContext`, runs one detector per catalogue entry, caps the
 savings so that findings sharing the same device time never add up to more than it, and ranks
-them. ``SPEC`` and ``run(trace, config, inputs)`` live in :mod:`.spec`.
+them. ``SPEC`` and ``run(trace, config, inputs)`` live in :mod:`.spec` (the registry's line).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from traceinsight.analysis.findings.catalogue import CATALOGUE, MATERIALITY_PCT
 from traceinsight.analysis.findings.compiled import (
@@ -109,15 +108,6 @@ def find(ctx: FindingContext) -> FindingsResult:
         rank=ctx.rank,
         skipped=tuple(skipped),
     )
-
-
-def __getattr__(name: str) -> Any:
-    # The spec needs the analysis runner's Inputs; load it only when asked for.
-    if name in ("SPEC", "run"):
-        from traceinsight.analysis.findings import spec
-
-        return getattr(spec, name)
-    raise AttributeError(name)
 
 
 __all__ = [

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from traceinsight.analysis.core.base import AnalysisConfig, AnalysisSpec, Inputs
+from traceinsight.analysis.core.base import NO_INPUTS, AnalysisConfig, AnalysisSpec, Inputs
 from traceinsight.analysis.findings import find
 from traceinsight.analysis.findings.context import FindingContext
 from traceinsight.analysis.findings.model import FindingsResult
@@ -19,7 +19,7 @@ from traceinsight.trace.model import Trace
 REQUIRES = ("gaps", "breakdown", "steps", "ops", "kernels", "bound", "memory", "compile")
 
 
-def run(trace: Trace, config: AnalysisConfig, inputs: Inputs) -> FindingsResult:
+def run(trace: Trace, config: AnalysisConfig, inputs: Inputs = NO_INPUTS) -> FindingsResult:
     del config  # the thresholds are the catalogue's; the inputs carry the config's effects
     ctx = FindingContext(
         trace=trace,

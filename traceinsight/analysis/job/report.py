@@ -9,9 +9,9 @@ from typing import Any
 
 from traceinsight.analysis.core import display
 from traceinsight.analysis.core.base import AnalysisConfig, Result, jsonable
+from traceinsight.analysis.core.selection import choose_sections, given_names
 from traceinsight.analysis.findings.model import Finding
 from traceinsight.analysis.job import collectives, ranks, stragglers
-from traceinsight.analysis.job.common import choose_sections, given_names
 from traceinsight.analysis.job.files import CommandFiles
 from traceinsight.analysis.job.findings import JobFindingsResult
 from traceinsight.analysis.job.specs import JOB_SECTIONS

@@ -20,7 +20,7 @@ from typing import Any
 import polars as pl
 
 from traceinsight.analysis.core.base import AnalysisConfig, Result, jsonable
-from traceinsight.analysis.job.common import choose_sections
+from traceinsight.analysis.core.selection import choose_sections
 from traceinsight.analysis.job.files import CommandFiles
 from traceinsight.analysis.job.summary import (
     IDLE_CAUSES,

@@ -293,7 +293,7 @@ def summarize(trace: Trace, rank: int | None = None, config: AnalysisConfig | No
     info = meta.distributed or {}
     # Through analyze(), the public entry, so that this keeps working however specs are run
     # (imported here: the registry imports the job specs, which import this module).
-    from traceinsight.analysis.core.report import analyze
+    from traceinsight.analysis.report import analyze
 
     report = analyze(trace, cfg, only=["steps", "gaps"])
     step_result = report.sections["steps"]

@@ -25,7 +25,7 @@ from typing import Any
 
 import polars as pl
 
-from traceinsight.analysis.core.base import AnalysisConfig, AnalysisSpec, Inputs, Result
+from traceinsight.analysis.core.base import NO_INPUTS, AnalysisConfig, AnalysisSpec, Inputs, Result
 from traceinsight.analysis.cost.roofline import (
     above_peak_reason,
     aggregate,
@@ -37,9 +37,9 @@ from traceinsight.analysis.cost.roofline import (
 from traceinsight.analysis.device import infer as device_infer
 from traceinsight.analysis.device import peaks as devices
 from traceinsight.analysis.lib import intervals
-from traceinsight.analysis.lib.counters_align import counter_means, counter_windows
 from traceinsight.analysis.lib.first_calls import first_call_outliers, first_call_rows
 from traceinsight.analysis.lib.timeline import busy_intervals, device_step_spans
+from traceinsight.analysis.sections.bound_counters import counter_means, counter_windows
 from traceinsight.analysis.sections.bound_labels import (
     CAUSE_LABEL,
     FIRST_CALL_CAUSE,
@@ -346,7 +346,7 @@ def _kernel_table(work: pl.DataFrame, roofline_ok: bool, bw: float | None, l2_by
 # ---- entry point -----------------------------------------------------------------------
 
 
-def run(trace: Trace, config: AnalysisConfig, inputs: Inputs | None = None) -> BoundResult:
+def run(trace: Trace, config: AnalysisConfig, inputs: Inputs = NO_INPUTS) -> BoundResult:
     gpu = trace.kernels.filter(pl.col("device").is_not_null())
     if gpu.height == 0:
         return BoundResult(available=False, reason="no GPU kernels, memcpys or memsets in this trace")
@@ -390,7 +390,6 @@ def run(trace: Trace, config: AnalysisConfig, inputs: Inputs | None = None) -> B
             "labels are guessed from kernel families with low confidence"
         )
     work = kernel_work(trace, peaks if roofline_ok else None)
-    inputs = inputs if inputs is not None else Inputs.compute(trace, config, SPEC.requires)
     gaps_result = inputs.maybe("gaps", GapsResult)
     # An unavailable gaps result still carries an (empty) gaps table with the right columns.
     gaps = gaps_result.gaps if gaps_result is not None else None

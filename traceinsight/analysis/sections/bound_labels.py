@@ -8,7 +8,7 @@ import polars as pl
 
 from traceinsight.analysis.cost.roofline import confidence_text, pct_text, roofline_label
 from traceinsight.analysis.lib import intervals
-from traceinsight.analysis.lib.counters_align import counter_adjustment
+from traceinsight.analysis.sections.bound_counters import counter_adjustment
 
 # Gap cause (gaps analysis) → label. "untraced" means the launching thread recorded nothing:
 # the host was busy with work the profiler did not see, which is host time all the same.

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from traceinsight.analysis.core.base import AnalysisConfig, AnalysisSpec, Inputs, Result
+from traceinsight.analysis.core.base import NO_INPUTS, AnalysisConfig, AnalysisSpec, Inputs, Result
 from traceinsight.analysis.lib import intervals
 from traceinsight.analysis.lib.categories import (
     CATEGORIES,
@@ -128,7 +128,7 @@ class BreakdownResult(Result):
         return int(rows["dur_ns"].sum()) if rows.height else 0
 
 
-def run(trace: Trace, config: AnalysisConfig, inputs: Inputs | None = None) -> BreakdownResult:
+def run(trace: Trace, config: AnalysisConfig, inputs: Inputs = NO_INPUTS) -> BreakdownResult:
     lo, hi = analysis_window(trace)
     window_ns = max(hi - lo, 0)
     work = gpu_work(trace)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from traceinsight.analysis.classify.families import with_families
-from traceinsight.analysis.core.base import AnalysisConfig, AnalysisSpec, Inputs, Result
+from traceinsight.analysis.core.base import NO_INPUTS, AnalysisConfig, AnalysisSpec, Inputs, Result
 from traceinsight.analysis.lib import intervals
 from traceinsight.analysis.lib.timeline import median_host_step_ns, step_spans
 from traceinsight.trace.model import Trace
@@ -280,7 +280,7 @@ def _findings(r: dict[str, object]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def run(trace: Trace, config: AnalysisConfig, inputs: Inputs | None = None) -> CompileResult:
+def run(trace: Trace, config: AnalysisConfig, inputs: Inputs = NO_INPUTS) -> CompileResult:
     if not has_compile_markers(trace):
         return CompileResult(
             available=False,

@@ -36,6 +36,7 @@ from typing import Any
 import polars as pl
 
 from traceinsight.analysis.core.base import (
+    NO_INPUTS,
     RESULT_SCHEMA_VERSION,
     AnalysisConfig,
     AnalysisSpec,
@@ -397,7 +398,7 @@ class GapsResult(Result):
         return data
 
 
-def run(trace: Trace, config: AnalysisConfig, inputs: Inputs | None = None) -> GapsResult:
+def run(trace: Trace, config: AnalysisConfig, inputs: Inputs = NO_INPUTS) -> GapsResult:
     threshold_ns = int(config.gap_threshold_ns)
     lo, hi = analysis_window(trace)
     window_ns = max(hi - lo, 0)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from traceinsight.analysis.classify.families import with_families
-from traceinsight.analysis.core.base import AnalysisConfig, AnalysisSpec, Inputs, Result
+from traceinsight.analysis.core.base import NO_INPUTS, AnalysisConfig, AnalysisSpec, Inputs, Result
 from traceinsight.trace.model import Trace
 
 # cudaGraphLaunch (runtime API) or cuGraphLaunch (driver API), versioned names included.
@@ -191,7 +191,7 @@ def _launch_stats(k: pl.DataFrame) -> LaunchStats:
     )
 
 
-def run(trace: Trace, config: AnalysisConfig, inputs: Inputs | None = None) -> KernelsResult:
+def run(trace: Trace, config: AnalysisConfig, inputs: Inputs = NO_INPUTS) -> KernelsResult:
     if trace.kernels.height == 0:
         return KernelsResult(available=False, reason="no GPU kernels, memcpys or memsets in this trace")
     k = _with_launch(

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from traceinsight.analysis.core.base import AnalysisConfig, AnalysisSpec, Inputs, Result
+from traceinsight.analysis.core.base import NO_INPUTS, AnalysisConfig, AnalysisSpec, Inputs, Result
 from traceinsight.analysis.lib.host_tree import innermost_op
 from traceinsight.analysis.lib.timeline import step_spans
 from traceinsight.trace.model import Trace
@@ -326,7 +326,7 @@ def _origin_ns(trace: Trace, mem: pl.DataFrame) -> int:
     return int(first) if isinstance(first, int) else 0
 
 
-def run(trace: Trace, config: AnalysisConfig, inputs: Inputs | None = None) -> MemoryResult:
+def run(trace: Trace, config: AnalysisConfig, inputs: Inputs = NO_INPUTS) -> MemoryResult:
     mem = _events(trace)
     if mem.height == 0:
         return MemoryResult(available=False, reason="trace recorded without profile_memory")

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from traceinsight.analysis.core.base import AnalysisConfig, AnalysisSpec, Inputs, Result
+from traceinsight.analysis.core.base import NO_INPUTS, AnalysisConfig, AnalysisSpec, Inputs, Result
 from traceinsight.analysis.lib.host_tree import HostTree, innermost_op, op_tree
 from traceinsight.trace.model import Trace
 
@@ -95,7 +95,7 @@ def _gpu_by_op(tree: HostTree, ops: pl.DataFrame, kernels: pl.DataFrame) -> pl.D
     )
 
 
-def run(trace: Trace, config: AnalysisConfig, inputs: Inputs | None = None) -> OpsResult:
+def run(trace: Trace, config: AnalysisConfig, inputs: Inputs = NO_INPUTS) -> OpsResult:
     if not bool((trace.events["kind"] == "cpu_op").any()):
         return OpsResult(available=False, reason="no cpu_op events in this trace")
     by_shapes = bool(config.by_shapes)

@@ -7,7 +7,7 @@ from typing import Any
 
 import polars as pl
 
-from traceinsight.analysis.core.base import AnalysisConfig, AnalysisSpec, Inputs, Result
+from traceinsight.analysis.core.base import NO_INPUTS, AnalysisConfig, AnalysisSpec, Inputs, Result
 from traceinsight.analysis.lib import intervals
 from traceinsight.analysis.lib.timeline import analysis_window, busy_intervals, work_intervals
 from traceinsight.trace.model import Trace
@@ -56,7 +56,7 @@ class OverviewResult(Result):
         )
 
 
-def run(trace: Trace, config: AnalysisConfig, inputs: Inputs | None = None) -> OverviewResult:
+def run(trace: Trace, config: AnalysisConfig, inputs: Inputs = NO_INPUTS) -> OverviewResult:
     events = trace.events
     lo, hi = analysis_window(trace)
     window = max(hi - lo, 0)

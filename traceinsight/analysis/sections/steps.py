@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from traceinsight.analysis.core.base import AnalysisConfig, AnalysisSpec, Inputs, Result
+from traceinsight.analysis.core.base import NO_INPUTS, AnalysisConfig, AnalysisSpec, Inputs, Result
 from traceinsight.analysis.lib import intervals
 from traceinsight.analysis.lib.host_names import with_name_flags
 from traceinsight.analysis.lib.timeline import device_step_spans, gpu_work, step_spans
@@ -164,7 +164,7 @@ class StepsResult(Result):
         return self.steps
 
 
-def run(trace: Trace, config: AnalysisConfig, inputs: Inputs | None = None) -> StepsResult:
+def run(trace: Trace, config: AnalysisConfig, inputs: Inputs = NO_INPUTS) -> StepsResult:
     spans = step_spans(trace)
     if spans.height == 0:
         return StepsResult(

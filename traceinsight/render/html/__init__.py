@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from traceinsight.render.html.diff import render_diff_html
-from traceinsight.render.html.figures import section_figures
 from traceinsight.render.html.page import result_html
 from traceinsight.render.html.report import render_html
 
-__all__ = ["render_diff_html", "render_html", "result_html", "section_figures"]
+__all__ = ["render_diff_html", "render_html", "result_html"]

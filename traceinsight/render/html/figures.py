@@ -6,12 +6,8 @@ name, so a renamed field fails type checking or the tests instead of drawing not
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TypeVar
-
 import polars as pl
 
-from traceinsight.analysis.core.base import Result
 from traceinsight.analysis.sections.bound import BoundResult
 from traceinsight.analysis.sections.breakdown import BreakdownResult
 from traceinsight.analysis.sections.kernels import KernelsResult
@@ -22,7 +18,6 @@ from traceinsight.render.html.page import Figure
 from traceinsight.render.html.styles import BOUND_COLORS, CATEGORY_COLORS
 from traceinsight.render.units import ns
 
-R = TypeVar("R", bound=Result)
 
 def breakdown_figures(result: BreakdownResult) -> list[Figure]:
     frame = result.by_device
@@ -119,27 +114,3 @@ def bound_figures(result: BoundResult) -> list[Figure]:
         chart,
         "x: FLOPs per byte moved; y: achieved TFLOP/s; lines: the device roofs per data type. Colour is the bound label; hover a dot for its name.",
     )]
-
-
-def _typed(cls: type[R], build: Callable[[R], list[Figure]]) -> Callable[[Result], list[Figure]]:
-    def figures(result: Result) -> list[Figure]:
-        return build(result) if isinstance(result, cls) else []
-
-    return figures
-
-
-FIGURE_BUILDERS: dict[str, Callable[[Result], list[Figure]]] = {
-    BreakdownResult.name: _typed(BreakdownResult, breakdown_figures),
-    KernelsResult.name: _typed(KernelsResult, kernels_figures),
-    OpsResult.name: _typed(OpsResult, ops_figures),
-    StepsResult.name: _typed(StepsResult, steps_figures),
-    BoundResult.name: _typed(BoundResult, bound_figures),
-}
-
-
-def section_figures(result: Result) -> list[Figure]:
-    """The plots of one section's result (none for sections without a dedicated view)."""
-    builder = FIGURE_BUILDERS.get(type(result).name)
-    if builder is None or not result.available:
-        return []
-    return builder(result)

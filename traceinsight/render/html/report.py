@@ -10,15 +10,12 @@ from __future__ import annotations
 
 from html import escape
 
-from traceinsight.analysis.core.report import Report
-from traceinsight.analysis.findings.model import FindingsResult
+from traceinsight.analysis.report import Report
 from traceinsight.render.html.counters import counter_figures, memory_figure
-from traceinsight.render.html.figures import section_figures
-from traceinsight.render.html.page import figure_html, page, result_html
+from traceinsight.render.html.page import figure_html, page
 from traceinsight.render.html.timeline import timeline_figure
-from traceinsight.render.sections.findings import ordered
-from traceinsight.render.sections.findings import render_html as findings_html
-from traceinsight.render.terminal import section_title
+from traceinsight.render.shared import ordered, section_title
+from traceinsight.render.views import section_html
 from traceinsight.trace.model import Trace
 
 # In place of the plots drawn from the trace, on a page rendered without it (a report written
@@ -47,8 +44,7 @@ def render_html(report: Report, trace: Trace | None = None) -> str:
     else:
         parts.append(NO_TRACE_SECTION)
     for name, result in ordered(report.sections):
-        body = findings_html(result) if isinstance(result, FindingsResult) else result_html(result, section_figures(result))
-        parts.append(f"<section id='{escape(name)}'><h2>{escape(section_title(name))}</h2>{body}</section>")
+        parts.append(f"<section id='{escape(name)}'><h2>{escape(section_title(name))}</h2>{section_html(result)}</section>")
     if trace is not None:
         extra = [f for f in (memory_figure(trace), *counter_figures(trace)) if f is not None]
         if extra:

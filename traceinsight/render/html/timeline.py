@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from traceinsight.analysis.core.report import Report
+from traceinsight.analysis.report import Report
 from traceinsight.analysis.sections.gaps import GapsResult
 from traceinsight.analysis.sections.overview import OverviewResult
 from traceinsight.render import svg

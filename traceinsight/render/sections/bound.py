@@ -8,7 +8,9 @@ from rich.table import Table
 from rich.text import Text
 
 from traceinsight.analysis.sections.bound import BoundResult
+from traceinsight.render import views
 from traceinsight.render.fit import Col, FitTable, shorten_middle
+from traceinsight.render.html.figures import bound_figures
 from traceinsight.render.units import ns, pct
 
 LABEL_STYLE = {
@@ -169,3 +171,6 @@ def render_by(result: BoundResult, by: str, *, limit: int = 20, all_regions: boo
 
 def render_terminal(result: BoundResult) -> RenderableType:
     return render_by(result, "region", limit=8, all_regions=True)
+
+
+views.register(BoundResult, terminal=render_terminal, figures=bound_figures)

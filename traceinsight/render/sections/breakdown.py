@@ -7,7 +7,9 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 
 from traceinsight.analysis.sections.breakdown import BreakdownResult, group_of
+from traceinsight.render import views
 from traceinsight.render.fit import Col, FitTable
+from traceinsight.render.html.figures import breakdown_figures
 from traceinsight.render.units import ns, pct
 
 _STYLES = {"compute": "green", "communication": "magenta", "memcpy": "cyan", "memset": "blue", "idle": "yellow"}
@@ -54,3 +56,6 @@ def render_terminal(result: BreakdownResult) -> RenderableType:
         )
         parts.append(table)
     return Group(*parts)
+
+
+views.register(BreakdownResult, terminal=render_terminal, figures=breakdown_figures)

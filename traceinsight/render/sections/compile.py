@@ -7,6 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from traceinsight.analysis.sections.compile import CompileResult
+from traceinsight.render import views
 from traceinsight.render.fit import Col, FitTable
 from traceinsight.render.units import ns
 
@@ -96,3 +97,6 @@ def render_terminal(result: CompileResult) -> RenderableType:
     for line in result.findings:
         parts.append(Text(f"• {line}"))
     return Group(*parts)
+
+
+views.register(CompileResult, terminal=render_terminal)

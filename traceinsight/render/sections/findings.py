@@ -13,8 +13,8 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from traceinsight.analysis.core.base import Result
 from traceinsight.analysis.findings.model import Finding, FindingsResult
+from traceinsight.render import views
 from traceinsight.render.units import ns
 
 # Evidence rows shown per finding in the report (the JSON has all of them).
@@ -34,12 +34,6 @@ def kernel_name(name: str, width: int = KERNEL_WIDTH) -> str:
             text = text[:i]
             break
     return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def ordered(sections: dict[str, Result]) -> list[tuple[str, Result]]:
-    """The report's sections with findings first: reports lead with what to fix."""
-    first = [(n, r) for n, r in sections.items() if n == FindingsResult.name]
-    return first + [(n, r) for n, r in sections.items() if n != FindingsResult.name]
 
 
 def saving_text(f: Finding, result: FindingsResult) -> str:
@@ -157,3 +151,6 @@ def render_html(result: FindingsResult) -> str:
         minor = ", ".join(f"{escape(f.id)} {f.saving_pct:.1f} %" for f in result.not_material)
         parts.append(f"<p class='note'>Below {result.materiality_pct:g} %: {minor}</p>")
     return "".join(parts)
+
+
+views.register(FindingsResult, terminal=render_terminal, markdown=render_markdown, html=render_html)

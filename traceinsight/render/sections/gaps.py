@@ -7,6 +7,7 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 
 from traceinsight.analysis.sections.gaps import GapsResult
+from traceinsight.render import views
 from traceinsight.render.fit import Col, FitTable
 from traceinsight.render.units import ns, pct
 
@@ -63,3 +64,6 @@ def render_terminal(result: GapsResult, *, include_top: bool = True) -> Renderab
         return Group(head, causes, culprits, hist)
     top = gaps_table(result.top, title=f"largest {result.top.height} gaps (start from window start)", origin_ns=result.window_start_ns)
     return Group(head, causes, culprits, hist, top)
+
+
+views.register(GapsResult, terminal=render_terminal)

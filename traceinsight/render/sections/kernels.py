@@ -9,6 +9,8 @@ from rich.table import Table
 from rich.text import Text
 
 from traceinsight.analysis.sections.kernels import KernelsResult
+from traceinsight.render import views
+from traceinsight.render.html.figures import kernels_figures
 from traceinsight.render.sections.ops import compact_table
 from traceinsight.render.units import ns, pct
 
@@ -127,3 +129,6 @@ def render_terminal(result: KernelsResult) -> RenderableType:
     if result.kernels.height > TOP_N:
         parts.append(Text(f"… {result.kernels.height - TOP_N:,} more (see --format json)", style="dim"))
     return Group(*parts)
+
+
+views.register(KernelsResult, terminal=render_terminal, figures=kernels_figures)

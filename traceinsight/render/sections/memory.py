@@ -7,6 +7,7 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 
 from traceinsight.analysis.sections.memory import MemoryResult
+from traceinsight.render import views
 from traceinsight.render.sections.ops import compact_table
 from traceinsight.render.units import ns, pct, size
 
@@ -80,3 +81,6 @@ def render_terminal(result: MemoryResult) -> RenderableType:
         parts.append(Text("no steady step-over-step growth (no leak suspected)", style="green"))
     parts.extend(Text(f"note: {note}", style="dim") for note in result.notes)
     return Group(*parts)
+
+
+views.register(MemoryResult, terminal=render_terminal)

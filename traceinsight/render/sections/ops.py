@@ -9,7 +9,9 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 
 from traceinsight.analysis.sections.ops import CPU_HEAVY_RATIO, OpsResult
+from traceinsight.render import views
 from traceinsight.render.fit import Cell, Col, FitTable, shorten_middle
+from traceinsight.render.html.figures import ops_figures
 from traceinsight.render.units import ns
 
 TOP_N = 15
@@ -94,3 +96,6 @@ def render_terminal(result: OpsResult) -> RenderableType:
     elif not result.has_gpu:
         parts.append(Text("no GPU activity in this trace: host times only", style="dim"))
     return Group(*parts)
+
+
+views.register(OpsResult, terminal=render_terminal, figures=ops_figures)

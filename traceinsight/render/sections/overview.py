@@ -7,6 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from traceinsight.analysis.sections.overview import OverviewResult
+from traceinsight.render import views
 from traceinsight.render.fit import Col, FitTable
 from traceinsight.render.units import ns, pct, size
 
@@ -48,3 +49,6 @@ def render_terminal(result: OverviewResult) -> RenderableType:
     for warning in result.warnings:
         parts.append(Text(f"warning: {warning}", style="yellow"))
     return Group(*parts)
+
+
+views.register(OverviewResult, terminal=render_terminal)

@@ -8,7 +8,9 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 
 from traceinsight.analysis.sections.steps import OTHER, PARTS, StepsResult
+from traceinsight.render import views
 from traceinsight.render.fit import Cell, Col, FitTable
+from traceinsight.render.html.figures import steps_figures
 from traceinsight.render.units import ns, pct
 
 _SHORT = {"communication": "comm", "dataloader": "data", "cpu_exec": "cpu"}
@@ -45,3 +47,6 @@ def render_terminal(result: StepsResult) -> RenderableType:
     if result.outlier_steps:
         notes.append(Text(f"outlier steps: {', '.join(map(str, result.outlier_steps))}", style="yellow"))
     return Group(Text("device step = from step start to the end of its last GPU work; parts are shares of it"), table, stats, *notes)
+
+
+views.register(StepsResult, terminal=render_terminal, figures=steps_figures)

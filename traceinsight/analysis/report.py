@@ -19,9 +19,8 @@ from traceinsight.analysis.core.base import (
 )
 from traceinsight.analysis.core.registry import ANALYSES
 from traceinsight.analysis.core.runner import run_closure
-from traceinsight.analysis.job.common import given_names
+from traceinsight.analysis.core.selection import choose_sections, given_names
 from traceinsight.atomic import write_atomic
-from traceinsight.errors import UsageError
 from traceinsight.trace.model import Trace
 from traceinsight.version import __version__
 
@@ -141,14 +140,8 @@ class Report:
 
 
 def select_sections(only: Iterable[str] | None, skip: Iterable[str] | None) -> list[str]:
-    names = [spec.name for spec in ANALYSES if spec.kind == "trace"]
-    only_list = [s.strip() for part in (only or []) for s in part.split(",") if s.strip()]
-    skip_list = [s.strip() for part in (skip or []) for s in part.split(",") if s.strip()]
-    unknown = sorted(set(only_list + skip_list) - set(names))
-    if unknown:
-        raise UsageError(f"unknown section(s) {', '.join(unknown)}; choose from {', '.join(names)}")
-    chosen = [n for n in names if (not only_list or n in only_list) and n not in skip_list]
-    return chosen
+    """The single-trace sections to show, in report order (an unknown name is a usage error)."""
+    return choose_sections([spec.name for spec in ANALYSES], only, skip, what="section")
 
 
 def analyze(
