@@ -183,7 +183,7 @@ def test_analyze_job_skip_and_its_validation(capsys: pytest.CaptureFixture[str])
 
 
 def test_comm_note_names_where_communication_was_measured() -> None:
-    from traceinsight.render.job_view import comm_note
+    from traceinsight.render.job.view import comm_note
 
     assert comm_note(["host", "host"], ["rank 0", "rank 1"]).startswith("comm = host-side collective spans")
     assert "exposed = with the GPU idle" in comm_note(["host"], ["rank 0"])

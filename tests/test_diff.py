@@ -28,8 +28,8 @@ from traceinsight.analysis.lib.stats import min_rank_p
 from traceinsight.api import diff
 from traceinsight.cli.app import main
 from traceinsight.errors import EXIT_REGRESSION, EXIT_USAGE
-from traceinsight.render.diff_terminal import change_pct
-from traceinsight.render.html.diff import render_diff_html
+from traceinsight.render.diff.html import render_diff_html
+from traceinsight.render.diff.view import change_pct
 from traceinsight.render.units import ns
 
 from .conftest import sample_path

@@ -136,7 +136,7 @@ def test_probe_catches_an_empty_chart(tmp_path: Path) -> None:
 
 def test_diff_page_renders(tmp_path: Path) -> None:
     from traceinsight.api import diff
-    from traceinsight.render.html import render_diff_html
+    from traceinsight.render.diff.html import render_diff_html
 
     result = diff(SAMPLES / "amp_off.json.gz", SAMPLES / "amp_on.json.gz", label_before="amp_off", label_after="amp_on")
     page_html = render_diff_html(result)

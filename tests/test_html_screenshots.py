@@ -51,7 +51,7 @@ def test_analyze_page_screenshots(name: str, tmp_path: Path) -> None:
 @pytest.mark.parametrize(("before", "after"), [("amp_off", "amp_on"), ("dataloader_w0", "dataloader_w4")])
 def test_diff_page_screenshots(before: str, after: str, tmp_path: Path) -> None:
     from traceinsight.api import diff
-    from traceinsight.render.html import render_diff_html
+    from traceinsight.render.diff.html import render_diff_html
 
     result = diff(SAMPLES / f"{before}.json.gz", SAMPLES / f"{after}.json.gz", label_before=before, label_after=after)
     _shoot(render_diff_html(result), f"diff_{before}_{after}", tmp_path)

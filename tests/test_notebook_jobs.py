@@ -12,7 +12,7 @@ import traceinsight as ti
 from traceinsight.analysis.job.report import JobReport
 from traceinsight.analysis.job.series import SeriesResult
 from traceinsight.render.formats import render
-from traceinsight.render.html.job import job_body, series_body
+from traceinsight.render.job.html import job_body, series_body
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
 STRAGGLER = str(SAMPLES / "job_straggler.rank*.json.gz")

@@ -22,6 +22,7 @@ sections shown.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any, Literal
 
 from traceinsight.analysis.core.base import jsonable
@@ -57,46 +58,81 @@ def _chosen(obj: Report | JobReport | SeriesResult) -> dict[str, Any]:
     return {"only": jsonable(obj.only), "skip": jsonable(obj.skip)}
 
 
-def document(obj: Document) -> dict[str, Any]:
-    """``obj`` as the JSON-safe envelope (see the module docstring)."""
-    if isinstance(obj, Report):
-        body = obj.to_dict()
-        data = _header("report", {"trace": obj.trace_path}, _chosen(obj), list(obj.sections))
-        data.update((k, v) for k, v in body.items() if k not in _REPORT_HEADER_KEYS)
-        return data
-    if isinstance(obj, JobReport):
-        # inputs: the rank files in rank order; failed ranks are listed under "failed", and
-        # "findings" (job_findings' findings) is there when job_findings is shown.
-        job = obj.to_dict()
-        data = _header("job", {"ranks": list(obj.paths)}, _chosen(obj), list(job))
-        data.update(job)
-        return jsonable(data)  # type: ignore[no-any-return]
-    if isinstance(obj, SeriesResult):
-        runs = [str(p) for p in obj.runs["path"].to_list()]
-        data = _header("series", {"runs": runs}, _chosen(obj), ["series"])
-        data["series"] = obj.to_dict()
-        return jsonable(data)  # type: ignore[no-any-return]
-    if isinstance(obj, DiffResult):
-        data = _header("diff", {"before": obj.before_path, "after": obj.after_path}, {}, ["diff"])
-        data["diff"] = obj.to_dict()
-        return jsonable(data)  # type: ignore[no-any-return]
-    if isinstance(obj, GapsListing):
-        payload = obj.result.to_dict()
-        payload["gaps"] = jsonable(obj.listed)
-        data = _header("gaps", {"trace": obj.trace_path}, {"limit": obj.limit}, ["gaps"])
-        data["gaps"] = payload
-        return data
-    if isinstance(obj, BoundListing):
-        data = _header("bound", {"trace": obj.trace_path}, {"by": obj.by}, ["bound"])
-        data["bound"] = obj.result.to_dict()
-        return data
-    if isinstance(obj, CompileReport):
-        data = _header("compile", {"trace": obj.trace_path}, {}, ["compile"])
-        data["compile"] = obj.result.to_dict()
-        return data
+def _report(obj: Report) -> dict[str, Any]:
+    body = obj.to_dict()
+    data = _header("report", {"trace": obj.trace_path}, _chosen(obj), list(obj.sections))
+    data.update((k, v) for k, v in body.items() if k not in _REPORT_HEADER_KEYS)
+    return data
+
+
+def _job(obj: JobReport) -> dict[str, Any]:
+    # inputs: the rank files in rank order; failed ranks are listed under "failed", and
+    # "findings" (job_findings' findings) is there when job_findings is shown.
+    job = obj.to_dict()
+    data = _header("job", {"ranks": list(obj.paths)}, _chosen(obj), list(job))
+    data.update(job)
+    return jsonable(data)  # type: ignore[no-any-return]
+
+
+def _series(obj: SeriesResult) -> dict[str, Any]:
+    runs = [str(p) for p in obj.runs["path"].to_list()]
+    data = _header("series", {"runs": runs}, _chosen(obj), ["series"])
+    data["series"] = obj.to_dict()
+    return jsonable(data)  # type: ignore[no-any-return]
+
+
+def _diff(obj: DiffResult) -> dict[str, Any]:
+    data = _header("diff", {"before": obj.before_path, "after": obj.after_path}, {}, ["diff"])
+    data["diff"] = obj.to_dict()
+    return jsonable(data)  # type: ignore[no-any-return]
+
+
+def _gaps(obj: GapsListing) -> dict[str, Any]:
+    payload = obj.result.to_dict()
+    payload["gaps"] = jsonable(obj.listed)
+    data = _header("gaps", {"trace": obj.trace_path}, {"limit": obj.limit}, ["gaps"])
+    data["gaps"] = payload
+    return data
+
+
+def _bound(obj: BoundListing) -> dict[str, Any]:
+    data = _header("bound", {"trace": obj.trace_path}, {"by": obj.by}, ["bound"])
+    data["bound"] = obj.result.to_dict()
+    return data
+
+
+def _compile(obj: CompileReport) -> dict[str, Any]:
+    data = _header("compile", {"trace": obj.trace_path}, {}, ["compile"])
+    data["compile"] = obj.result.to_dict()
+    return data
+
+
+def _rows(obj: QueryRows) -> dict[str, Any]:
     data = _header("sql", {"trace": obj.trace_path}, {"query": obj.query, "engine": obj.engine}, ["rows"])
     data["rows"] = jsonable(obj.rows)
     return data
+
+
+# The envelope of each kind of document, by its type.
+_DOCUMENTS: dict[type, Callable[[Any], dict[str, Any]]] = {
+    Report: _report,
+    JobReport: _job,
+    SeriesResult: _series,
+    DiffResult: _diff,
+    GapsListing: _gaps,
+    BoundListing: _bound,
+    CompileReport: _compile,
+    QueryRows: _rows,
+}
+
+
+def document(obj: Document) -> dict[str, Any]:
+    """``obj`` as the JSON-safe envelope (see the module docstring)."""
+    for cls in type(obj).__mro__:
+        build = _DOCUMENTS.get(cls)
+        if build is not None:
+            return build(obj)
+    raise TypeError(f"not a document traceinsight writes: {type(obj).__name__}")
 
 
 def dumps(obj: Document) -> str:

@@ -7,8 +7,10 @@ or :func:`write` (a file, written atomically); nothing else picks a renderer.
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from rich.console import Console, Group, RenderableType
 from rich.panel import Panel
@@ -29,39 +31,93 @@ from traceinsight.trace.model import Trace
 
 Format = Literal["terminal", "json", "md", "html", "csv", "perfetto"]
 
-# Formats each kind of output can be written in, as the commands accept them.
-FORMATS: dict[Kind, tuple[Format, ...]] = {
-    "report": ("terminal", "json", "md", "html"),
-    "diff": ("terminal", "json", "md", "html"),
-    "gaps": ("terminal", "json"),
-    "bound": ("terminal", "json"),
-    "compile": ("terminal", "json"),
-    "sql": ("terminal", "csv", "json"),
-    "job": ("terminal", "json", "md", "html", "perfetto"),
-    "series": ("terminal", "json", "md", "html"),
-}
 
-# Width of terminal text written to a file or a string (no terminal to measure); None lets
-# rich take $COLUMNS or 80.
-_TEXT_WIDTH: dict[Kind, int | None] = {"report": 100, "diff": 140, "compile": 140, "gaps": 100, "bound": 100, "sql": None, "job": 100, "series": 120}
+@dataclass(frozen=True)
+class DocumentKind:
+    """How one kind of document is written: the formats it takes, the width of its terminal text
+    written to a file or a string (None lets rich take $COLUMNS or 80), and its views. JSON goes
+    through :mod:`envelope` for every kind, Perfetto through :func:`perfetto_job`."""
+
+    kind: Kind
+    formats: tuple[Format, ...]
+    width: int | None
+    terminal: Callable[[Any, bool], RenderableType]  # (document, narrow)
+    md: Callable[[Any, int], str] | None = None  # (document, rows per table)
+    html: Callable[[Any, Trace | None], str] | None = None  # (document, trace for a report's plots)
 
 
-def kind_of(obj: Document) -> Kind:
-    if isinstance(obj, JobReport):
-        return "job"
-    if isinstance(obj, SeriesResult):
-        return "series"
-    if isinstance(obj, Report):
-        return "report"
-    if isinstance(obj, DiffResult):
-        return "diff"
-    if isinstance(obj, GapsListing):
-        return "gaps"
-    if isinstance(obj, BoundListing):
-        return "bound"
-    if isinstance(obj, CompileReport):
-        return "compile"
-    return "sql"
+def _job_terminal(obj: JobReport, narrow: bool) -> RenderableType:
+    from traceinsight.render.job.terminal import job_renderable
+
+    return job_renderable(obj)
+
+
+def _series_terminal(obj: SeriesResult, narrow: bool) -> RenderableType:
+    from traceinsight.render.job.terminal import series_renderable
+
+    return series_renderable(obj)
+
+
+def _diff_terminal(obj: DiffResult, narrow: bool) -> RenderableType:
+    from traceinsight.render.diff.terminal import render_terminal
+
+    return render_terminal(obj)
+
+
+def _report_terminal(obj: Report, narrow: bool) -> RenderableType:
+    return report_renderable(obj, narrow=narrow)
+
+
+def _compile_terminal(obj: CompileReport, narrow: bool) -> RenderableType:
+    return section_renderable("compile", obj.result)
+
+
+def _report_md(obj: Report, top: int) -> str:
+    from traceinsight.render.markdown import render_markdown
+
+    return render_markdown(obj)
+
+
+def _diff_md(obj: DiffResult, top: int) -> str:
+    from traceinsight.render.diff.markdown import render_markdown
+
+    return render_markdown(obj, top=top)
+
+
+def _job_md(obj: JobReport, top: int) -> str:
+    from traceinsight.render.job.markdown import job_markdown
+
+    return job_markdown(obj)
+
+
+def _series_md(obj: SeriesResult, top: int) -> str:
+    from traceinsight.render.job.markdown import series_markdown
+
+    return series_markdown(obj)
+
+
+def _report_html(obj: Report, trace: Trace | None) -> str:
+    from traceinsight.render.html import render_html
+
+    return render_html(obj, trace)
+
+
+def _diff_html(obj: DiffResult, trace: Trace | None) -> str:
+    from traceinsight.render.diff.html import render_diff_html
+
+    return render_diff_html(obj)
+
+
+def _job_html(obj: JobReport, trace: Trace | None) -> str:
+    from traceinsight.render.job.html import render_job_html
+
+    return render_job_html(obj)
+
+
+def _series_html(obj: SeriesResult, trace: Trace | None) -> str:
+    from traceinsight.render.job.html import render_series_html
+
+    return render_series_html(obj)
 
 
 def check(kind: Kind, fmt: str, *, names: dict[str, Format] | None = None) -> Format:
@@ -105,25 +161,36 @@ def _rows_renderable(rows: QueryRows) -> RenderableType:
     return Group(table, Text(f"{frame.height:,} row(s)", style="dim"))
 
 
+# Every kind of document, by its type: the one table every format choice reads.
+DOCUMENTS: dict[type, DocumentKind] = {
+    Report: DocumentKind("report", ("terminal", "json", "md", "html"), 100, _report_terminal, _report_md, _report_html),
+    DiffResult: DocumentKind("diff", ("terminal", "json", "md", "html"), 140, _diff_terminal, _diff_md, _diff_html),
+    GapsListing: DocumentKind("gaps", ("terminal", "json"), 100, lambda obj, narrow: _gaps_renderable(obj)),
+    BoundListing: DocumentKind("bound", ("terminal", "json"), 100, lambda obj, narrow: _bound_renderable(obj)),
+    CompileReport: DocumentKind("compile", ("terminal", "json"), 140, _compile_terminal),
+    QueryRows: DocumentKind("sql", ("terminal", "csv", "json"), None, lambda obj, narrow: _rows_renderable(obj)),
+    JobReport: DocumentKind("job", ("terminal", "json", "md", "html", "perfetto"), 100, _job_terminal, _job_md, _job_html),
+    SeriesResult: DocumentKind("series", ("terminal", "json", "md", "html"), 120, _series_terminal, _series_md, _series_html),
+}
+# Formats each kind of output can be written in, as the commands accept them.
+FORMATS: dict[Kind, tuple[Format, ...]] = {d.kind: d.formats for d in DOCUMENTS.values()}
+
+
+def document_kind(obj: Document) -> DocumentKind:
+    for cls in type(obj).__mro__:
+        found = DOCUMENTS.get(cls)
+        if found is not None:
+            return found
+    raise TypeError(f"not a document traceinsight writes: {type(obj).__name__}")
+
+
+def kind_of(obj: Document) -> Kind:
+    return document_kind(obj).kind
+
+
 def renderable(obj: Document, *, narrow: bool = False) -> RenderableType:
     """``obj`` as a rich renderable for the terminal."""
-    if isinstance(obj, (JobReport, SeriesResult)):
-        from traceinsight.render.job_terminal import job_renderable, series_renderable
-
-        return job_renderable(obj) if isinstance(obj, JobReport) else series_renderable(obj)
-    if isinstance(obj, Report):
-        return report_renderable(obj, narrow=narrow)
-    if isinstance(obj, DiffResult):
-        from traceinsight.render.diff_terminal import render_terminal
-
-        return render_terminal(obj)
-    if isinstance(obj, GapsListing):
-        return _gaps_renderable(obj)
-    if isinstance(obj, BoundListing):
-        return _bound_renderable(obj)
-    if isinstance(obj, CompileReport):
-        return section_renderable("compile", obj.result)
-    return _rows_renderable(obj)
+    return document_kind(obj).terminal(obj, narrow)
 
 
 def show(obj: Document, console: Console | None = None) -> None:
@@ -134,7 +201,7 @@ def show(obj: Document, console: Console | None = None) -> None:
 
 def terminal_text(obj: Document, *, width: int | None = None) -> str:
     """The terminal view as plain text, ``width`` columns wide (a default per kind without one)."""
-    width = width or _TEXT_WIDTH[kind_of(obj)]
+    width = width or document_kind(obj).width
     buf = io.StringIO()
     console = Console(file=buf, width=width, no_color=True, color_system=None, soft_wrap=False, highlight=False)
     console.print(renderable(obj, narrow=console.width < NARROW))
@@ -147,43 +214,20 @@ def terminal_text(obj: Document, *, width: int | None = None) -> str:
 def render(obj: Document, fmt: Format, *, width: int | None = None, trace: Trace | None = None, top: int = 8) -> str:
     """``obj`` as text in ``fmt``; ``trace`` adds the HTML report's timeline, memory and counter plots,
     ``top`` is the number of rows per table of a diff's Markdown."""
-    if fmt not in FORMATS[kind_of(obj)]:
-        raise UsageError(f"a {kind_of(obj)} cannot be written as {fmt}; choose from {', '.join(FORMATS[kind_of(obj)])}")
+    doc = document_kind(obj)
+    if fmt not in doc.formats:
+        raise UsageError(f"a {doc.kind} cannot be written as {fmt}; choose from {', '.join(doc.formats)}")
     if fmt == "json":
         return envelope.dumps(obj)
     if fmt == "terminal":
         return terminal_text(obj, width=width)
     if fmt == "csv" and isinstance(obj, QueryRows):
         return obj.rows.write_csv()
-    if isinstance(obj, (JobReport, SeriesResult)) and fmt in ("md", "html"):
-        return _job_text(obj, fmt)
-    if fmt == "md" and isinstance(obj, Report):
-        from traceinsight.render.markdown import render_markdown
-
-        return render_markdown(obj)
-    if fmt == "md" and isinstance(obj, DiffResult):
-        from traceinsight.render.diff_markdown import render_markdown as render_diff_markdown
-
-        return render_diff_markdown(obj, top=top)
-    if fmt == "html" and isinstance(obj, Report):
-        from traceinsight.render.html import render_html
-
-        return render_html(obj, trace)
-    if fmt == "html" and isinstance(obj, DiffResult):
-        from traceinsight.render.html import render_diff_html
-
-        return render_diff_html(obj)
-    raise UsageError(f"a {kind_of(obj)} cannot be written as {fmt}")
-
-
-def _job_text(obj: JobReport | SeriesResult, fmt: Format) -> str:
-    if fmt == "md":
-        from traceinsight.render.job_markdown import job_markdown, series_markdown
-
-        return job_markdown(obj) if isinstance(obj, JobReport) else series_markdown(obj)
-    from traceinsight.render.html.job import render_job_html, render_series_html
-
-    return render_job_html(obj) if isinstance(obj, JobReport) else render_series_html(obj)
+    if fmt == "md" and doc.md is not None:
+        return doc.md(obj, top)
+    if fmt == "html" and doc.html is not None:
+        return doc.html(obj, trace)
+    raise UsageError(f"a {doc.kind} cannot be written as {fmt}")
 
 
 def perfetto(trace: Trace, report: Report | None = None) -> bytes:
@@ -195,7 +239,7 @@ def perfetto(trace: Trace, report: Report | None = None) -> bytes:
 
 def perfetto_job(report: JobReport) -> bytes:
     """A job's ranks as one Perfetto ``.pftrace``: one process per rank on a common clock."""
-    from traceinsight.render.perfetto_job import export_job_perfetto
+    from traceinsight.render.job.perfetto import export_job_perfetto
 
     return export_job_perfetto(report)
 

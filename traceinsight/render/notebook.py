@@ -18,7 +18,7 @@ from traceinsight.analysis.core.base import Result
 from traceinsight.analysis.job.report import JobReport
 from traceinsight.analysis.job.series import SeriesResult
 from traceinsight.analysis.report import Report
-from traceinsight.render.html.job import job_body, series_body
+from traceinsight.render.job.html import job_body, series_body
 from traceinsight.render.shared import ordered, section_title
 from traceinsight.render.views import section_html
 

@@ -66,7 +66,15 @@ def register(
     _VIEWS[name] = SectionView(result_type, terminal, markdown, html, figures)
 
 
+_loaded: list[bool] = []  # set once every section's view module was imported
+
+
 def _load() -> None:
+    # A view module imported on its own (a test, a notebook) registers only itself: the first
+    # lookup still imports every section's module.
+    if _loaded:
+        return
+    _loaded.append(True)
     for spec in SPECS:
         qualified = f"{_VIEW_PACKAGE}.{spec.name}"
         try:
@@ -78,8 +86,7 @@ def _load() -> None:
 
 def view_of(result: Result) -> SectionView:
     """The views of ``result``'s section (the generic view's empty parts when it has none)."""
-    if not _VIEWS:
-        _load()
+    _load()
     view = _VIEWS.get(type(result).name, _GENERIC)
     if not isinstance(result, view.result_type):
         raise ViewRegistryError(f"the {type(result).name!r} views take a {view.result_type.__name__}, not a {type(result).__name__}")
@@ -87,8 +94,7 @@ def view_of(result: Result) -> SectionView:
 
 
 def registered() -> tuple[str, ...]:
-    if not _VIEWS:
-        _load()
+    _load()
     return tuple(_VIEWS)
 
 

@@ -7,14 +7,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, is_dataclass
 from datetime import date, datetime
 from enum import Enum
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar
 
 import polars as pl
 
 from traceinsight.analysis.core import display
+from traceinsight.trace.model import Trace
 
 if TYPE_CHECKING:
-    from traceinsight.trace.model import Trace
+    pass
 
 RESULT_SCHEMA_VERSION = 1
 
@@ -131,18 +132,27 @@ class Inputs:
 NO_INPUTS = Inputs()
 
 
+InputT = TypeVar("InputT")
+
+
 @dataclass(frozen=True)
-class AnalysisSpec:
+class Spec(Generic[InputT]):
     """One registered analysis: its section name, a title for people, and the function.
 
-    ``requires`` names the analyses whose results ``run`` reads from its ``Inputs``; the
-    runner computes them first, each once. ``kind="job"`` marks an analysis over several
-    traces (the ranks of one run, or a series of runs); the single-trace runner skips those.
+    ``run`` takes what the analysis reads (``InputT``: a trace, or a job's rank summaries),
+    the config and its ``Inputs``. ``requires`` names the analyses whose results ``run`` reads
+    from its ``Inputs``; the runner computes them first, each once. ``kind="job"`` marks an
+    analysis over several traces (the ranks of one run, or a series of runs); the
+    single-trace runner skips those.
     """
 
     name: str
     title: str
-    run: Callable[[Trace, AnalysisConfig, Inputs], Result]
+    run: Callable[[InputT, AnalysisConfig, Inputs], Result]
     requires: tuple[str, ...] = ()
     description: str = ""
     kind: Literal["trace", "job"] = "trace"
+
+
+# A single-trace analysis; the job analyses' spec type is ``job.specs.JobAnalysisSpec``.
+AnalysisSpec = Spec[Trace]

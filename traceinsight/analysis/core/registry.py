@@ -10,8 +10,9 @@ are checked when this module loads: an unknown name or a cycle fails at import, 
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
-from traceinsight.analysis.core.base import AnalysisSpec
+from traceinsight.analysis.core.base import AnalysisSpec, Spec
 
 _MODULES = (
     "sections.overview",
@@ -33,13 +34,13 @@ class RegistryError(RuntimeError):
     """The registered specs do not form a valid dependency graph, or a module does not load."""
 
 
-def load_specs(modules: tuple[str, ...]) -> tuple[AnalysisSpec, ...]:
+def load_specs(modules: tuple[str, ...]) -> tuple[Spec[Any], ...]:
     """The specs of ``modules`` (names under ``traceinsight.analysis``), in order.
 
     A module that does not exist or exposes neither ``SPEC`` nor ``SPECS`` is an error at
     import: a misspelled line here must not make an analysis vanish from every report.
     """
-    specs: list[AnalysisSpec] = []
+    specs: list[Spec[Any]] = []
     for module_name in modules:
         qualified = f"traceinsight.analysis.{module_name}"
         try:
@@ -55,12 +56,12 @@ def load_specs(modules: tuple[str, ...]) -> tuple[AnalysisSpec, ...]:
     return tuple(specs)
 
 
-def topological_order(specs: tuple[AnalysisSpec, ...]) -> tuple[str, ...]:
+def topological_order(specs: tuple[Spec[Any], ...]) -> tuple[str, ...]:
     """Names in an order where every analysis follows what it requires (ties: registry order).
 
     Raises ``RegistryError`` for a duplicate name, an unknown requirement or a cycle.
     """
-    by_name: dict[str, AnalysisSpec] = {}
+    by_name: dict[str, Spec[Any]] = {}
     for spec in specs:
         if spec.name in by_name:
             raise RegistryError(f"analysis {spec.name!r} is registered twice")
@@ -102,15 +103,15 @@ def closure(names: tuple[str, ...] | list[str]) -> tuple[str, ...]:
 
 
 # Every registered spec, single-trace and job alike: one registry, one dependency graph.
-SPECS: tuple[AnalysisSpec, ...] = load_specs(_MODULES)
+SPECS: tuple[Spec[Any], ...] = load_specs(_MODULES)
 RUN_ORDER: tuple[str, ...] = topological_order(SPECS)
 # The single-trace view, what ``analyze TRACE`` runs and shows.
 ANALYSES: tuple[AnalysisSpec, ...] = tuple(s for s in SPECS if s.kind == "trace")
 # The job view, what ``analyze`` runs over the ranks of a job (``analysis.job_runner``).
-JOB_ANALYSES: tuple[AnalysisSpec, ...] = tuple(s for s in SPECS if s.kind == "job")
+JOB_ANALYSES: tuple[Spec[Any], ...] = tuple(s for s in SPECS if s.kind == "job")
 
 
-def get(name: str) -> AnalysisSpec:
+def get(name: str) -> Spec[Any]:
     for spec in SPECS:
         if spec.name == name:
             return spec

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from traceinsight.analysis.core.base import AnalysisConfig, Inputs, Result
@@ -54,17 +54,19 @@ def run_closure(
     return results
 
 
-def run_job_closure(job: Any, config: AnalysisConfig, names: Iterable[str]) -> dict[str, Result]:
+def run_job_closure(job: Sequence[Any] | Any, config: AnalysisConfig, names: Iterable[str]) -> dict[str, Result]:
     """Results of the ``kind="job"`` analyses ``names`` and of what they require, over ``job``
     (its rank summaries), each once, in dependency order. Single-trace specs are refused."""
     results: dict[str, Result] = {}
+    # A job (anything with ``summaries``) or its rank summaries themselves.
+    summaries = list(getattr(job, "summaries", job))
     for name in closure(tuple(names)):
         spec = get(name)
         if spec.kind != "job":
             raise ValueError(f"analysis {name!r} runs over one trace, not over a job")
         inputs = Inputs({r: results[r] for r in spec.requires if r in results})
-        # A job spec's run takes the job in the trace's place (see analysis.job.specs).
-        results[name] = spec.run(job, config, inputs)
+        # A job spec's run takes the rank summaries in the trace's place (job.specs.JobAnalysisSpec).
+        results[name] = spec.run(summaries, config, inputs)
     return results
 
 

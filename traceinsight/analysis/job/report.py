@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from traceinsight.analysis.core import display
-from traceinsight.analysis.core.base import AnalysisConfig, Result, jsonable
+from traceinsight.analysis.core.base import AnalysisConfig, Inputs, Result, jsonable
 from traceinsight.analysis.core.selection import choose_sections, given_names
 from traceinsight.analysis.findings.model import Finding
 from traceinsight.analysis.job import collectives, ranks, stragglers
@@ -78,11 +78,12 @@ def analyze_job(
     names = select_job_sections(only_names, skip_names)
     results = run_job_closure(list(summaries), cfg, names)
     shown = {n: results[n] for n in JOB_SECTIONS if n in results and n in names}
+    got = Inputs(results)  # typed reads of the results
     return JobReport(
-        rank_table=results.get("rank_table") or ranks.RankTableResult(available=False),  # type: ignore[arg-type]
-        stragglers=results.get("stragglers") or stragglers.StragglerResult(available=False),  # type: ignore[arg-type]
-        collective_wait=results.get("collective_wait") or collectives.CollectiveWaitResult(available=False),  # type: ignore[arg-type]
-        job_findings=results.get("job_findings") or JobFindingsResult(available=False),  # type: ignore[arg-type]
+        rank_table=got.maybe("rank_table", ranks.RankTableResult) or ranks.RankTableResult(available=False),
+        stragglers=got.maybe("stragglers", stragglers.StragglerResult) or stragglers.StragglerResult(available=False),
+        collective_wait=got.maybe("collective_wait", collectives.CollectiveWaitResult) or collectives.CollectiveWaitResult(available=False),
+        job_findings=got.maybe("job_findings", JobFindingsResult) or JobFindingsResult(available=False),
         failed=tuple(failed),
         sections=shown,
         paths=tuple(s.path or "" for s in summaries),

@@ -1,39 +1,35 @@
 """Registry entries of the job analyses (``kind="job"``): thin wrappers over the pure functions.
 
-A job-kind spec receives the job (anything with ``summaries``, or a sequence of
-:class:`RankSummary`) in place of a trace; the job runner (``runner.run_job_closure``) calls
-them, the single-trace runner skips them. ``series`` takes the runs of a series the same way.
+A job spec (:data:`JobAnalysisSpec`) receives the job's rank summaries in place of a trace;
+the job runner (``runner.run_job_closure``) calls them, the single-trace runner skips them.
+``series`` takes the runs of a series the same way.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
-from traceinsight.analysis.core.base import AnalysisConfig, AnalysisSpec, Inputs, Result
+from traceinsight.analysis.core.base import AnalysisConfig, Inputs, Result, Spec
 from traceinsight.analysis.job import collectives, findings, ranks, series, stragglers
 from traceinsight.analysis.job.summary import RankSummary
 
-
-def summaries_of(job: Any) -> list[RankSummary]:
-    """The rank summaries of a job (an object with ``summaries``) or of a plain sequence."""
-    items: Sequence[RankSummary] = getattr(job, "summaries", job)
-    return list(items)
+# An analysis over the rank summaries of a job (or the runs of a series).
+JobAnalysisSpec = Spec[Sequence[RankSummary]]
 
 
-def run_rank_table(job: Any, config: AnalysisConfig, inputs: Inputs) -> Result:
-    return ranks.analyze(summaries_of(job), config)
+def run_rank_table(summaries: Sequence[RankSummary], config: AnalysisConfig, inputs: Inputs) -> Result:
+    return ranks.analyze(list(summaries), config)
 
 
-def run_stragglers(job: Any, config: AnalysisConfig, inputs: Inputs) -> Result:
-    return stragglers.analyze(summaries_of(job), config)
+def run_stragglers(summaries: Sequence[RankSummary], config: AnalysisConfig, inputs: Inputs) -> Result:
+    return stragglers.analyze(list(summaries), config)
 
 
-def run_collective_wait(job: Any, config: AnalysisConfig, inputs: Inputs) -> Result:
-    return collectives.analyze(summaries_of(job), config)
+def run_collective_wait(summaries: Sequence[RankSummary], config: AnalysisConfig, inputs: Inputs) -> Result:
+    return collectives.analyze(list(summaries), config)
 
 
-def run_job_findings(job: Any, config: AnalysisConfig, inputs: Inputs) -> Result:
+def run_job_findings(summaries: Sequence[RankSummary], config: AnalysisConfig, inputs: Inputs) -> Result:
     return findings.analyze(
         inputs.get("rank_table", ranks.RankTableResult),
         inputs.get("stragglers", stragglers.StragglerResult),
@@ -41,33 +37,33 @@ def run_job_findings(job: Any, config: AnalysisConfig, inputs: Inputs) -> Result
     )
 
 
-def run_series(job: Any, config: AnalysisConfig, inputs: Inputs) -> Result:
-    return series.analyze(summaries_of(job), config)
+def run_series(summaries: Sequence[RankSummary], config: AnalysisConfig, inputs: Inputs) -> Result:
+    return series.analyze(list(summaries), config)
 
 
 SPECS = (
-    AnalysisSpec(
+    JobAnalysisSpec(
         name="rank_table",
         title="Ranks",
         run=run_rank_table,
         description="Per rank: step time, compute, communication, exposed communication, idle by cause, collective wait.",
         kind="job",
     ),
-    AnalysisSpec(
+    JobAnalysisSpec(
         name="stragglers",
         title="Stragglers",
         run=run_stragglers,
         description="Per step and overall, the rank the others wait for, and why.",
         kind="job",
     ),
-    AnalysisSpec(
+    JobAnalysisSpec(
         name="collective_wait",
         title="Collective wait",
         run=run_collective_wait,
         description="Collectives matched across ranks: wait for the last arrival, skew, bus bandwidth.",
         kind="job",
     ),
-    AnalysisSpec(
+    JobAnalysisSpec(
         name="job_findings",
         title="Job findings",
         run=run_job_findings,
@@ -75,7 +71,7 @@ SPECS = (
         description="Cross-rank findings (straggler, collective wait, exposed communication, imbalance), ranked by saving.",
         kind="job",
     ),
-    AnalysisSpec(
+    JobAnalysisSpec(
         name="series",
         title="Series of runs",
         run=run_series,

@@ -9,8 +9,8 @@ import polars as pl
 
 from traceinsight.analysis.diff.compare import DiffResult, StepTimeDiff
 from traceinsight.render import generic, svg
-from traceinsight.render.diff_findings import render_html as findings_html
-from traceinsight.render.diff_terminal import change_pct, signed_ns
+from traceinsight.render.diff.findings import render_html as findings_html
+from traceinsight.render.diff.view import signed_ns, step_rows
 from traceinsight.render.html.page import (
     MAX_TABLE_ROWS,
     Figure,
@@ -76,23 +76,7 @@ def step_stats_html(st: StepTimeDiff, before: str, after: str) -> str:
     title = f"<h2>Step time ({escape(st.metric.replace('_dur_ns', ''))})</h2>"
     if not st.available:
         return f"<section>{title}<p class='unavailable'>Not available: {escape(str(st.reason))}</p></section>"
-    rows: list[list[str]] = [
-        ["steps kept", str(st.n_before), str(st.n_after), ""],
-        ["dropped (warm-up/outliers)", str(st.dropped_before), str(st.dropped_after), ""],
-        ["outliers kept (flagged)", str(st.outliers_before), str(st.outliers_after), ""],
-    ]
-    for label, bv, av in (
-        ("total of kept steps", st.before_total_ns, st.after_total_ns),
-        ("mean", st.before_mean_ns, st.after_mean_ns),
-        ("median", st.before_median_ns, st.after_median_ns),
-        ("p90", st.before_p90_ns, st.after_p90_ns),
-    ):
-        ratio = av / bv if bv and av is not None else None
-        rows.append([label, ns(bv), ns(av), change_pct(ratio)])
-    if st.ci_low is not None and st.ci_high is not None:
-        rows.append([f"{st.confidence:.0%} CI of {st.statistic} ratio", "", "", f"[{st.ci_low:.3f}, {st.ci_high:.3f}]"])
-    if st.p_value is not None:
-        rows.append([st.test or "rank test", "", "", f"p = {st.p_value:.3g}"])
+    rows = [list(row.cells) for row in step_rows(st)]
     return f"<section>{title}{table_html(['', before, after, 'change'], rows)}</section>"
 
 

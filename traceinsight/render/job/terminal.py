@@ -8,8 +8,8 @@ from rich.text import Text
 
 from traceinsight.analysis.job.report import JobReport
 from traceinsight.analysis.job.series import SeriesResult
-from traceinsight.render import job_view
-from traceinsight.render.job_view import Table
+from traceinsight.render.job import view as job_view
+from traceinsight.render.job.view import Table
 
 # Columns that hold free text (folded) rather than numbers (right-aligned).
 _TEXT_COLUMNS = {"part", "id", "what", "trace", "verdict", "finding (saving)", "idle mostly", "conf."}

@@ -8,9 +8,10 @@ from html import escape
 
 from traceinsight.analysis.job.report import JobReport
 from traceinsight.analysis.job.series import SeriesResult
-from traceinsight.render import job_view, svg
+from traceinsight.render import svg
 from traceinsight.render.html.page import Figure, figure_html, page, table_html
-from traceinsight.render.job_view import Table
+from traceinsight.render.job import view as job_view
+from traceinsight.render.job.view import Table
 from traceinsight.render.units import ns
 
 

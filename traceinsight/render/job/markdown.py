@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from traceinsight.analysis.job.report import JobReport
 from traceinsight.analysis.job.series import SeriesResult
-from traceinsight.render import job_view
-from traceinsight.render.job_view import Table
+from traceinsight.render.job import view as job_view
+from traceinsight.render.job.view import Table
 from traceinsight.render.markdown import md_table
 
 
