@@ -56,17 +56,23 @@ def load_job(
     config: AnalysisConfig | None = None,
     allow_missing: bool = False,
     cache: bool = True,
+    cycle: int | str = "latest",
 ) -> Job:
     """The ranks of one distributed run (a directory, a glob, files or URLs), each analysed
     where it is (``engine``: "local" process pool of ``jobs`` workers, "ray", "serial").
 
     The :class:`~traceinsight.engine.job.Job` holds one small summary per rank; ``job.scan``
     and ``job.sql`` read every rank's frames lazily (with a ``rank`` column) from the cache.
+
+    A directory of several profiler cycles (``tensorboard_trace_handler``) gives the latest
+    cycle, or the ``cycle``-th (1 the oldest, -1 the latest); ``job.spec.warnings`` says which.
+    Raises :class:`~traceinsight.engine.job.JobLoadError` when no rank could be loaded.
     """
     from traceinsight.engine.job import load_job as load_ranks
 
     return load_ranks(
-        source, jobs=jobs, engine=engine, address=address, config=config, allow_missing=allow_missing, cache=cache
+        source, jobs=jobs, engine=engine, address=address, config=config, allow_missing=allow_missing, cache=cache,
+        cycle=cycle,
     )
 
 
