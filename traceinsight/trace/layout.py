@@ -91,7 +91,8 @@ def probe(path: str) -> Found:
         return Found(path, problem=f"not a readable gzip file ({exc})")
     text = head.lstrip()
     if not text:
-        return Found(path, problem="empty")
+        # A gzip stream cut short or corrupt early decompresses to nothing, without an error.
+        return Found(path, problem="not a readable gzip file (no data in it)" if _gzipped(path) else "empty")
     if text[:1] != b"{" or _TRACE_KEY.search(head) is None:
         return Found(path, problem="not a trace (no traceEvents)")
     name = path.rstrip("/").rsplit("/", 1)[-1]
@@ -114,6 +115,13 @@ def probe(path: str) -> Found:
     elif named is not None:
         rank_file = RankFile(path, named[0], world_size, None, "file name", stem)
     return Found(path, rank_file, writer, written)
+
+
+def _gzipped(path: str) -> bool:
+    if is_url(path):
+        return path.endswith(".gz")
+    with open(path, "rb") as handle:
+        return handle.read(2) == b"\x1f\x8b"
 
 
 def _rank_files(found: Sequence[Found]) -> list[RankFile]:
