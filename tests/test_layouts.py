@@ -16,9 +16,11 @@ from pathlib import Path
 
 import pytest
 
+import traceinsight as ti
 from tests.conftest import sample_path
 from traceinsight.cli.app import main
 from traceinsight.engine.job import load_job
+from traceinsight.errors import UsageError
 from traceinsight.trace.discover import JobDiscoveryError, discover, expand
 from traceinsight.trace.layout import resolve
 
@@ -136,7 +138,7 @@ def test_cycle_all_compares_them_in_the_order_written(cycles: Path, capsys: pyte
 def test_a_cycle_that_is_not_there_is_a_usage_error(cycles: Path, capsys: pytest.CaptureFixture[str], choice: str) -> None:
     code, out, err = run(capsys, "analyze", str(cycles), "--cycle", choice)
     assert code == 2 and out == ""
-    assert len(err.strip().splitlines()) == 1 and "--cycle" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1 and f"cycle {choice}" in err.replace("'", "") and "Traceback" not in err
 
 
 def test_a_host_name_with_worker_in_it_is_not_a_rank(tmp_path: Path) -> None:
@@ -224,3 +226,19 @@ def test_an_unreadable_gzip_is_named(tmp_path: Path, capsys: pytest.CaptureFixtu
     (tmp_path / handler_name("host_1234", T0_MS)).write_bytes(b"\x1f\x8b\x08\x00garbage")
     code, _, err = run(capsys, "analyze", str(tmp_path))
     assert code == 1 and err.count("\n") == 1 and "not a readable gzip file" in err
+
+
+# --- the same from Python -----------------------------------------------------------------------
+
+
+def test_load_takes_a_folder_of_cycles_with_a_warning(cycles: Path) -> None:
+    with pytest.warns(UserWarning, match=r"2 profiler cycles of process host_1234 .* cycle=N"):
+        latest = ti.load(cycles, cache=False)
+    assert latest.meta.path == str(cycles / handler_name("host_1234", T0_MS + 5000))
+    with pytest.warns(UserWarning, match="analysing cycle 1"):
+        assert ti.load(f"{cycles}/*", cycle=1, cache=False).meta.path == str(cycles / handler_name("host_1234", T0_MS))
+
+
+def test_load_points_a_job_folder_to_load_job(ddp_cycles: Path) -> None:
+    with pytest.raises(UsageError, match=r"ranks of a job.*load_job"):
+        ti.load(ddp_cycles)

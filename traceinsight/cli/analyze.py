@@ -16,7 +16,7 @@ from traceinsight.errors import UsageError
 def analyze_command(
     traces: Annotated[
         list[str],
-        typer.Argument(help="Kineto trace (.json / .json.gz); several files, a directory or a glob: the ranks of a job", metavar="TRACE..."),
+        typer.Argument(help="Kineto trace (.json / .json.gz); several files, a directory or a glob: one trace, its profiler cycles, or the ranks of a job", metavar="TRACE..."),
     ],
     format: Annotated[
         str, typer.Option("--format", "-f", help="terminal, json, md (Markdown) or html (self-contained page with plots); a job also perfetto")

@@ -251,9 +251,9 @@ def parse_cycle(text: str | int) -> Cycle:
         try:
             value = int(text)
         except ValueError:
-            raise UsageError(f"--cycle {text}: give a cycle number (1 is the oldest, -1 the latest), latest or all") from None
+            raise UsageError(f"cycle {text!r}: give a cycle number (1 the oldest, -1 the latest), latest or all") from None
     if value == 0:
-        raise UsageError("--cycle 0: cycles count from 1 (the oldest); -1 is the latest")
+        raise UsageError("cycle 0: cycles count from 1 (the oldest); -1 is the latest")
     return value
 
 
@@ -266,12 +266,17 @@ def chosen_index(layout: Layout, cycle: int | str) -> int | None:
     if choice == "latest":
         return count - 1
     if not -count <= choice <= count:
-        raise UsageError(f"--cycle {choice}: there are {_cycles_text(count)} of {layout.what} in {layout.source}")
+        raise UsageError(f"cycle {choice}: there are {_cycles_text(count)} of {layout.what} in {layout.source}")
     return choice - 1 if choice > 0 else count + choice
 
 
-def notes(layout: Layout, index: int | None) -> tuple[str, ...]:
-    """One line each: the cycles found and which was taken; the files left out."""
+CLI_CHOICE = "--cycle N (1 the oldest) picks another, --cycle all compares them"
+API_CHOICE = "cycle=N (1 the oldest) picks another, ti.compare compares them"
+
+
+def notes(layout: Layout, index: int | None, choice: str = CLI_CHOICE) -> tuple[str, ...]:
+    """One line each: the cycles found and which was taken (``choice``: how to take another);
+    the files left out."""
     lines: list[str] = []
     count = len(layout.cycles)
     if count > 1 and index is not None:
@@ -280,7 +285,7 @@ def notes(layout: Layout, index: int | None) -> tuple[str, ...]:
         shown = Path(files[0]).name if len(files) == 1 else f"{len(files)} files"
         lines.append(
             f"{count} profiler cycles of {layout.what} in {layout.source}; analysing {which} "
-            f"({shown}); --cycle N (1 the oldest) picks another, --cycle all compares them"
+            f"({shown}); {choice}"
         )
     if layout.skipped:
         lines.append(f"left out {len(layout.skipped)} file(s) that are not traces: {_list(list(layout.skipped))}")
@@ -294,4 +299,4 @@ def pick(layout: Layout, cycle: int | str = "latest") -> JobSpec:
     if index is None:
         raise UsageError("cycle 'all' gives several runs: compare them (traceinsight compare, ti.compare)")
     spec = layout.cycles[index]
-    return replace(spec, warnings=(*notes(layout, index), *spec.warnings))
+    return replace(spec, warnings=(*notes(layout, index, API_CHOICE), *spec.warnings))
