@@ -4,6 +4,7 @@ job of which no rank loaded says so in one line instead of failing later inside 
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import shutil
 import subprocess
@@ -76,3 +77,13 @@ def test_a_job_with_no_rank_refuses_queries_clearly(tmp_path: Path) -> None:
     job = Job(spec=spec, summaries=(), failed=(FailedRank(0, spec.paths[0], "not valid JSON"),))
     with pytest.raises(JobLoadError, match=r"no rank of j could be loaded: rank 0: .*not valid JSON"):
         job.sql("select * from kernels")
+
+
+def _ranks_in_a_daemon(folder: str) -> list[int]:
+    return load_job(folder, jobs=2).ranks
+
+
+def test_a_daemonic_worker_analyses_the_ranks_itself(ddp_folder: Path) -> None:
+    # A multiprocessing.Pool worker is daemonic and may not start processes of its own.
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        assert pool.apply(_ranks_in_a_daemon, (str(ddp_folder),)) == [0, 1]
