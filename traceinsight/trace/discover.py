@@ -194,6 +194,33 @@ def rank_from_name(path: str) -> tuple[int, str] | None:
     return None
 
 
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def inspect(path: str) -> RankFile:
+    """The rank of one trace file, from its head or else its name; raises when neither says."""
+    try:
+        head = read_head(path)
+    except OSError as exc:
+        raise JobDiscoveryError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+    except zlib.error as exc:
+        raise JobDiscoveryError(f"{path}: not a readable gzip file ({exc})") from exc
+    info = distributed_info(head) or {}
+    named = rank_from_name(path)
+    stem = named[1] if named else None
+    rank = _int(info.get("rank"))
+    world = _int(info.get("world_size"))
+    backend = info.get("backend") if isinstance(info.get("backend"), str) else None
+    if rank is not None:
+        return RankFile(path, rank, world, backend, "distributedInfo", stem)
+    if named is not None:
+        return RankFile(path, named[0], world, backend, "file name", stem)
+    raise JobDiscoveryError(
+        f"{path}: no rank in distributedInfo or in the file name (expected e.g. name.rank3.json.gz)"
+    )
+
+
 def _names(files: Iterable[RankFile], limit: int = 4) -> str:
     paths = [f.path for f in files]
     shown = ", ".join(paths[:limit])
