@@ -20,10 +20,10 @@ from traceinsight.analysis.job.report import analyze_job
 from traceinsight.engine.job import load_job, load_series
 from traceinsight.trace.discover import (
     JobDiscoveryError,
-    discover,
     distributed_info,
     rank_from_name,
 )
+from traceinsight.trace.layout import discover
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
 DDP = sorted(str(p) for p in SAMPLES.glob("ddp_train.rank*.json.gz"))
@@ -134,10 +134,10 @@ def test_missing_ranks(tmp_path: Path) -> None:
     assert [f.rank for f in spec.ranks] == [0, 2] and spec.warnings
 
 
-def test_no_rank_anywhere(tmp_path: Path) -> None:
+def test_one_trace_without_a_rank_is_a_job_of_one(tmp_path: Path) -> None:
     make_rank(tmp_path / "trace.json", 0, 1, info=False)
-    with pytest.raises(JobDiscoveryError, match="no rank"):
-        discover(tmp_path)
+    spec = discover(tmp_path)
+    assert [(f.rank, f.rank_from) for f in spec.ranks] == [(0, "only trace")] and spec.world_size == 1
 
 
 def test_distributed_info_from_head_only() -> None:

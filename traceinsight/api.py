@@ -28,17 +28,50 @@ PathOrTrace = Union["Trace", str, "os.PathLike[str]"]
 
 
 def load(
-    path: str | os.PathLike[str], *, cache: bool = True, workers: int | None = None
+    path: str | os.PathLike[str], *, cache: bool = True, workers: int | None = None, cycle: int | str = "latest"
 ) -> Trace:
     """Load a Kineto trace (``.json`` / ``.json.gz``) into a :class:`Trace`.
 
     ``cache`` reuses (and writes) the Parquet copy next to the cache directory's other traces.
     ``workers``: processes that decode a big plain ``.json`` file, this one included (default:
     one per core; 1 decodes in this process alone).
+
+    A directory or glob of one trace, or of the profiler cycles of one process
+    (``tensorboard_trace_handler``), gives the latest cycle or the ``cycle``-th (1 the oldest,
+    -1 the latest), with a warning that says which; the ranks of a job need :func:`load_job`.
     """
     from traceinsight.trace.loader import load as load_trace
 
-    return load_trace(path, cache=cache, workers=workers)
+    return load_trace(_one_trace(path, cycle), cache=cache, workers=workers)
+
+
+def _one_trace(path: str | os.PathLike[str], cycle: int | str) -> str | os.PathLike[str]:
+    """The file that ``path`` names: itself, or the chosen cycle of a directory or glob."""
+    import warnings
+    from pathlib import Path
+
+    text = os.fspath(path)
+    folder = Path(text).is_dir()
+    if not folder and (Path(text).exists() or not any(c in text for c in "*?[")):
+        return path
+    from traceinsight.errors import TraceFormatError, UsageError
+    from traceinsight.trace.discover import JobDiscoveryError
+    from traceinsight.trace.layout import API_CHOICE, chosen_index, notes, resolve
+
+    try:
+        layout = resolve(text)
+    except JobDiscoveryError as exc:
+        if folder and "no trace files" in str(exc):
+            raise TraceFormatError(text, "is a directory with no trace files in it") from None
+        raise
+    if layout.kind == "job":
+        raise UsageError(f"{text} holds the ranks of a job: load them with ti.load_job({text!r})")
+    index = chosen_index(layout, cycle)
+    if index is None:
+        raise UsageError(f"cycle='all': compare the cycles of {text} with ti.compare")
+    for line in notes(layout, index, API_CHOICE):
+        warnings.warn(line, stacklevel=3)
+    return layout.cycles[index].paths[0]
 
 
 def _as_trace(value: PathOrTrace, *, cache: bool) -> Trace:
@@ -56,17 +89,23 @@ def load_job(
     config: AnalysisConfig | None = None,
     allow_missing: bool = False,
     cache: bool = True,
+    cycle: int | str = "latest",
 ) -> Job:
     """The ranks of one distributed run (a directory, a glob, files or URLs), each analysed
     where it is (``engine``: "local" process pool of ``jobs`` workers, "ray", "serial").
 
     The :class:`~traceinsight.engine.job.Job` holds one small summary per rank; ``job.scan``
     and ``job.sql`` read every rank's frames lazily (with a ``rank`` column) from the cache.
+
+    A directory of several profiler cycles (``tensorboard_trace_handler``) gives the latest
+    cycle, or the ``cycle``-th (1 the oldest, -1 the latest); ``job.spec.warnings`` says which.
+    Raises :class:`~traceinsight.engine.job.JobLoadError` when no rank could be loaded.
     """
     from traceinsight.engine.job import load_job as load_ranks
 
     return load_ranks(
-        source, jobs=jobs, engine=engine, address=address, config=config, allow_missing=allow_missing, cache=cache
+        source, jobs=jobs, engine=engine, address=address, config=config, allow_missing=allow_missing, cache=cache,
+        cycle=cycle,
     )
 
 

@@ -16,7 +16,7 @@ from traceinsight.errors import UsageError
 def analyze_command(
     traces: Annotated[
         list[str],
-        typer.Argument(help="Kineto trace (.json / .json.gz); several files, a directory or a glob: the ranks of a job", metavar="TRACE..."),
+        typer.Argument(help="Kineto trace (.json / .json.gz); several files, a directory or a glob: one trace, its profiler cycles, or the ranks of a job", metavar="TRACE..."),
     ],
     format: Annotated[
         str, typer.Option("--format", "-f", help="terminal, json, md (Markdown) or html (self-contained page with plots); a job also perfetto")
@@ -43,6 +43,10 @@ def analyze_command(
     address: Annotated[
         str | None, typer.Option("--address", help="Job: Ray cluster address (default: RAY_ADDRESS, else a local Ray)")
     ] = None,
+    cycle: Annotated[
+        str,
+        typer.Option("--cycle", metavar="N|latest|all", help="Directory or glob with several profiler cycles: the one to analyse (1 the oldest, -1 the latest), or all to compare them"),
+    ] = "latest",
 ) -> None:
     """Analyse a trace: a verdict, then where the GPU time goes, idle gaps, steps and more.
 
@@ -51,12 +55,17 @@ def analyze_command(
     (per-rank table, stragglers, collective wait, job findings); exit code 4 when some rank
     could not be read.
     """
-    from traceinsight.cli.compare import analyze_job_cli, is_job_input
+    from traceinsight.cli.compare import analyze_job_cli, compare_cli, resolve_inputs
     from traceinsight.render.formats import check, render, show
 
-    job = is_job_input(traces)
+    inputs = resolve_inputs(traces, cycle)
+    if inputs.kind == "series":
+        compare_cli(list(inputs.runs), format=format, output=output, force=force, only=only, skip=skip,
+                    jobs=jobs, engine=engine, address=address, cache=not no_cache)
+        return
+    job = inputs.kind == "job"
     fmt = check("job" if job else "report", format)
-    trace = Path(traces[0])
+    trace = Path(inputs.paths[0])
     from traceinsight.analysis.core.base import AnalysisConfig
     from traceinsight.analysis.report import analyze, select_sections
     from traceinsight.cli.output import check_writable, write_output
@@ -80,7 +89,7 @@ def analyze_command(
         devices_toml=str(devices) if devices is not None else None,
     )
     if job:
-        analyze_job_cli(traces, fmt=fmt, output=output, only=only, skip=skip, jobs=jobs, engine=engine,
+        analyze_job_cli(list(inputs.paths), fmt=fmt, output=output, only=only, skip=skip, jobs=jobs, engine=engine,
                         address=address, config=config, cache=not no_cache)
         return
     with phases(wants_progress(trace)) as phase:

@@ -4,8 +4,9 @@ rank traces, a directory or a glob)."""
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 
@@ -35,6 +36,36 @@ def is_job_input(traces: list[str]) -> bool:
     return path.is_dir() or (not path.exists() and any(c in traces[0] for c in "*?["))
 
 
+@dataclass(frozen=True)
+class Inputs:
+    """What ``analyze`` was given, resolved: one trace, the ranks of a job, or (``--cycle all``)
+    the runs of a series, each one path or a job's paths."""
+
+    kind: Literal["trace", "job", "series"]
+    paths: tuple[str, ...] = ()
+    runs: tuple[str | tuple[str, ...], ...] = ()
+
+
+def resolve_inputs(traces: list[str], cycle: str) -> Inputs:
+    """The files ``analyze`` works on; the notes (cycles found, files left out) go to stderr."""
+    from traceinsight.trace.layout import chosen_index, notes, parse_cycle, resolve
+
+    if not is_job_input(traces):
+        if parse_cycle(cycle) != "latest":
+            raise UsageError(f"--cycle picks among the traces of a directory or glob; {traces[0]} is one file")
+        return Inputs("trace", (traces[0],))
+    layout = resolve(traces[0] if len(traces) == 1 else traces)
+    index = chosen_index(layout, cycle)
+    if index is None and len(layout.cycles) == 1:
+        index = 0
+    for line in notes(layout, index):
+        typer.echo(f"note: {line}", err=True)
+    if index is None:
+        runs = tuple(c.paths[0] if layout.kind == "trace" else tuple(c.paths) for c in layout.cycles)
+        return Inputs("series", runs=runs)
+    return Inputs(layout.kind, tuple(layout.cycles[index].paths))
+
+
 def analyze_job_cli(
     traces: list[str],
     *,
@@ -62,11 +93,8 @@ def analyze_job_cli(
     select_job_sections(only, skip)  # reject unknown names before the (slow) load
     assert isinstance(config, AnalysisConfig)
     source: str | list[str] = traces[0] if len(traces) == 1 else traces
+    # Raises when no rank could be loaded (JobLoadError names each rank's reason).
     job = load_job(source, jobs=jobs, engine=engine, address=address, config=config, cache=cache)
-    if not job.summaries:
-        from traceinsight.errors import TraceInsightError
-
-        raise TraceInsightError(f"no rank of {job.spec.name or traces[0]} could be analysed: {job.failed[0].path}: {job.failed[0].error}")
     report = job.analyze(only=only, skip=skip)
     if fmt_checked == "perfetto":
         from traceinsight.cli.output import write_output
@@ -107,6 +135,25 @@ def compare_command(
     Sections: runs (step times, change against run 0, plot), breakdown (compute,
     communication, idle per step), findings (each run's top findings).
     """
+    compare_cli(list(runs), format=format, output=output, force=force, only=only, skip=skip, jobs=jobs,
+                engine=engine, address=address, cache=not no_cache)
+
+
+def compare_cli(
+    runs: list[str | tuple[str, ...]],
+    *,
+    format: str,
+    output: Path | None,
+    force: bool,
+    only: list[str] | None,
+    skip: list[str] | None,
+    jobs: int | None,
+    engine: str,
+    address: str | None,
+    cache: bool,
+) -> None:
+    """A series of runs (each a file, a directory or glob, or a job's files) to the output;
+    exits 4 when some run could not be analysed."""
     from traceinsight.analysis.job.series import select_series_sections
     from traceinsight.cli.output import check_writable, emit
     from traceinsight.render.formats import check
@@ -121,8 +168,9 @@ def compare_command(
     from traceinsight.api import compare
 
     result = compare(
-        runs, jobs=jobs, engine=engine, address=address or os.environ.get("RAY_ADDRESS"), cache=not no_cache, only=only, skip=skip
-    )
+        [list(r) if isinstance(r, tuple) else r for r in runs], jobs=jobs, engine=engine,
+        address=address or os.environ.get("RAY_ADDRESS"), cache=cache, only=only, skip=skip,
+    )  # fmt: skip
     if result.runs.height == 0:
         from traceinsight.errors import TraceInsightError
 

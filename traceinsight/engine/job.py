@@ -21,10 +21,16 @@ from traceinsight.analysis.core.base import AnalysisConfig
 from traceinsight.analysis.job.report import JobReport, analyze_job
 from traceinsight.analysis.job.series import RunSummary, SeriesResult
 from traceinsight.analysis.job.summary import RankSummary, summarize
-from traceinsight.engine.run import Engine, TaskOutcome, run_per_rank
+from traceinsight.engine.run import Engine, run_per_rank
+from traceinsight.engine.tasks import TaskOutcome
 from traceinsight.errors import TraceInsightError, UsageError
-from traceinsight.trace.discover import TRACE_SUFFIXES, JobSpec, RankFile, discover, fetch, is_url
+from traceinsight.trace.discover import TRACE_SUFFIXES, JobSpec, RankFile, fetch, is_url
+from traceinsight.trace.layout import discover
 from traceinsight.trace.schema import FRAME_SCHEMAS
+
+
+class JobLoadError(TraceInsightError):
+    """No rank of the job could be loaded: nothing to analyse or query."""
 
 
 @dataclass(frozen=True)
@@ -81,6 +87,8 @@ class Job:
         scan of the Parquet cache, with a ``rank`` column first; categoricals as strings."""
         if frame not in FRAME_SCHEMAS:
             raise UsageError(f"unknown frame {frame!r}; choose from {', '.join(FRAME_SCHEMAS)}")
+        if not self.summaries:
+            raise JobLoadError(no_rank_loaded(self.spec, self.failed))
         missing = [s.path for s in self.summaries if not s.cache_entry]
         if missing:
             raise TraceInsightError(
@@ -129,11 +137,16 @@ def load_job(
     allow_missing: bool = False,
     timeout_s: float | None = None,
     cache: bool = True,
+    cycle: int | str = "latest",
 ) -> Job:
     """Discover the rank traces in ``source`` (a directory, a glob, files or URLs), analyse
     each where it is (``engine``: "local" process pool, "ray", or "serial" in this process)
-    and return the :class:`Job`. A rank that fails is listed in ``job.failed``."""
-    spec = discover(source, allow_missing=allow_missing)
+    and return the :class:`Job`. A rank that fails is listed in ``job.failed``; when none
+    could be loaded, :class:`JobLoadError` says why for each.
+
+    Several profiler cycles in ``source``: the latest, or the ``cycle``-th (1 the oldest,
+    -1 the latest); ``job.spec.warnings`` says which was taken."""
+    spec = discover(source, allow_missing=allow_missing, cycle=cycle)
     cfg = config or AnalysisConfig()
     work = functools.partial(summarize_file, config=cfg, cache=cache)
     outcomes: list[TaskOutcome[RankSummary]] = run_per_rank(
@@ -145,7 +158,19 @@ def load_job(
         for o in outcomes
         if o.value is None
     )
+    if not summaries:
+        raise JobLoadError(no_rank_loaded(spec, failed))
     return Job(spec=spec, summaries=summaries, failed=failed, config=cfg)
+
+
+def no_rank_loaded(spec: JobSpec, failed: Sequence[FailedRank]) -> str:
+    """One line: no rank of the job loaded, and the first reasons."""
+    name = spec.name or (spec.paths[0] if spec.paths else "the job")
+    reasons = "; ".join(
+        f"rank {f.rank}: {f.error if f.path in f.error else f'{f.path}: {f.error}'}" for f in list(failed)[:2]
+    )
+    more = f" (+{len(failed) - 2} more)" if len(failed) > 2 else ""
+    return f"no rank of {name} could be loaded: {reasons or 'no rank files'}{more}"
 
 
 TOP_FINDINGS = 3
@@ -221,10 +246,12 @@ def load_series(
     for i, run in enumerate(runs):
         if i in found or any(i == j for j, _ in singles):
             continue
-        job = load_job(run, jobs=jobs, engine=engine, address=address, config=cfg, timeout_s=timeout_s, cache=cache)
-        failed.extend(f"{f.path}: {f.error}" for f in job.failed)
-        if not job.summaries:
+        try:
+            job = load_job(run, jobs=jobs, engine=engine, address=address, config=cfg, timeout_s=timeout_s, cache=cache)
+        except JobLoadError as exc:
+            failed.append(str(exc))
             continue
+        failed.extend(f"{f.path}: {f.error}" for f in job.failed)
         titles = _titles(job.analyze().findings) if with_findings else ()
         label = os.fspath(run) if isinstance(run, (str, os.PathLike)) else (job.spec.name or job.spec.paths[0])
         found[i] = RunSummary(merge_ranks(job.summaries, label), ranks=len(job.summaries), findings=titles)

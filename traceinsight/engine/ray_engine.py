@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from traceinsight.engine.run import EngineError, TaskOutcome, error_line, guarded
+from traceinsight.engine.tasks import EngineError, TaskOutcome, error_line, guarded
 
 T = TypeVar("T")
 X = TypeVar("X")

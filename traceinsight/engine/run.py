@@ -4,65 +4,33 @@ process pool, or as Ray tasks; only the function's (small) return value comes ba
 Faults stay with their rank: a function that raises gives that rank an error line; a worker
 that dies takes down only the tasks it ran (the others are run again in a fresh pool); a
 task that makes no progress within ``timeout_s`` is reported as timed out, not waited on.
+
+Workers never run the user's ``__main__``: spawn and forkserver children normally re-run the
+parent's main script (or module) before they unpickle their task, so a script that calls
+``load_job`` without an ``if __name__ == "__main__":`` guard would run again in every worker,
+and ``python3 - <<EOF`` or ``python -c`` would have no script to run. Our tasks are functions
+of importable modules, so the workers start from a blank ``__main__`` instead.
 """
 
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
+import functools
 import multiprocessing
 import os
 import sys
-from collections.abc import Callable, Sequence
+import types
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
-from traceinsight.errors import TraceInsightError
+from traceinsight.engine.tasks import EngineError, TaskOutcome, error_line, guarded
 
 T = TypeVar("T")
 X = TypeVar("X")
 Engine = Literal["serial", "local", "ray"]
 ENGINES: tuple[str, ...] = ("serial", "local", "ray")
-
-
-class EngineError(TraceInsightError):
-    """The chosen engine cannot run (not installed, no cluster, bad settings)."""
-
-
-@dataclass(frozen=True)
-class TaskOutcome(Generic[T]):
-    """What one task gave back: its value, or a one-line error."""
-
-    index: int
-    value: T | None = None
-    error: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
-
-def error_line(exc: BaseException) -> str:
-    """One line for an exception: a TraceInsightError says itself; others get their type."""
-    cause = getattr(exc, "cause", None)  # Ray wraps the task's exception
-    if isinstance(cause, BaseException) and cause is not exc:
-        exc = cause
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    if isinstance(exc, (TraceInsightError, TaskFailed)):
-        return text or type(exc).__name__
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-class TaskFailed(Exception):
-    """A task's error, carried as one line (the original may not pickle back)."""
-
-
-def guarded(fn: Callable[[X], T], item: X) -> T:
-    """Run ``fn(item)`` in a worker, turning any error into a :class:`TaskFailed` line."""
-    try:
-        return fn(item)
-    except Exception as exc:
-        raise TaskFailed(error_line(exc)) from None
 
 
 def default_jobs() -> int:
@@ -86,7 +54,8 @@ def run_per_rank(
         raise EngineError(f"jobs must be at least 1, not {jobs}")
     if not items:
         return []
-    if engine == "serial":
+    if engine == "serial" or (engine == "local" and multiprocessing.current_process().daemon):
+        # A daemonic worker (ours, or the user's own pool) may not start processes of its own.
         return run_serial(items, fn)
     if engine == "ray":
         from traceinsight.engine.ray_engine import run_ray
@@ -112,6 +81,30 @@ def _context() -> Any:
     return multiprocessing.get_context(method)
 
 
+def _from_main(fn: Callable[..., Any], item: object) -> bool:
+    """Whether the task needs the user's ``__main__`` in the worker (a function or an item type
+    defined there pickles by reference to it)."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    return getattr(fn, "__module__", None) == "__main__" or type(item).__module__ == "__main__"
+
+
+@contextlib.contextmanager
+def clean_main(keep: bool = False) -> Iterator[None]:
+    """While worker processes are started, a blank ``__main__`` in ``sys.modules``: what a
+    spawn or forkserver child is told to re-run is read from it, and a blank one has nothing
+    to re-run. ``keep``: leave the real one (the task lives in it)."""
+    real = sys.modules.get("__main__")
+    if keep or real is None:
+        yield
+        return
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = real
+
+
 def _kill(executor: cf.ProcessPoolExecutor) -> None:
     processes = getattr(executor, "_processes", None) or {}
     for process in list(processes.values()):
@@ -131,7 +124,9 @@ def _round(
     """One pool over ``indices``; fills ``done`` and returns the indices to run again (those
     lost to a dead worker)."""
     executor = cf.ProcessPoolExecutor(max_workers=min(workers, len(indices)), mp_context=_context())
-    futures = {executor.submit(guarded, fn, items[i]): i for i in indices}
+    # The pool starts its processes inside submit(), in this thread.
+    with clean_main(keep=_from_main(fn, items[indices[0]])):
+        futures = {executor.submit(guarded, fn, items[i]): i for i in indices}
     pending = set(futures)
     broken: list[int] = []
     try:

@@ -1,5 +1,9 @@
 """Find the rank traces of one job: from a directory, a glob, or a list of files or URLs.
 
+What a directory or glob holds (one trace, profiler cycles, ranks of a job, a mix) is sorted
+out by :mod:`traceinsight.trace.layout`; this module expands the input, reads each file's head
+and checks that a set of rank files is one job.
+
 A trace's rank comes from its ``distributedInfo`` (rank, world_size, backend), read from the
 head of the file without decoding its events (Kineto writes the top-level fields before
 ``traceEvents``); when the head has none, from the file name (``*.rank3.json.gz``,
@@ -90,7 +94,9 @@ def expand(source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) ->
         text = os.fspath(item)
         if is_url(text):
             found.extend(_expand_url(text))
-        elif any(ch in text for ch in "*?["):
+        elif any(ch in text for ch in "*?[") and not os.path.exists(text):
+            # A name that exists is a path even with glob characters in it (Lightning writes
+            # "[Strategy]" into its trace names).
             found.extend(sorted(p for p in globlib.glob(text) if _is_trace_name(p)))
         elif Path(text).is_dir():
             found.extend(sorted(str(p) for p in Path(text).iterdir() if p.is_file() and _is_trace_name(p.name)))
@@ -221,14 +227,8 @@ def _names(files: Iterable[RankFile], limit: int = 4) -> str:
     return shown + (f" (+{len(paths) - limit} more)" if len(paths) > limit else "")
 
 
-def discover(
-    source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
-    *,
-    allow_missing: bool = False,
-) -> JobSpec:
-    """The ranks of one job from ``source``; raises :class:`JobDiscoveryError` when the files
-    are not one job (mixed jobs, a rank twice, ranks missing unless ``allow_missing``)."""
-    files = [inspect(p) for p in expand(source)]
+def job_spec(files: Sequence[RankFile], *, allow_missing: bool = False) -> JobSpec:
+    """The job made of ``files``; raises :class:`JobDiscoveryError` when they are not one job."""
     worlds = {f.world_size for f in files if f.world_size is not None}
     if len(worlds) > 1:
         by_world = {w: [f for f in files if f.world_size == w] for w in sorted(worlds)}
@@ -258,7 +258,7 @@ def discover(
             raise JobDiscoveryError(text)
         warnings.append(text)
     backends = {f.backend for f in files if f.backend}
-    name = next(iter(stems), "") if stems else Path(ranks[0].path).name.split(".")[0]
+    name = next(iter(stems), "") if stems else _job_name(Path(ranks[0].path).name)
     return JobSpec(
         ranks=ranks,
         world_size=world_size,
@@ -266,6 +266,16 @@ def discover(
         name=name,
         warnings=tuple(warnings),
     )
+
+
+_HANDLER_SUFFIX = re.compile(r"\.\d{10,19}\.pt\.trace\.json(?:\.gz)?$")
+
+
+def _job_name(file_name: str) -> str:
+    # tensorboard_trace_handler's names keep their time: it tells one cycle from the next.
+    if (handler := _HANDLER_SUFFIX.search(file_name)) is not None:
+        return file_name[: handler.start()] + handler.group(0).split(".pt.")[0]
+    return file_name.split(".")[0]
 
 
 def _compact(values: list[int]) -> str:
