@@ -253,3 +253,35 @@ def test_fast_on_many_unique_names() -> None:
     elapsed = time.perf_counter() - start
     assert out.height > 90_000
     assert elapsed < 5.0, f"{elapsed:.2f} s for {out.height} names"
+
+
+def test_element_bytes_and_alignment() -> None:
+    cat = classify("void at::native::(anonymous namespace)::CatArrayBatchedCopy<at::native::(anonymous namespace)::OpaqueType<2u>, unsigned int, 3, 64, 64>(x)")
+    assert (cat.precision, cat.element_bytes) == ("unknown", 2)
+    assert classify("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<double>, std::array<char*, 3ul> >(int)").element_bytes == 8
+    misaligned = classify("void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_bf16_256x128_32x3_nn_align2>(cutlass_80_tensorop_bf16_s16816gemm_bf16_256x128_32x3_nn_align2::Params)")
+    assert (misaligned.alignment, misaligned.element_bytes) == (2, 2)
+    xmma = classify("sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize32x32x8_stage3_warpsize1x2x1_ffma_aligna4_alignc4_execute_kernel__5x_cublas")
+    assert xmma.alignment == 4
+    assert classify("nvjet_sm90_tst_128x256_64x4_2x1_v_bz_coopA_NTN").alignment is None
+    assert classify("triton_poi_fused_add_0").element_bytes is None
+
+
+def test_every_caller_family_of_the_old_classifier_is_covered() -> None:
+    # Names the previous name checks recognised (gemm, conv, attention, communication, copy,
+    # reduction, elementwise, triton): none of them may fall to "other" here.
+    from traceinsight.analysis.kernel_families import classify_names as old_classify
+
+    names = [r["name"] for r in ROWS]
+    old = old_classify(names).select("name", old_family="family")
+    new = classify_names(names).select("name", "family")
+    lost = old.join(new, on="name").filter((pl.col("old_family") != "other") & (pl.col("family") == "other"))
+    allowed = {
+        *("dma_request", "event_record", "event_wait", "merge", "pe_exe", "remote"),  # MTIA without vendor
+        # deliberate: a cuDNN index helper is no convolution, building FlashInfer's index
+        # arrays is no attention (the previous rules matched "cudnn" and "flashinfer")
+        "void cask_cudnn::computeOffsetsKernel<false, false>(cask_cudnn::ComputeOffsetsParams)",
+        "create_flashinfer_kv_indices_triton",
+    }
+    lost = lost.filter(~pl.col("name").is_in(list(allowed)))
+    assert lost.height == 0, lost

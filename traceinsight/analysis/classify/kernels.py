@@ -26,6 +26,8 @@ COLUMNS: dict[str, pl.DataType | type[pl.DataType]] = {
     "tensor_core": pl.Boolean,
     "library": pl.String,
     "rule": pl.String,
+    "element_bytes": pl.Int64,
+    "alignment": pl.Int64,
 }
 UNMATCHED_RULE = "none"
 
@@ -37,6 +39,10 @@ class KernelClass:
     ``precision`` is ``"unknown"`` and ``tensor_core`` is None where the name does not say;
     ``rule`` is the id of the rule that matched (``"none"`` when none did: family ``other``).
     ``collective`` is set for communication kernels whose collective is known.
+    ``element_bytes`` is the size of the element type the name states (``OpaqueType<2>`` is 2,
+    ``float`` 4; None where it states none or an integer type); ``alignment`` the smallest
+    operand alignment in elements a GEMM/conv name states (CUTLASS ``align1``, cuBLAS
+    ``aligna4``; below 8 for 16-bit types means a misaligned shape forced a slower kernel).
     """
 
     name: str
@@ -47,6 +53,8 @@ class KernelClass:
     rule: str
     subfamily: str | None = None
     collective: str | None = None
+    element_bytes: int | None = None
+    alignment: int | None = None
 
     @property
     def is_matrix(self) -> bool:
@@ -249,7 +257,16 @@ def _classify_unique(names: pl.Series, vendor: str | None) -> pl.DataFrame:
     )
     if vendor == "amd":
         frame = frame.with_columns(library=pl.when(pl.col("library") == "nccl").then(pl.lit("rccl")).otherwise(pl.col("library")))
-    frame = frame.with_columns(collective=pl.when(pl.col("family") == "communication").then(pl.col("subfamily")))
+    frame = frame.with_columns(
+        collective=pl.when(pl.col("family") == "communication").then(pl.col("subfamily")),
+        element_bytes=pl.coalesce(
+            pl.col("name").str.extract(R.OPAQUE_BYTES, 1).cast(pl.Int64, strict=False),
+            pl.col("precision").replace_strict(R.PRECISION_BYTES, default=None, return_dtype=pl.Int64),
+        ),
+        alignment=pl.when(pl.col("family").is_in(list(R.MATRIX_FAMILIES)))
+        .then(pl.col("name").str.extract_all(R.ALIGNMENT).list.eval(pl.element().str.extract(r"([0-9]+)$", 1).cast(pl.Int64, strict=False)).list.min())
+        .cast(pl.Int64),
+    )
     return frame.select([pl.col(c).cast(t) for c, t in COLUMNS.items()])
 
 
@@ -337,7 +354,9 @@ def classify(name: str | None, args: Mapping[str, Any] | None = None, vendor: st
         precision=precision,
         tensor_core=base.tensor_core,
         library=base.library,
-        rule=base.rule + ("+args" if precision != base.precision or collective != base.collective else ""),
+        rule=base.rule + "+args",
         subfamily=sub,
         collective=collective,
+        element_bytes=base.element_bytes if precision == base.precision else R.PRECISION_BYTES.get(precision),
+        alignment=base.alignment,
     )

@@ -470,3 +470,10 @@ ARG_DTYPES: tuple[tuple[str, str], ...] = (
     (r"(?i)double|float64", "fp64"),
     (r"(?i)^float$|float32|^c10::float|^fp32$", "fp32"),
 )
+
+# Bytes per element: ATen's cat/index kernels name an opaque type of N bytes; otherwise the
+# precision's storage size (tf32 math reads fp32 data).
+OPAQUE_BYTES = r"OpaqueType<([0-9]+)u?>"
+PRECISION_BYTES: dict[str, int] = {"fp64": 8, "fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1, "int8": 1}
+# Operand alignment in elements: CUTLASS "_align8", cuBLAS/cuDNN xmma "_aligna4_alignc4".
+ALIGNMENT = r"_align[abc]?[0-9]+"
