@@ -258,11 +258,12 @@ def test_rule_ids_are_unique_and_rules_compile() -> None:
 def test_fast_on_many_unique_names() -> None:
     base = [r["name"] for r in ROWS]
     names = [f"{n}_{i}" if not n.startswith("Mem") else n for i in range(150) for n in base][:100_000]
-    start = time.perf_counter()
+    # CPU time (all threads), not wall time: the bound must hold on a busy machine too.
+    start = time.process_time()
     out = classify_names(names)
-    elapsed = time.perf_counter() - start
+    elapsed = time.process_time() - start
     assert out.height > 90_000
-    assert elapsed < 5.0, f"{elapsed:.2f} s for {out.height} names"
+    assert elapsed < 3.0, f"{elapsed:.2f} s of CPU for {out.height} names"
 
 
 def test_element_bytes_and_alignment() -> None:

@@ -8,6 +8,7 @@ name at hand. Every answer carries the id of the rule that matched, so a reader 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from functools import cache, lru_cache
@@ -81,14 +82,28 @@ def _rx(pattern: str) -> str:
 
 def _first(name: pl.Expr, table: Iterable[tuple[str, Any]], dtype: Any = pl.String) -> pl.Expr:
     """The value of the first (pattern, value) whose pattern is found in ``name``, else null."""
-    return pl.coalesce([pl.when(name.str.contains(_rx(p))).then(pl.lit(v, dtype=dtype)) for p, v in table] + [pl.lit(None, dtype=dtype)])
+    rows = list(table)
+    if not rows:
+        return pl.lit(None, dtype=dtype)
+    # the index of the first match, mapped to its value (cheaper than coalescing values)
+    first = pl.coalesce([pl.when(name.str.contains(_rx(p))).then(pl.lit(i, dtype=pl.Int32)) for i, (p, _) in enumerate(rows)])
+    return first.replace_strict({i: v for i, (_, v) in enumerate(rows)}, default=None, return_dtype=dtype)
 
 
-def _leftmost(name: pl.Expr, table: tuple[tuple[str, str], ...]) -> pl.Expr:
-    """The value of the alternative that occurs first (leftmost) in ``name``."""
-    alternation = "|".join(f"(?:{p})" for p, _ in table)
+def _word_pattern(word: str, whole: bool) -> str:
+    text = re.escape(word)
+    if whole and (word[0].isalnum() or word[0] == "_"):
+        text = r"\b" + text
+    if whole and (word[-1].isalnum() or word[-1] == "_"):
+        text = text + r"\b"
+    return text
+
+
+def _leftmost(name: pl.Expr, words: tuple[tuple[str, str, bool], ...]) -> pl.Expr:
+    """The value of the word that occurs first (leftmost) in ``name``."""
+    alternation = "|".join(_word_pattern(w, whole) for w, _, whole in words)
     token = name.str.extract(_rx(f"({alternation})"), 1)
-    return _first(token, table)
+    return token.replace_strict({w: v for w, v, _ in words}, default=None, return_dtype=pl.String)
 
 
 def _token(name: pl.Expr) -> pl.Expr:
@@ -107,8 +122,8 @@ def _template(name: pl.Expr, scheme: str) -> pl.Expr:
     float type in a lambda decides there; elsewhere (and where no lambda names one) the first
     type of the whole name. A bool decides only when nothing else is named. ``wtemplate``:
     the first type of the whole name (casts: ``bfloat16_copy_kernel_cuda{lambda(float)}``
-    writes bf16). ``ftemplate``: floating-point types only. Names without C++ types fall back
-    to the type words of :func:`_token`.
+    writes bf16). ``ftemplate``: floating-point types only. (Names without C++ types fall back
+    to the type words of :func:`_token`, in :func:`_precision_of`.)
     """
     types = R.LEFTMOST_SCHEMES[scheme]
     whole = _leftmost(name, types)
@@ -117,8 +132,8 @@ def _template(name: pl.Expr, scheme: str) -> pl.Expr:
         in_lambda = _leftmost(lambdas, R.LEFTMOST_SCHEMES["ftemplate"])
         whole = pl.when(name.str.contains("elementwise")).then(pl.coalesce(in_lambda, whole)).otherwise(whole)
     if scheme != "ftemplate":
-        whole = pl.coalesce(whole, pl.when(name.str.contains(R.BOOL_TYPE)).then(pl.lit("int")))
-    return pl.coalesce(whole, _token(name))
+        whole = pl.coalesce(whole, pl.when(name.str.contains(_rx(R.BOOL_TYPE))).then(pl.lit("int")))
+    return whole
 
 
 def _precision_scheme(name: pl.Expr, scheme: str) -> pl.Expr:
@@ -206,6 +221,9 @@ def _match_rules(frame: pl.DataFrame, vendor: str | None, block: int = 8) -> pl.
     return idx
 
 
+_TOKEN_FALLBACK = frozenset({"template", "wtemplate", "ftemplate", "rng"})
+
+
 def _by_spec(frame: pl.DataFrame, spec: str, make: Any, dtype: Any) -> pl.Series:
     """Per row: the fixed answer in column ``spec``, or its scheme's answer, computed on the
     rows that use that scheme only."""
@@ -216,10 +234,17 @@ def _by_spec(frame: pl.DataFrame, spec: str, make: Any, dtype: Any) -> pl.Series
         fixed_values = pl.select(pl.when(pl.lit(values).str.starts_with("scheme:")).then(None).otherwise(pl.lit(values))).to_series()
     fixed = pl.DataFrame({"_row": frame["_row"], "v": fixed_values})
     schemes = [v for v in values.unique().drop_nulls().to_list() if str(v).startswith("scheme:")]
-    parts = [
-        frame.filter(pl.col(spec) == s).select("_row", make(pl.col("name"), s.split(":", 1)[1]).cast(dtype).alias("s"))
-        for s in schemes
-    ]
+    parts = []
+    for scheme in schemes:
+        name = scheme.split(":", 1)[1]
+        part = frame.filter(pl.col(spec) == scheme).select("_row", "name", make(pl.col("name"), name).cast(dtype).alias("s"))
+        if name in _TOKEN_FALLBACK and dtype == pl.String:
+            # names without C++ types: their type words, looked for on those rows only
+            missing = part.filter(pl.col("s").is_null())
+            if missing.height:
+                words = missing.select("_row", _token(pl.col("name")).alias("t"))
+                part = part.join(words, on="_row", how="left").with_columns(s=pl.coalesce("s", "t"))
+        parts.append(part.select("_row", "s"))
     if not parts:
         return fixed["v"]
     got = fixed.join(pl.concat(parts), on="_row", how="left").sort("_row")

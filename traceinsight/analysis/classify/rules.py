@@ -371,15 +371,18 @@ _TOKEN_WORDS = (
     ("float", "fp32"),
 )
 # C++ template arguments: the first type named is the element type of the data.
-# (OpaqueType<N> is N bytes of any type: unknown.)
-_TEMPLATE_TYPES = (
-    (r"c10::BFloat16|__nv_bfloat16|__hip_bfloat16|hip_bfloat16|::bfloat16|cutlass::bfloat16_t|DF16b|__bf16", "bf16"),
-    (r"c10::Half|__half|cutlass::half_t|_Float16|DF16_|::Half\b", "fp16"),
-    (r"c10::Float8_e4m3fn|c10::Float8_e5m2|c10::Float8|__nv_fp8|Float8_e4m3|Float8_e5m2", "fp8"),
-    (r"c10::complex<double>|\bdouble\b", "fp64"),
-    (r"c10::complex<float>|\bfloat\b", "fp32"),
-    (r"\b(?:long|int|short|char|unsigned|int8_t|uint8_t|int16_t|int32_t|int64_t|uint32_t|uint64_t|signed)\b", "int"),
-    (r"OpaqueType", "unknown"),
+# (word, precision, whole word only); OpaqueType<N> is N bytes of any type: unknown.
+_TEMPLATE_TYPES: tuple[tuple[str, str, bool], ...] = (
+    *((w, "bf16", False) for w in ("c10::BFloat16", "__nv_bfloat16", "__hip_bfloat16", "hip_bfloat16", "::bfloat16", "DF16b", "__bf16")),
+    *((w, "fp16", False) for w in ("c10::Half", "__half", "cutlass::half_t", "_Float16", "DF16_")),
+    ("::Half", "fp16", True),
+    *((w, "fp8", False) for w in ("c10::Float8", "__nv_fp8", "Float8_e4m3", "Float8_e5m2")),
+    ("c10::complex<double>", "fp64", False),
+    ("double", "fp64", True),
+    ("c10::complex<float>", "fp32", False),
+    ("float", "fp32", True),
+    *((w, "int", True) for w in ("long", "int", "short", "char", "unsigned", "signed", "int8_t", "uint8_t", "int16_t", "int32_t", "int64_t", "uint32_t", "uint64_t")),
+    ("OpaqueType", "unknown", False),
 )
 # A bool (a where() condition, a mask) only decides when no other type is named.
 BOOL_TYPE = r"\bbool\b"
@@ -413,7 +416,7 @@ PRECISION_SCHEMES: dict[str, tuple[tuple[str, str], ...]] = {
     "quant": _QUANT,
 }
 # Schemes that take the leftmost of several alternatives (see kernels._leftmost).
-LEFTMOST_SCHEMES: dict[str, tuple[tuple[str, str], ...]] = {
+LEFTMOST_SCHEMES: dict[str, tuple[tuple[str, str, bool], ...]] = {
     "template": _TEMPLATE_TYPES,
     "wtemplate": _TEMPLATE_TYPES,
     "ftemplate": _FTEMPLATE_TYPES,
