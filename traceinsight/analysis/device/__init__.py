@@ -1,1 +1,27 @@
-"""What the device can do: peak FLOP/s per precision, memory bandwidth, which part a trace ran on."""
+"""What this GPU can do: one model every analysis asks (see ``docs/device-model.md``)."""
+
+from traceinsight.analysis.device.model import (
+    VENDORS,
+    DeviceModel,
+    Features,
+    attention_advice,
+    build,
+    from_meta,
+    from_trace,
+    fused_optimizer_advice,
+    graphs_advice,
+    matmul_precision_advice,
+)
+
+__all__ = [
+    "VENDORS",
+    "DeviceModel",
+    "Features",
+    "attention_advice",
+    "build",
+    "from_meta",
+    "from_trace",
+    "fused_optimizer_advice",
+    "graphs_advice",
+    "matmul_precision_advice",
+]
