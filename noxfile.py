@@ -44,3 +44,13 @@ def lint(session: nox.Session) -> None:
 def typecheck(session: nox.Session) -> None:
     session.install("-e", ".[dev]")
     session.run("mypy")
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """Regenerate the generated docs: the CLI reference, the JSON report schema and the command
+    output pasted into the pages (run after changing a command, a section or a result's fields)."""
+    session.install("-e", ".")
+    session.run("python", "docs/gen_cli_reference.py")
+    session.run("python", "docs/gen_report_schema.py")
+    session.run("python", "docs/refresh_outputs.py")

@@ -23,7 +23,7 @@ def load_script(name: str) -> ModuleType:
 
 def test_cli_reference_is_up_to_date() -> None:
     gen = load_script("gen_cli_reference")
-    assert (DOCS / "cli.md").read_text(encoding="utf-8") == gen.generate(), "run: python docs/gen_cli_reference.py"
+    assert (DOCS / "cli.md").read_text(encoding="utf-8") == gen.generate(), "stale: run `nox -s docs` (or python docs/gen_cli_reference.py)"
 
 
 def test_cli_reference_lists_every_command() -> None:
@@ -39,7 +39,7 @@ def test_cli_reference_lists_every_command() -> None:
 def test_report_schema_block_is_up_to_date() -> None:
     gen = load_script("gen_report_schema")
     doc = (DOCS / "report.md").read_text(encoding="utf-8")
-    assert gen.render(doc) == doc, "run: python docs/gen_report_schema.py"
+    assert gen.render(doc) == doc, "stale: run `nox -s docs` (or python docs/gen_report_schema.py)"
 
 
 def documented_keys(doc: str) -> dict[str, set[str]]:
@@ -89,4 +89,4 @@ def test_pasted_outputs_come_from_commands_that_still_work() -> None:
         commands = refresh.commands(text)
         assert commands, f"{page} has no refreshed output blocks"
         for block in refresh.BLOCK.finditer(text):
-            assert block.group("body").startswith(f"$ {block.group('cmd').partition(' | ')[0]}\n"), "run docs/refresh_outputs.py"
+            assert block.group("body").startswith(f"$ {block.group('cmd').partition(' | ')[0]}\n"), "stale: run `nox -s docs` (or python docs/refresh_outputs.py)"
