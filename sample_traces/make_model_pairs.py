@@ -4,7 +4,7 @@ a config), NCHW vs channels_last convolutions in bf16 (torchvision ResNet-50), z
 and without set_to_none, an unfused chain of elementwise ops vs torch.compile, and a first
 convolution with 3 input channels vs padded to 4.
 
-On a CUDA machine:   python3 sample_traces/make_model_pairs.py --out sample_traces
+On a CUDA machine:   python3 sample_traces/make_model_pairs.py --out sample_traces/models
 On a CPU-only one:   python3 sample_traces/make_model_pairs.py --smoke --out /tmp/pairs
 ``--only attention,channels_last`` records some pairs.
 
@@ -165,7 +165,7 @@ PAIRS: dict[str, Callable[[torch.device, bool, bool], tuple[Step, str]]] = {
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent)
+    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "models")
     ap.add_argument("--only", default="")
     ap.add_argument("--smoke", action="store_true")
     args = ap.parse_args(argv)

@@ -1,7 +1,7 @@
 """Record the what-if validation loops: host work of h ms and GPU work of g ms per step, either
 overlapping across steps (the host runs ahead) or serialized by a per-step synchronize.
 
-On a CUDA machine:   python3 sample_traces/make_whatif_samples.py --out sample_traces
+On a CUDA machine:   python3 sample_traces/make_whatif_samples.py --out sample_traces/whatif
 On a CPU-only one:   python3 sample_traces/make_whatif_samples.py --smoke --out /tmp/whatif
 
 Each variant's step is first timed outside the profiler with CUDA events (mean ms/step over 20
@@ -105,7 +105,7 @@ def time_step(step, device: torch.device, warmup: int = 5, iters: int = 20) -> f
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent)
+    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "whatif")
     ap.add_argument("--smoke", action="store_true", help="tiny sizes; runs on CPU")
     ap.add_argument("--host-ms", type=float, default=6.0)
     ap.add_argument("--gpu-ms", type=float, default=10.0)
