@@ -1,0 +1,149 @@
+"""Documented thresholds exactly at their edge (docs/findings.md, docs/gaps.md, docs/bound.md),
+on hand-made traces (written by hand, not recorded), with the confidence each result states.
+Times in the builders are µs, like Kineto's.
+
+The neighbours on both sides are in test_findings_handmade.py; here the value sits on the
+threshold itself, where ``>=`` and ``>`` part ways.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import traceinsight as ti
+from traceinsight.analysis.findings.catalogue import (
+    LAUNCH_SHORT_PCT,
+    MATERIALITY_PCT,
+    MEMORY_PRESSURE_SHARE,
+    SMALL_GEMM_NS,
+    SYNC_RETURN_TOLERANCE_NS,
+)
+from traceinsight.analysis.memory import MemoryResult
+
+from .findings_helpers import by_id, findings, ids, write_h200
+from .handmade import HandMadeTrace
+from .test_findings_handmade import SGEMM, drained_trace, gap_trace, gemm_trace, launch_trace
+
+DATALOADER = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+ADD = "void at::native::vectorized_elementwise_kernel<4, add>"
+
+
+def test_the_documented_values() -> None:
+    # The docs state these numbers; a change here is a change to document.
+    assert (MATERIALITY_PCT, LAUNCH_SHORT_PCT, MEMORY_PRESSURE_SHARE) == (1.0, 30.0, 0.9)
+    assert (SMALL_GEMM_NS, SYNC_RETURN_TOLERANCE_NS) == (50_000, 50_000)
+
+
+# -- materiality: a saving of exactly 1 % is material ---------------------------------------------
+
+
+@pytest.mark.parametrize(("idle_us", "material"), [(100.0, True), (99.0, False)])
+def test_materiality_at_exactly_one_percent(tmp_path: Path, idle_us: float, material: bool) -> None:
+    trace = write_h200(gap_trace(tmp_path, idle_us, DATALOADER), tmp_path / "dl.json")
+    result = findings(trace)
+    assert result.window_ns == 10_000_000
+    f = by_id(result, "dataloader_stall")
+    assert f is not None
+    assert f.saving_pct == pytest.approx(idle_us / 100)
+    assert f.material is material
+    assert ("dataloader_stall" in ids(result)) is material
+    assert f.confidence == "high"
+
+
+# -- launch-bound: exactly 30 % of kernels shorter than their launch -------------------------------
+
+
+def test_launch_bound_at_exactly_thirty_percent_short_kernels(tmp_path: Path) -> None:
+    trace = write_h200(launch_trace(30), tmp_path / "launch.json")
+    result = findings(trace)
+    f = by_id(result, "launch_bound")
+    assert f is not None and f.material
+    # The 5 µs slices between the 100 kernels (below the gap threshold) are counted: 99 of them.
+    assert f.saving_window_ns >= 99 * 5_000
+    assert f.confidence == "medium"
+
+
+# -- host_sync: a gap opening exactly 50 µs after the sync returned is the sync's -----------------
+
+
+@pytest.mark.parametrize(("after_return_us", "opened"), [(47.0, True), (48.0, False)])
+def test_sync_return_tolerance_edge(tmp_path: Path, after_return_us: float, opened: bool) -> None:
+    # .item() returns at 5010 µs; the gap opens 3 µs + after_return_us later: 50 or 51 µs.
+    result = findings(write_h200(drained_trace(after_return_us), tmp_path / "drain.json"))
+    sync = by_id(result, "host_sync")
+    if opened:
+        assert sync is not None and sync.material
+        assert sync.saving_window_ns == pytest.approx(600_000, abs=1_000)
+        assert sync.confidence == "high"
+    else:
+        assert sync is None or sync.saving_window_ns <= 60_000
+
+
+# -- sequential small GEMMs: a GEMM of exactly 50 µs is not small ------------------------------
+
+
+@pytest.mark.parametrize(("dur_us", "found"), [(50.0, False), (49.999, True)])
+def test_small_gemm_duration_edge(tmp_path: Path, dur_us: float, found: bool) -> None:
+    t = gemm_trace(SGEMM, [[32, 32], [32, 32]], ["float", "float"], dur_us, repeat=8)
+    f = by_id(findings(write_h200(t, tmp_path / "seq.json")), "sequential_small_gemms")
+    assert (f is not None) is found
+    if found:
+        assert f.evidence.ops[0].calls == 8
+        assert f.confidence == "medium"
+
+
+# -- memory pressure: reserved exactly 90 % of the device ----------------------------------------
+
+
+@pytest.mark.parametrize(("ninetieths", "found"), [(81, True), (80, False)])
+def test_memory_pressure_at_exactly_ninety_percent(
+    tmp_path: Path, ninetieths: int, found: bool
+) -> None:
+    # A device of 90 GiB; reserved 81 GiB is exactly 0.9 of it.
+    t = gemm_trace(SGEMM, [[64, 64], [64, 64]], ["float", "float"], 50)
+    doc = {
+        "schemaVersion": 1,
+        "deviceProperties": [
+            {"id": 0, "name": "NVIDIA H200", "totalGlobalMem": 90 * 2**30, "numSms": 132}
+        ],
+        "baseTimeNanoseconds": t.base_ns,
+        "traceEvents": t.events,
+    }
+    path = tmp_path / "mem.json"
+    path.write_text(json.dumps(doc))
+    trace = ti.load(path, cache=False)
+    memory = MemoryResult(
+        peaks=pl.DataFrame(
+            {"device": ["cuda:0"], "device_index": [0], "peak_reserved_bytes": [ninetieths * 2**30]}
+        )
+    )
+    f = by_id(findings(trace, memory=memory), "memory_pressure")
+    assert (f is not None) is found
+    if found:
+        assert f.material and f.saving_pct == 0.0 and f.confidence == "high"
+
+
+# -- gaps: a gap of exactly the threshold (10 µs) is listed --------------------------------------
+
+
+@pytest.mark.parametrize(("idle_ns", "listed"), [(10_000, True), (9_999, False)])
+def test_gap_of_exactly_the_threshold_is_listed(tmp_path: Path, idle_ns: int, listed: bool) -> None:
+    t = HandMadeTrace()
+    t.step(1, 0, 1_000)
+    t.host("aten::add", 1, 3)
+    t.gpu(ADD, 10, 490, launch_ts=2)
+    t.host("aten::add", 450, 3)
+    t.gpu(ADD, 500 + idle_ns / 1_000, 100, launch_ts=451)
+    path = tmp_path / "gap.json"
+    write_h200(t, path)
+    gaps = ti.analyze(path, only=["gaps"], cache=False).gaps
+    inner = gaps.gaps.filter(pl.col("start_ns") == 500_000)
+    assert inner.height == int(listed)
+    if listed:
+        assert inner["dur_ns"][0] == 10_000
+        # The launch returned 47 µs before the gap: the work was queued, the device waited.
+        assert inner["cause"][0] == "device_wait"
