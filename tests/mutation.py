@@ -39,7 +39,7 @@ TARGETS: dict[str, tuple[str, ...]] = {
     "traceinsight/analysis/findings/syncs.py": _FINDINGS,
     "traceinsight/analysis/findings/precision.py": _FINDINGS,
     "traceinsight/analysis/findings/catalogue.py": _FINDINGS,
-    "traceinsight/analysis/stats.py": ("tests/test_stats.py", _NUMBERS),
+    "traceinsight/analysis/stats.py": ("tests/test_stats_edges.py", "tests/test_stats.py", _NUMBERS),
     "traceinsight/analysis/gaps.py": (_NUMBERS, "tests/test_findings_edges.py", "tests/test_gaps.py"),
     "traceinsight/trace/link.py": (_NUMBERS, "tests/test_steps.py"),
     "traceinsight/analysis/cost_args.py": ("tests/test_costmodel.py", _NUMBERS),

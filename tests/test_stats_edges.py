@@ -1,0 +1,110 @@
+"""The comparison statistics at their edges: empty and tiny samples, the tie-corrected normal
+approximation against a hand-computed value, the exact/normal switch, and the verdict's
+reasons."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from traceinsight.analysis.stats import compare_samples, mann_whitney_u, median_ratio_ci
+
+
+def test_rank_test_with_ties_matches_the_hand_computed_normal_approximation() -> None:
+    # x = [1, 2, 2, 3], y = [2, 3, 4, 4, 5]: average ranks of x 1, 3, 3, 5.5 → U = 12.5 - 10
+    # = 2.5; ties (1, 3, 2, 2, 1) → Σ(t³ - t) / (N(N - 1)) = 36 / 72 = 0.5; var = 20/12 ×
+    # (10 - 0.5) = 15.833; z = (|2.5 - 10| - 0.5) / √var = 1.75919; p = erfc(z / √2) = 0.078546.
+    t = mann_whitney_u([1, 2, 2, 3], [2, 3, 4, 4, 5])
+    assert t.method == "normal"
+    assert t.u_statistic == 2.5
+    assert t.p_value == pytest.approx(0.0785459, abs=1e-6)
+
+
+def test_rank_test_all_tied_gives_p_one() -> None:
+    t = mann_whitney_u([1.0, 1.0, 1.0], [1.0, 1.0, 1.0])
+    assert (t.method, t.p_value, t.u_statistic) == ("normal", 1.0, 4.5)
+
+
+def test_exact_test_up_to_2500_pairs_then_normal() -> None:
+    x = np.arange(50.0)
+    assert mann_whitney_u(x, x + 0.5).method == "exact"  # 50 × 50 = 2500
+    assert mann_whitney_u(np.arange(41.0), np.arange(61.0) + 0.5).method == "normal"  # 2501
+
+
+def test_exact_test_small_value() -> None:
+    # m = n = 3, U = 1: P(U <= 1) = 2/20; two-sided 0.2.
+    t = mann_whitney_u([1, 2, 4], [3, 5, 6])
+    assert (t.method, t.u_statistic) == ("exact", 1.0)
+    assert t.p_value == pytest.approx(0.2)
+
+
+@pytest.mark.parametrize(("x", "y"), [([], [1.0]), ([1.0], []), ([], [])])
+def test_empty_sides_are_refused(x: list[float], y: list[float]) -> None:
+    with pytest.raises(ValueError):
+        mann_whitney_u(x, y)
+    with pytest.raises(ValueError):
+        median_ratio_ci(x, y)
+
+
+def test_one_value_each_side_is_a_ratio() -> None:
+    assert median_ratio_ci([2.0], [3.0]) == (1.5, 1.5, 1.5)
+
+
+@pytest.mark.parametrize("before", [[0.0, 0.0, 0.0], [-1.0, -2.0, -1.0]])
+def test_a_non_positive_before_median_has_no_ratio(before: list[float]) -> None:
+    with pytest.raises(ValueError):
+        median_ratio_ci(before, [1.0, 2.0, 3.0])
+    c = compare_samples(before, [1.0, 2.0, 3.0])
+    assert c.verdict == "no_significant_change" and "not positive" in c.reason
+    assert c.ratio is None
+
+
+def test_a_small_positive_before_median_has_a_ratio() -> None:
+    c = compare_samples([0.5, 0.5], [1.0, 1.0])
+    assert c.ratio == 2.0
+
+
+@pytest.mark.parametrize(("before", "after"), [([], [1.0, 2.0, 3.0]), ([1.0, 2.0, 3.0], [])])
+def test_compare_without_samples_on_one_side(before: list[float], after: list[float]) -> None:
+    c = compare_samples(before, after)
+    assert c.verdict == "no_significant_change" and c.reason == "no samples on one side"
+
+
+@pytest.mark.parametrize(("nb", "na"), [(2, 10), (10, 2)])
+def test_too_few_samples_on_either_side(nb: int, na: int) -> None:
+    c = compare_samples([1.0] * nb, [4.0] * na)
+    assert c.verdict == "no_significant_change" and "too few samples" in c.reason
+    assert c.ratio == 4.0
+    assert c.ci_low is None and c.p_value is None
+
+
+def test_too_few_samples_with_a_zero_after_median() -> None:
+    assert compare_samples([1.0, 1.0], [0.0, 0.0]).ratio == 0.0
+
+
+def test_overlapping_samples_say_the_interval_contains_one() -> None:
+    rng = np.random.default_rng(1)
+    before = 10 + rng.normal(0, 1, 30)
+    after = 10.2 + rng.normal(0, 1, 30)
+    c = compare_samples(before, after)
+    assert c.verdict == "no_significant_change"
+    assert c.ci_low is not None and c.ci_high is not None
+    assert c.ci_low < 1.0 < c.ci_high
+    assert "contains 1" in c.reason
+
+
+def test_three_samples_each_cannot_reach_significance_and_say_so() -> None:
+    # Clearly slower, but with 3 and 3 samples the smallest possible p is 2/20 = 0.1.
+    c = compare_samples([1.0, 1.1, 1.2], [2.0, 2.1, 2.2])
+    assert c.verdict == "no_significant_change"
+    assert c.ci_low is not None and c.ci_low > 1.0
+    assert "record more steps" in c.reason and "0.1" in c.reason
+
+
+def test_enough_clearly_slower_samples_are_slower() -> None:
+    c = compare_samples([1.0, 1.1, 1.2, 1.05, 1.15, 1.1], [2.0, 2.1, 2.2, 2.05, 2.15, 2.1])
+    assert c.verdict == "slower"
+    assert c.p_value is not None and c.p_value < 0.05
+    assert "record more steps" not in c.reason
+    assert c.confidence == 0.95
+    assert c.ratio == pytest.approx(2.1 / 1.1)  # medians 2.1 and 1.1
