@@ -164,6 +164,14 @@ def test_findings_are_ranked_by_share_not_by_saving_ns(tmp_path: Path) -> None:
     assert order.index("dataloader_stall") < order.index("compile_in_window")
     pcts = [f.saving_pct for f in result.findings]
     assert pcts == sorted(pcts, reverse=True)
+    # Both claim the idle time (6 ms of stalls + 2.2 ms of compile > 6.08 ms idle): each claim
+    # is scaled by the same factor so that together they fit it, and the notes say so.
+    assert stall.saving_window_ns + compile_.saving_window_ns == pytest.approx(6_080_000, abs=2)
+    assert compile_.saving_window_ns / stall.saving_window_ns == pytest.approx(2.2 / 6.0, rel=1e-3)
+    assert stall.overlap is not None and "compile_in_window" in stall.overlap
+    assert "scaled by 0.74" in stall.overlap
+    # Shares are given to 3 decimals: 4.449 ms of 40 ms.
+    assert stall.saving_pct == pytest.approx(11.122, abs=1e-9)
 
 
 # -- the rendered report: "per step" is the per-step saving --------------------------------------
