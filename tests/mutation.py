@@ -10,6 +10,7 @@ the surviving mutants, as diffs, to ``build/mutation/<name>/survivors.txt``.
     python tests/mutation.py idle stats      # modules whose path contains "idle" or "stats"
     python tests/mutation.py --list          # the modules and their tests
     python tests/mutation.py --max-minutes 20 --resume idle   # time-box; go on where it stopped
+    python tests/mutation.py --recheck idle   # the survivors again, against the current tests
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import concurrent.futures
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 import time
@@ -154,10 +156,20 @@ def _score(module: str, work: Path) -> Score:
     return s
 
 
-def run_module(module: str, tests: tuple[str, ...], max_minutes: float | None, resume: bool) -> Score:
+def run_module(
+    module: str, tests: tuple[str, ...], max_minutes: float | None, resume: bool, recheck: bool = False
+) -> Score:
     work = OUT / _name(module)
     started = time.monotonic()
-    if not (resume and (work / "session.sqlite").exists()):
+    if recheck and (work / "session.sqlite").exists():
+        # New tests since the run: put the survivors back in the queue, against today's tests.
+        shutil.rmtree(work / "tests")
+        shutil.copytree(ROOT / "tests", work / "tests", ignore=shutil.ignore_patterns("__pycache__"))
+        _restore(module, work)
+        (work / "cosmic-ray.toml").write_text(_config(module, tests, _timeout(work)))
+        with sqlite3.connect(work / "session.sqlite") as db:
+            db.execute("DELETE FROM work_results WHERE test_outcome = 'SURVIVED'")
+    elif not (resume and (work / "session.sqlite").exists()):
         _copy_tree(work)
         t0 = time.monotonic()
         # The unmutated tests must pass, and they set the per-mutant time limit.
@@ -165,6 +177,7 @@ def run_module(module: str, tests: tuple[str, ...], max_minutes: float | None, r
         if subprocess.run(cmd, cwd=work, capture_output=True).returncode != 0:
             raise SystemExit(f"{module}: the tests fail without mutations: {' '.join(cmd)}")
         timeout = 3 * (time.monotonic() - t0) + 10
+        (work / "timeout").write_text(f"{timeout:.0f}")
         (work / "cosmic-ray.toml").write_text(_config(module, tests, timeout))
         subprocess.run([_tool("cosmic-ray"), "init", "cosmic-ray.toml", "session.sqlite", "--force"], cwd=work, check=True)
         subprocess.run([_tool("cr-filter-operators"), "session.sqlite", "cosmic-ray.toml"], cwd=work, check=True, capture_output=True)
@@ -187,6 +200,11 @@ def run_module(module: str, tests: tuple[str, ...], max_minutes: float | None, r
     return s
 
 
+def _timeout(work: Path) -> float:
+    path = work / "timeout"
+    return float(path.read_text()) if path.exists() else 60.0
+
+
 def _restore(module: str, work: Path) -> None:
     shutil.copy2(ROOT / module, work / module)
 
@@ -197,6 +215,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="modules mutated at once")
     p.add_argument("--max-minutes", type=float, default=None, help="stop each module after this long")
     p.add_argument("--resume", action="store_true", help="go on with the mutants left pending")
+    p.add_argument(
+        "--recheck", action="store_true", help="run the surviving mutants again against the current tests"
+    )
     p.add_argument("--list", action="store_true", help="list the modules and their tests")
     args = p.parse_args(argv)
     chosen = {
@@ -210,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if chosen else 2
     OUT.mkdir(parents=True, exist_ok=True)
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-        futures = {pool.submit(run_module, m, t, args.max_minutes, args.resume): m for m, t in chosen.items()}
+        futures = {pool.submit(run_module, m, t, args.max_minutes, args.resume, args.recheck): m for m, t in chosen.items()}
         scores = [f.result() for f in concurrent.futures.as_completed(futures)]
     scores.sort(key=lambda s: s.module)
     table = [
