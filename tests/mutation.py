@@ -11,6 +11,7 @@ the surviving mutants, as diffs, to ``build/mutation/<name>/survivors.txt``.
     python tests/mutation.py --list          # the modules and their tests
     python tests/mutation.py --max-minutes 20 --resume idle   # time-box; go on where it stopped
     python tests/mutation.py --recheck idle   # the survivors again, against the current tests
+    python tests/mutation.py --sample 60 link # 60 of link.py's mutants, drawn at random
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import argparse
 import concurrent.futures
 import json
 import os
+import random
 import shutil
 import sqlite3
 import subprocess
@@ -64,6 +66,7 @@ EXCLUDE_OPERATORS = [
     r"core/VariableInserter",
     r"core/ExceptionReplacer",
 ]
+UNSAMPLED = "not in the sample"
 COPIED = ("traceinsight", "tests", "docs", "sample_traces", "pyproject.toml")
 
 
@@ -76,6 +79,7 @@ class Score:
     survived: int = 0
     incompetent: int = 0
     pending: int = 0
+    unsampled: int = 0
     minutes: float = 0.0
 
     @property
@@ -85,7 +89,7 @@ class Score:
 
     def row(self) -> str:
         return (
-            f"| `{self.module}` | {self.mutants} | {self.killed + self.timeout} | {self.survived} | "
+            f"| `{self.module}` | {self.mutants} | {self.unsampled} | {self.killed + self.timeout} | {self.survived} | "
             f"{self.incompetent} | {self.pending} | {self.score:.1f} % | {self.minutes:.1f} |"
         )
 
@@ -140,6 +144,7 @@ def _score(module: str, work: Path) -> Score:
             s.mutants += 1
             continue
         if result["worker_outcome"] == "skipped":
+            s.unsampled += result.get("output") == UNSAMPLED
             continue
         s.mutants += 1
         if result["worker_outcome"] == "timeout":
@@ -157,7 +162,12 @@ def _score(module: str, work: Path) -> Score:
 
 
 def run_module(
-    module: str, tests: tuple[str, ...], max_minutes: float | None, resume: bool, recheck: bool = False
+    module: str,
+    tests: tuple[str, ...],
+    max_minutes: float | None,
+    resume: bool,
+    recheck: bool = False,
+    sample: int | None = None,
 ) -> Score:
     work = OUT / _name(module)
     started = time.monotonic()
@@ -181,6 +191,8 @@ def run_module(
         (work / "cosmic-ray.toml").write_text(_config(module, tests, timeout))
         subprocess.run([_tool("cosmic-ray"), "init", "cosmic-ray.toml", "session.sqlite", "--force"], cwd=work, check=True)
         subprocess.run([_tool("cr-filter-operators"), "session.sqlite", "cosmic-ray.toml"], cwd=work, check=True, capture_output=True)
+        if sample:
+            _keep_sample(work / "session.sqlite", sample)
     proc = subprocess.Popen(
         [_tool("cosmic-ray"), "exec", "cosmic-ray.toml", "session.sqlite"],
         cwd=work,
@@ -198,6 +210,24 @@ def run_module(
     s = _score(module, work)
     s.minutes = (time.monotonic() - started) / 60
     return s
+
+
+def _keep_sample(db_path: Path, n: int) -> None:
+    """Keep ``n`` of the pending mutants, drawn at random (seeded: the same draw each time);
+    mark the others skipped, so that a module too big for the time at hand gets an estimate."""
+    with sqlite3.connect(db_path) as db:
+        pending = [
+            row[0]
+            for row in db.execute(
+                "SELECT job_id FROM work_items WHERE job_id NOT IN (SELECT job_id FROM work_results) ORDER BY job_id"
+            )
+        ]
+        rng = random.Random(0)
+        left_out = sorted(set(pending) - set(rng.sample(pending, min(n, len(pending)))))
+        db.executemany(
+            "INSERT INTO work_results (worker_outcome, output, job_id) VALUES ('SKIPPED', ?, ?)",
+            [(UNSAMPLED, job) for job in left_out],
+        )
 
 
 def _timeout(work: Path) -> float:
@@ -218,6 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--recheck", action="store_true", help="run the surviving mutants again against the current tests"
     )
+    p.add_argument("--sample", type=int, default=None, help="mutate only N mutants per module, drawn at random")
     p.add_argument("--list", action="store_true", help="list the modules and their tests")
     args = p.parse_args(argv)
     chosen = {
@@ -231,12 +262,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if chosen else 2
     OUT.mkdir(parents=True, exist_ok=True)
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-        futures = {pool.submit(run_module, m, t, args.max_minutes, args.resume, args.recheck): m for m, t in chosen.items()}
+        futures = {pool.submit(run_module, m, t, args.max_minutes, args.resume, args.recheck, args.sample): m for m, t in chosen.items()}
         scores = [f.result() for f in concurrent.futures.as_completed(futures)]
     scores.sort(key=lambda s: s.module)
     table = [
-        "| module | mutants | killed | survived | incompetent | not run | score | minutes |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| module | mutants | not sampled | killed | survived | incompetent | not run | score | minutes |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         *(s.row() for s in scores),
     ]
     text = "\n".join(table)
