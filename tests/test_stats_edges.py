@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from traceinsight.analysis.stats import compare_samples, mann_whitney_u, median_ratio_ci
+from traceinsight.analysis.stats import compare_samples, mann_whitney_u, median_ratio_ci, min_rank_p
 
 
 def test_rank_test_with_ties_matches_the_hand_computed_normal_approximation() -> None:
@@ -108,3 +108,33 @@ def test_enough_clearly_slower_samples_are_slower() -> None:
     assert "record more steps" not in c.reason
     assert c.confidence == 0.95
     assert c.ratio == pytest.approx(2.1 / 1.1)  # medians 2.1 and 1.1
+
+
+def test_smallest_possible_rank_p() -> None:
+    assert min_rank_p(3, 3) == pytest.approx(0.1)  # 2 / C(6, 3)
+    assert min_rank_p(5, 5) == pytest.approx(2 / 252)
+    assert min_rank_p(1, 1) == 1.0  # 2 / 2
+
+
+def test_exact_p_is_capped_at_one() -> None:
+    # U = 2 sits at the centre of its distribution (m = n = 2): both tails are 4/6.
+    t = mann_whitney_u([1, 4], [2, 3])
+    assert (t.method, t.u_statistic, t.p_value) == ("exact", 2.0, 1.0)
+
+
+def test_resamples_with_a_non_positive_before_median_are_dropped() -> None:
+    # The before median is 2, but a resample of [-1, 2, 3] can have median -1: such a ratio
+    # means nothing and is left out, so the interval stays positive.
+    ratio, lo, hi = median_ratio_ci([-1.0, 2.0, 3.0], [2.0, 2.0, 2.0], n_boot=2_000)
+    assert ratio == 1.0
+    assert 0 < lo <= hi
+
+
+def test_documented_bootstrap_defaults() -> None:
+    # docs/diff.md: 4000 resamples, fixed seed.
+    rng = np.random.default_rng(5)
+    before, after = 10 + rng.normal(0, 1, 20), 11 + rng.normal(0, 1, 20)
+    default = median_ratio_ci(before, after)
+    assert default == median_ratio_ci(before, after, n_boot=4000, seed=0)
+    # (the draw depends on the count: the check above could fail)
+    assert default != median_ratio_ci(before, after, n_boot=3999, seed=0)
