@@ -52,6 +52,7 @@ def test_materiality_at_exactly_one_percent(tmp_path: Path, idle_us: float, mate
     assert f.material is material
     assert ("dataloader_stall" in ids(result)) is material
     assert f.confidence == "high"
+    assert f.overlap is None  # the only claim on the idle time: nothing scaled, no note
 
 
 # -- launch-bound: exactly 30 % of kernels shorter than their launch -------------------------------

@@ -170,6 +170,7 @@ def test_findings_are_ranked_by_share_not_by_saving_ns(tmp_path: Path) -> None:
     assert compile_.saving_window_ns / stall.saving_window_ns == pytest.approx(2.2 / 6.0, rel=1e-3)
     assert stall.overlap is not None and "compile_in_window" in stall.overlap
     assert "scaled by 0.74" in stall.overlap
+    assert compile_.overlap is not None and "by dataloader_stall:" in compile_.overlap
     # Shares are given to 3 decimals: 4.449 ms of 40 ms.
     assert stall.saving_pct == pytest.approx(11.122, abs=1e-9)
 
