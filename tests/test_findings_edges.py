@@ -148,3 +148,41 @@ def test_gap_of_exactly_the_threshold_is_listed(tmp_path: Path, idle_ns: int, li
         assert inner["dur_ns"][0] == 10_000
         # The launch returned 47 µs before the gap: the work was queued, the device waited.
         assert inner["cause"][0] == "device_wait"
+
+
+# -- bound: "mostly idle" from exactly 50 % idle; a high idle label from exactly 70 % -------------
+
+
+def idle_step(busy_us: float, idle_us: float) -> HandMadeTrace:
+    """Hand-made: a 1 ms step; a kernel from 10 µs for ``busy_us``, then ``idle_us`` of idle
+    while the host is in an op that launches nothing, then a kernel to the step's end. The
+    first 10 µs are idle too."""
+    t = HandMadeTrace()
+    t.step(1, 0, 1_000)
+    t.host("aten::add", 1, 3)
+    t.gpu(ADD, 10, busy_us, launch_ts=2)
+    t.host("preprocess", 12 + busy_us, idle_us - 10)
+    t.host("aten::add", busy_us + idle_us, 3)
+    t.gpu(ADD, 10 + busy_us + idle_us, 990 - busy_us - idle_us, launch_ts=busy_us + idle_us + 1)
+    return t
+
+
+@pytest.mark.parametrize(
+    ("busy_us", "idle_us", "label", "confidence"),
+    [
+        (490.0, 490.0, "overhead", "medium"),  # idle exactly 50 %: mostly idle, one cause
+        (491.0, 489.0, "memory", "low"),  # 49.9 %: judged on its kernels
+        (200.0, 690.0, "overhead", "high"),  # idle exactly 70 %, one cause ≥ 60 %
+        (201.0, 689.0, "overhead", "medium"),  # 69.9 %
+    ],
+)
+def test_bound_label_and_confidence_at_the_idle_share_edges(
+    tmp_path: Path, busy_us: float, idle_us: float, label: str, confidence: str
+) -> None:
+    path = tmp_path / "bound.json"
+    write_h200(idle_step(busy_us, idle_us), path)
+    regions = ti.analyze(path, only=["bound"], cache=False).bound.regions
+    step = regions.filter(pl.col("kind") == "step").row(0, named=True)
+    assert step["idle_ns"] == (idle_us + 10) * 1_000 and step["dur_ns"] == 1_000_000
+    assert (step["label"], step["confidence"]) == (label, confidence)
+    assert "launch_overhead" in step["reason"]
