@@ -131,6 +131,13 @@ def test_unfused_optimizer_saving_is_the_span_minus_one_fused_pass(tmp_path: Pat
     fused_ns = params * 28 / (bw_tbps * 1e12 * 0.7) * 1e9
     assert 10_000 < fused_ns < 400_000
     assert f.saving_window_ns == pytest.approx(550_000 - fused_ns, rel=0.01)
+    assert f.saving_pct == 23.333  # of the 2 ms window, to 3 decimals
+    # The 150 µs of idle between the optimizer's kernels is also host_bound's: counted once,
+    # under the optimizer, and both say so.
+    assert f.overlap == "its idle time is part of what host_bound reports; counted once, here"
+    host = finding(report, "host_bound")
+    assert host is not None
+    assert host.overlap == "0.15 ms of its idle time is counted under unfused_optimizer"
 
 
 # -- the ranking: by share of the time, not by the saving's ns ------------------------------------
