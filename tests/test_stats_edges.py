@@ -138,3 +138,32 @@ def test_documented_bootstrap_defaults() -> None:
     assert default == median_ratio_ci(before, after, n_boot=4000, seed=0)
     # (the draw depends on the count: the check above could fail)
     assert default != median_ratio_ci(before, after, n_boot=3999, seed=0)
+
+
+def test_every_before_run_is_equally_likely_in_a_resample() -> None:
+    # Before: 19 runs of 1 and one of 100; after: all 1; the mean. A resample's before mean is
+    # 1 + 99 k / 20 with k ~ Binomial(20, 1/20): P(k <= 2) = 0.925, P(k <= 3) = 0.984, so the
+    # interval's low end is 1 / (1 + 99 × 3 / 20). (Were the last run drawn twice as often,
+    # k's 97.5th percentile would be 5.)
+    before = np.ones(20)
+    before[-1] = 100.0
+    _, lo, hi = median_ratio_ci(before, np.ones(20), n_boot=20_000, seed=11, statistic="mean")
+    assert lo == pytest.approx(1 / (1 + 99 * 3 / 20))
+    assert hi == 1.0
+
+
+@pytest.mark.parametrize(("statistic", "ratio"), [("median", 1.0), ("mean", 2.0)])
+def test_compare_uses_the_chosen_statistic(statistic: str, ratio: float) -> None:
+    # Medians equal (1.0), means 1.0 and 2.0.
+    before = [1.0, 1.0, 1.0, 1.0, 1.0]
+    after = [1.0, 1.0, 1.0, 1.0, 6.0]
+    c = compare_samples(before, after, statistic=statistic)  # type: ignore[arg-type]
+    assert c.ratio == pytest.approx(ratio)
+    assert c.statistic == statistic
+
+
+def test_an_interval_ending_exactly_at_one_contains_one() -> None:
+    # Resampled after medians are 0.5 or 1.0 against a before median of 1.0: hi is exactly 1.
+    c = compare_samples([1.0] * 5, [0.5, 0.5, 1.0, 1.0, 1.0])
+    assert c.ci_high == 1.0
+    assert c.verdict == "no_significant_change" and "contains 1" in c.reason
