@@ -160,6 +160,9 @@ def test_compare_uses_the_chosen_statistic(statistic: str, ratio: float) -> None
     c = compare_samples(before, after, statistic=statistic)  # type: ignore[arg-type]
     assert c.ratio == pytest.approx(ratio)
     assert c.statistic == statistic
+    # Also the plain ratio given when there are too few samples to judge.
+    few = compare_samples(before, after, statistic=statistic, min_samples=10)  # type: ignore[arg-type]
+    assert "too few samples" in few.reason and few.ratio == pytest.approx(ratio)
 
 
 def test_an_interval_ending_exactly_at_one_contains_one() -> None:
