@@ -186,3 +186,29 @@ def test_bound_label_and_confidence_at_the_idle_share_edges(
     assert step["idle_ns"] == (idle_us + 10) * 1_000 and step["dur_ns"] == 1_000_000
     assert (step["label"], step["confidence"]) == (label, confidence)
     assert "launch_overhead" in step["reason"]
+
+
+def test_a_small_pageable_copy_is_listed_as_not_material(tmp_path: Path) -> None:
+    # Hand-made: a busy 10 ms step with one 1 MB pageable copy of 50 µs: at 25 GB/s it would
+    # take 40 µs, a saving of 10 µs (0.1 %). Only memory_pressure is material at any size.
+    t = HandMadeTrace()
+    t.step(1, 0, 10_000)
+    t.host("aten::add", 1, 3)
+    t.gpu(ADD, 10, 4_990, launch_ts=2)
+    t.host("aten::copy_", 4_990, 9)
+    t.gpu(
+        "Memcpy HtoD (Pageable -> Device)",
+        5_000,
+        50,
+        cat="gpu_memcpy",
+        launch_ts=4_992,
+        launch_name="cudaMemcpyAsync",
+        args={"bytes": 1_000_000, "memory bandwidth (GB/s)": 20.0},
+    )
+    t.host("aten::add", 5_040, 3)
+    t.gpu(ADD, 5_050, 4_940, launch_ts=5_042)
+    result = findings(write_h200(t, tmp_path / "small.json"))
+    f = by_id(result, "pageable_memcpy")
+    assert f is not None and f.pool == "memcpy"
+    assert f.saving_window_ns == 10_000 and f.saving_pct == 0.1
+    assert not f.material and "pageable_memcpy" not in ids(result)
