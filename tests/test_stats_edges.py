@@ -170,3 +170,33 @@ def test_an_interval_ending_exactly_at_one_contains_one() -> None:
     c = compare_samples([1.0] * 5, [0.5, 0.5, 1.0, 1.0, 1.0])
     assert c.ci_high == 1.0
     assert c.verdict == "no_significant_change" and "contains 1" in c.reason
+
+
+def test_after_side_is_resampled_uniformly_too() -> None:
+    after = np.ones(20)
+    after[-1] = 100.0
+    _, lo, hi = median_ratio_ci(np.ones(20), after, n_boot=20_000, seed=11, statistic="mean")
+    assert (lo, hi) == (1.0, pytest.approx(1 + 99 * 3 / 20))
+
+
+def test_exact_p_at_u_zero() -> None:
+    # m = n = 3, every x below every y: U = 0, P(U <= 0) = 1/20, two-sided 0.1.
+    t = mann_whitney_u([1, 2, 3], [4, 5, 6])
+    assert (t.method, t.u_statistic) == ("exact", 0.0)
+    assert t.p_value == pytest.approx(0.1)
+
+
+def test_hint_when_the_smallest_possible_p_equals_alpha() -> None:
+    # 1 and 39 samples: the smallest possible p is 2 / 40 = 0.05, not below alpha.
+    c = compare_samples([1.0], [2.0 + 0.01 * i for i in range(39)], min_samples=1)
+    assert c.verdict == "no_significant_change"
+    assert c.p_value == pytest.approx(0.05)
+    assert "the smallest possible p is 0.05: record more steps" in c.reason
+
+
+def test_summary_figures() -> None:
+    c = compare_samples([1.0, 2.0, 3.0, 4.0], [2.0, 4.0, 6.0, 8.0])
+    assert (c.before_mean, c.after_mean) == (2.5, 5.0)
+    assert (c.before_median, c.after_median) == (2.5, 5.0)
+    assert c.ratio == 2.0 and c.change_pct == pytest.approx(100.0)
+    assert (c.n_before, c.n_after) == (4, 4)
