@@ -200,3 +200,12 @@ def test_summary_figures() -> None:
     assert (c.before_median, c.after_median) == (2.5, 5.0)
     assert c.ratio == 2.0 and c.change_pct == pytest.approx(100.0)
     assert (c.n_before, c.n_after) == (4, 4)
+
+
+def test_results_are_frozen() -> None:
+    t = mann_whitney_u([1, 2, 4], [3, 5, 6])
+    with pytest.raises(AttributeError):
+        t.p_value = 0.0  # type: ignore[misc]
+    c = compare_samples([1.0, 2.0, 3.0], [2.0, 4.0, 6.0])
+    with pytest.raises(AttributeError):
+        c.verdict = "faster"  # type: ignore[misc]
