@@ -46,7 +46,7 @@ TARGETS: dict[str, tuple[str, ...]] = {
     "traceinsight/analysis/stats.py": ("tests/test_stats_edges.py", "tests/test_stats.py", _NUMBERS),
     "traceinsight/analysis/gaps.py": (_NUMBERS, "tests/test_findings_edges.py", "tests/test_gaps.py"),
     "traceinsight/trace/link.py": ("tests/test_nesting.py", _NUMBERS, "tests/test_steps.py"),
-    "traceinsight/analysis/cost_args.py": ("tests/test_costmodel.py", _NUMBERS),
+    "traceinsight/analysis/cost_args.py": ("tests/test_cost_args.py", "tests/test_costmodel.py", _NUMBERS),
     "traceinsight/analysis/cost_formulas.py": ("tests/test_costmodel.py",),
     "traceinsight/analysis/steps.py": ("tests/test_steps.py",),
 }
