@@ -116,6 +116,10 @@ def test_as_list(value: object, expected: list[int]) -> None:
     assert as_list(value, 3, 7) == expected
 
 
+def test_as_list_pads_to_length() -> None:
+    assert as_list([1, 2], 5, 7) == [1, 2, 7, 7, 7]
+
+
 @pytest.mark.parametrize(
     ("shapes", "out"),
     [
