@@ -33,7 +33,12 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "build" / "mutation"
 
 _NUMBERS = "tests/test_reported_numbers.py"
-_FINDINGS = ("tests/test_findings_edges.py", _NUMBERS, "tests/test_findings_handmade.py")
+_FINDINGS = (
+    "tests/test_findings_edges.py",
+    "tests/test_findings_evidence.py",
+    _NUMBERS,
+    "tests/test_findings_handmade.py",
+)
 # Module → the tests run against each of its mutants (fast ones; they stop at the first failure).
 TARGETS: dict[str, tuple[str, ...]] = {
     "traceinsight/analysis/findings/idle.py": _FINDINGS,
