@@ -9,6 +9,7 @@ the surviving mutants, as diffs, to ``build/mutation/<name>/survivors.txt``.
     python tests/mutation.py                 # every module below
     python tests/mutation.py idle stats      # modules whose path contains "idle" or "stats"
     python tests/mutation.py --list          # the modules and their tests
+    python tests/mutation.py --report        # the scores of the runs so far, running nothing
     python tests/mutation.py --max-minutes 20 --resume idle   # time-box; go on where it stopped
     python tests/mutation.py --recheck idle   # the survivors again, against the current tests
     python tests/mutation.py --sample 60 link # 60 of link.py's mutants, drawn at random
@@ -254,6 +255,7 @@ def main(argv: list[str] | None = None) -> int:
         "--recheck", action="store_true", help="run the surviving mutants again against the current tests"
     )
     p.add_argument("--sample", type=int, default=None, help="mutate only N mutants per module, drawn at random")
+    p.add_argument("--report", action="store_true", help="only the scores of the runs so far")
     p.add_argument("--list", action="store_true", help="list the modules and their tests")
     args = p.parse_args(argv)
     chosen = {
@@ -266,9 +268,17 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{m}: {' '.join(t)}")
         return 0 if chosen else 2
     OUT.mkdir(parents=True, exist_ok=True)
-    with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-        futures = {pool.submit(run_module, m, t, args.max_minutes, args.resume, args.recheck, args.sample): m for m, t in chosen.items()}
-        scores = [f.result() for f in concurrent.futures.as_completed(futures)]
+    if args.report:
+        scores = [
+            _score(m, OUT / _name(m)) for m in chosen if (OUT / _name(m) / "session.sqlite").exists()
+        ]
+    else:
+        with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+            futures = {
+                pool.submit(run_module, m, t, args.max_minutes, args.resume, args.recheck, args.sample): m
+                for m, t in chosen.items()
+            }
+            scores = [f.result() for f in concurrent.futures.as_completed(futures)]
     scores.sort(key=lambda s: s.module)
     table = [
         "| module | mutants | not sampled | killed | survived | incompetent | not run | score | minutes |",
@@ -277,6 +287,8 @@ def main(argv: list[str] | None = None) -> int:
     ]
     text = "\n".join(table)
     print(text)
+    if args.report:
+        return 0
     with (OUT / "scores.md").open("a") as fh:
         fh.write(f"\n{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n\n{text}\n")
     print(f"survivors: {OUT}/<module>/survivors.txt")
