@@ -10,6 +10,7 @@ import pytest
 
 from .findings_helpers import by_id, findings, write_h200
 from .handmade import HandMadeTrace
+from .test_findings_handmade import sync_trace
 
 ADD = "void at::native::vectorized_elementwise_kernel<4, add>"
 # (host op or region, idle µs): seven culprits, two tied at 80 µs.
@@ -92,6 +93,25 @@ def test_launch_bound_lists_the_short_kernels(tmp_path: Path) -> None:
     f = by_id(findings(write_h200(t, tmp_path / "short.json")), "launch_bound")
     assert f is not None and f.confidence == "medium"  # 40 % short: medium below 50 %
     assert [(k.name, k.calls) for k in f.evidence.kernels] == [("short_kernel", 40)]
+    assert f.confidence_reason == (
+        "40 % of kernels run shorter than their launch call "
+        "(mean launch 5.0 µs, median kernel 50.0 µs)"
+    )
+
+
+def test_host_sync_lists_the_sync_ops_most_called_first(tmp_path: Path) -> None:
+    # Hand-made (sync_trace of test_findings_handmade): one .item() blocking in
+    # cudaStreamSynchronize, plus two aten::nonzero calls earlier in the step.
+    t = sync_trace(500.0)
+    t.host("aten::nonzero", 100, 5)
+    t.host("aten::nonzero", 200, 5)
+    f = by_id(findings(write_h200(t, tmp_path / "sync.json")), "host_sync")
+    assert f is not None and f.confidence == "high"
+    assert [(o.name, o.calls) for o in f.evidence.ops][:3] == [
+        ("aten::nonzero", 2),
+        ("aten::_local_scalar_dense", 1),
+        ("aten::item", 1),
+    ]
 
 
 @pytest.mark.parametrize("n", [7, 1])
