@@ -212,3 +212,36 @@ def test_a_small_pageable_copy_is_listed_as_not_material(tmp_path: Path) -> None
     assert f is not None and f.pool == "memcpy"
     assert f.saving_window_ns == 10_000 and f.saving_pct == 0.1
     assert not f.material and "pageable_memcpy" not in ids(result)
+
+
+def test_a_share_near_all_of_the_window(tmp_path: Path) -> None:
+    # Hand-made: a 10 ms step idle but for two 10 µs kernels, the host in the DataLoader.
+    t = HandMadeTrace()
+    t.step(1, 0, 10_000)
+    t.host("aten::add", 1, 3)
+    t.gpu(ADD, 10, 10, launch_ts=2)
+    t.host(DATALOADER, 25, 9_950, cat="user_annotation")
+    t.host("aten::add", 9_978, 3)
+    t.gpu(ADD, 9_985, 10, launch_ts=9_979)
+    f = by_id(findings(write_h200(t, tmp_path / "all.json")), "dataloader_stall")
+    assert f is not None
+    assert f.saving_pct == pytest.approx(99.65, abs=0.01)  # 9.965 ms of 10 ms
+
+
+def test_evidence_names_the_rank_of_a_job_member(tmp_path: Path) -> None:
+    t = gap_trace(tmp_path, 500.0, DATALOADER)
+    doc = {
+        "schemaVersion": 1,
+        "deviceProperties": [
+            {"id": 0, "name": "NVIDIA H200", "totalGlobalMem": 143 * 2**30, "numSms": 132}
+        ],
+        "distributedInfo": {"rank": 3, "world_size": 4, "backend": "nccl"},
+        "baseTimeNanoseconds": t.base_ns,
+        "traceEvents": t.events,
+    }
+    path = tmp_path / "rank3.json"
+    path.write_text(json.dumps(doc))
+    f = by_id(findings(ti.load(path, cache=False)), "dataloader_stall")
+    assert f is not None and f.evidence.rank == 3
+    alone = by_id(findings(write_h200(t, tmp_path / "alone.json")), "dataloader_stall")
+    assert alone is not None and alone.evidence.rank is None
