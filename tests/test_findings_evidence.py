@@ -10,7 +10,7 @@ import pytest
 
 from .findings_helpers import by_id, findings, write_h200
 from .handmade import HandMadeTrace
-from .test_findings_handmade import sync_trace
+from .test_findings_handmade import memcpy_trace, sync_trace
 
 ADD = "void at::native::vectorized_elementwise_kernel<4, add>"
 # (host op or region, idle µs): seven culprits, two tied at 80 µs.
@@ -124,3 +124,20 @@ def test_host_bound_names_the_largest_region_and_lists_five(tmp_path: Path, n: i
     total = sum(i for _, i in CULPRITS[:n]) * 1_000
     assert dict(f.evidence.figures)["host_idle_ns"] == total
     assert [r.name for r in f.evidence.regions] == (TOP5 if n == 7 else ["op_a"])
+
+
+def test_cpu_tensor_creation_counts_per_step(tmp_path: Path) -> None:
+    # Hand-made (memcpy_trace of test_findings_handmade): 4 steps, each building a tensor on
+    # the CPU (aten::randn) and copying it to the GPU with two 4 MiB aten::to copies.
+    t = memcpy_trace(
+        "Memcpy HtoD (Pageable -> Device)", 4 << 20, 400.0, top_op="aten::to", per_step=2, steps=4, lead_us=300.0
+    )
+    for step in (e for e in list(t.events) if e["name"].startswith("ProfilerStep#")):
+        t.host("aten::randn", step["ts"] + 1, 290)
+    f = by_id(findings(write_h200(t, tmp_path / "cpu.json")), "cpu_tensor_creation")
+    assert f is not None and f.confidence == "medium"
+    figures = dict(f.evidence.figures)
+    assert (figures["cpu_tensors_per_step"], figures["copies_per_step"]) == (1.0, 2.0)
+    assert figures["copy_bytes"] == 8 * (4 << 20)
+    assert f.confidence_reason == "1 tensors made on the CPU and 2 host-to-device copies per step"
+    assert [(o.name, o.calls) for o in f.evidence.ops] == [("aten::randn", 4), ("aten::to", 8)]
