@@ -193,6 +193,9 @@ def test_report_prints_the_per_step_saving_per_step(tmp_path: Path) -> None:
     # Four steps: the whole-window saving is four times the per-step one.
     assert f.saving_window_ns == pytest.approx(4 * f.saving_ns, rel=0.01)
     assert f.saving_ns == pytest.approx(1_500_000, rel=0.02)
+    # Per step: the share of the mean step.
+    step_ns = report.findings.step_ns
+    assert f.saving_ns == pytest.approx(f.saving_pct / 100 * step_ns, rel=1e-4)
     text = report.to_markdown()
     per_step = f"{f.saving_ns / 1e6:.2f} ms per step"
     assert per_step in text
