@@ -72,15 +72,17 @@ def test_unknown_type_names_have_no_size(type_name: str) -> None:
 
 
 @pytest.mark.parametrize(("code", "size"), sorted(SCALAR_TYPE_BYTES.items()))
-def test_element_size_by_scalar_type_code(code: int, size: int) -> None:
-    # aten::_to_copy of 100 float32 elements to dtype ``code``: 400 bytes read, 100 × size written.
+@pytest.mark.parametrize(("source", "source_size"), [("float", 4), ("double", 8)])
+def test_element_size_by_scalar_type_code(code: int, size: int, source: str, source_size: int) -> None:
+    # aten::_to_copy of 100 elements to dtype ``code``: 100 × the source size read, 100 × size
+    # written (two sources, so that an unknown code read as "same as the input" cannot pass).
     c = op_cost(
         "aten::_to_copy",
         json.dumps([[100], [], [], [], [], [], []]),
-        json.dumps(["float", "Scalar", "", "", "", "Scalar", ""]),
+        json.dumps([source, "Scalar", "", "", "", "Scalar", ""]),
         json.dumps(["", str(code), "", "", "", "False", ""]),
     )
-    assert c is not None and c.bytes == 400 + 100 * size
+    assert c is not None and c.bytes == 100 * source_size + 100 * size
     assert c.list_bytes == 0.0
 
 
@@ -155,3 +157,8 @@ def test_op_args_positions() -> None:
     assert args.tensor_list(9) == []
     assert args.tensor_list_positions() == [1]
     assert args.value(2) == 0.5 and args.value(3) is None
+    # An element type the table does not know counts 4 bytes; a position with a shape but no
+    # type is no tensor.
+    odd = OpArgs(dims=[[10], [3]], types=["c10::Float7"], concrete=[])
+    assert odd.tensor(0) is not None and odd.tensor(0).nbytes == 40  # type: ignore[union-attr]
+    assert odd.tensor(1) is None
