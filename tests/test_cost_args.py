@@ -162,3 +162,5 @@ def test_op_args_positions() -> None:
     odd = OpArgs(dims=[[10], [3]], types=["c10::Float7"], concrete=[])
     assert odd.tensor(0) is not None and odd.tensor(0).nbytes == 40  # type: ignore[union-attr]
     assert odd.tensor(1) is None
+    short = OpArgs(dims=[[10]], types=["float", "float", "float"], concrete=[])
+    assert short.tensor(1) is None and short.tensor(2) is None  # types without shapes
