@@ -54,3 +54,13 @@ def docs(session: nox.Session) -> None:
     session.run("python", "docs/gen_cli_reference.py")
     session.run("python", "docs/gen_report_schema.py")
     session.run("python", "docs/refresh_outputs.py")
+
+
+@nox.session
+def mutation(session: nox.Session) -> None:
+    """Mutation testing (cosmic-ray) of the modules that turn a trace into what users read,
+    against the fast hand-made-trace tests; prints the score per module. ``-- idle stats``
+    for some modules only, ``-- --list`` for the list, ``-- --help`` for time-boxing. Takes
+    hours for all modules on a small machine: not one of the default sessions."""
+    session.install("-e", ".[dev]", "cosmic-ray")
+    session.run("python", "tests/mutation.py", *session.posargs)

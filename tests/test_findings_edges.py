@@ -1,0 +1,247 @@
+"""Documented thresholds exactly at their edge (docs/findings.md, docs/gaps.md, docs/bound.md),
+on hand-made traces (written by hand, not recorded), with the confidence each result states.
+Times in the builders are µs, like Kineto's.
+
+The neighbours on both sides are in test_findings_handmade.py; here the value sits on the
+threshold itself, where ``>=`` and ``>`` part ways.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import traceinsight as ti
+from traceinsight.analysis.findings.catalogue import (
+    LAUNCH_SHORT_PCT,
+    MATERIALITY_PCT,
+    MEMORY_PRESSURE_SHARE,
+    SMALL_GEMM_NS,
+    SYNC_RETURN_TOLERANCE_NS,
+)
+from traceinsight.analysis.sections.memory import MemoryResult
+
+from .findings_helpers import by_id, findings, ids, write_h200
+from .handmade import HandMadeTrace
+from .test_findings_handmade import SGEMM, drained_trace, gap_trace, gemm_trace, launch_trace
+
+DATALOADER = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+ADD = "void at::native::vectorized_elementwise_kernel<4, add>"
+
+
+def test_the_documented_values() -> None:
+    # The docs state these numbers; a change here is a change to document.
+    assert (MATERIALITY_PCT, LAUNCH_SHORT_PCT, MEMORY_PRESSURE_SHARE) == (1.0, 30.0, 0.9)
+    assert (SMALL_GEMM_NS, SYNC_RETURN_TOLERANCE_NS) == (50_000, 50_000)
+
+
+# -- materiality: a saving of exactly 1 % is material ---------------------------------------------
+
+
+@pytest.mark.parametrize(("idle_us", "material"), [(100.0, True), (99.0, False)])
+def test_materiality_at_exactly_one_percent(tmp_path: Path, idle_us: float, material: bool) -> None:
+    trace = write_h200(gap_trace(tmp_path, idle_us, DATALOADER), tmp_path / "dl.json")
+    result = findings(trace)
+    assert result.window_ns == 10_000_000
+    f = by_id(result, "dataloader_stall")
+    assert f is not None
+    assert f.saving_pct == pytest.approx(idle_us / 100)
+    assert f.material is material
+    assert ("dataloader_stall" in ids(result)) is material
+    assert f.confidence == "high"
+    assert f.overlap is None  # the only claim on the idle time: nothing scaled, no note
+
+
+# -- launch-bound: exactly 30 % of kernels shorter than their launch -------------------------------
+
+
+def test_launch_bound_at_exactly_thirty_percent_short_kernels(tmp_path: Path) -> None:
+    trace = write_h200(launch_trace(30), tmp_path / "launch.json")
+    result = findings(trace)
+    f = by_id(result, "launch_bound")
+    assert f is not None and f.material
+    # The 5 µs slices between the 100 kernels (below the gap threshold) are counted: 99 of them.
+    assert f.saving_window_ns >= 99 * 5_000
+    assert f.confidence == "medium"
+
+
+# -- host_sync: a gap opening exactly 50 µs after the sync returned is the sync's -----------------
+
+
+@pytest.mark.parametrize(("after_return_us", "opened"), [(47.0, True), (48.0, False)])
+def test_sync_return_tolerance_edge(tmp_path: Path, after_return_us: float, opened: bool) -> None:
+    # .item() returns at 5010 µs; the gap opens 3 µs + after_return_us later: 50 or 51 µs.
+    result = findings(write_h200(drained_trace(after_return_us), tmp_path / "drain.json"))
+    sync = by_id(result, "host_sync")
+    if opened:
+        assert sync is not None and sync.material
+        assert sync.saving_window_ns == pytest.approx(600_000, abs=1_000)
+        assert sync.confidence == "high"
+    else:
+        assert sync is None or sync.saving_window_ns <= 60_000
+
+
+# -- sequential small GEMMs: a GEMM of exactly 50 µs is not small ------------------------------
+
+
+@pytest.mark.parametrize(("dur_us", "found"), [(50.0, False), (49.999, True)])
+def test_small_gemm_duration_edge(tmp_path: Path, dur_us: float, found: bool) -> None:
+    t = gemm_trace(SGEMM, [[32, 32], [32, 32]], ["float", "float"], dur_us, repeat=8)
+    f = by_id(findings(write_h200(t, tmp_path / "seq.json")), "sequential_small_gemms")
+    assert (f is not None) is found
+    if found:
+        assert f.evidence.ops[0].calls == 8
+        assert f.confidence == "medium"
+
+
+# -- memory pressure: reserved exactly 90 % of the device ----------------------------------------
+
+
+@pytest.mark.parametrize(("ninetieths", "found"), [(81, True), (80, False)])
+def test_memory_pressure_at_exactly_ninety_percent(
+    tmp_path: Path, ninetieths: int, found: bool
+) -> None:
+    # A device of 90 GiB; reserved 81 GiB is exactly 0.9 of it.
+    t = gemm_trace(SGEMM, [[64, 64], [64, 64]], ["float", "float"], 50)
+    doc = {
+        "schemaVersion": 1,
+        "deviceProperties": [
+            {"id": 0, "name": "NVIDIA H200", "totalGlobalMem": 90 * 2**30, "numSms": 132}
+        ],
+        "baseTimeNanoseconds": t.base_ns,
+        "traceEvents": t.events,
+    }
+    path = tmp_path / "mem.json"
+    path.write_text(json.dumps(doc))
+    trace = ti.load(path, cache=False)
+    memory = MemoryResult(
+        peaks=pl.DataFrame(
+            {"device": ["cuda:0"], "device_index": [0], "peak_reserved_bytes": [ninetieths * 2**30]}
+        )
+    )
+    f = by_id(findings(trace, memory=memory), "memory_pressure")
+    assert (f is not None) is found
+    if found:
+        assert f.material and f.saving_pct == 0.0 and f.confidence == "high"
+
+
+# -- gaps: a gap of exactly the threshold (10 µs) is listed --------------------------------------
+
+
+@pytest.mark.parametrize(("idle_ns", "listed"), [(10_000, True), (9_999, False)])
+def test_gap_of_exactly_the_threshold_is_listed(tmp_path: Path, idle_ns: int, listed: bool) -> None:
+    t = HandMadeTrace()
+    t.step(1, 0, 1_000)
+    t.host("aten::add", 1, 3)
+    t.gpu(ADD, 10, 490, launch_ts=2)
+    t.host("aten::add", 450, 3)
+    t.gpu(ADD, 500 + idle_ns / 1_000, 100, launch_ts=451)
+    path = tmp_path / "gap.json"
+    write_h200(t, path)
+    gaps = ti.analyze(path, only=["gaps"], cache=False).gaps
+    inner = gaps.gaps.filter(pl.col("start_ns") == 500_000)
+    assert inner.height == int(listed)
+    if listed:
+        assert inner["dur_ns"][0] == 10_000
+        # The launch returned 47 µs before the gap: the work was queued, the device waited.
+        assert inner["cause"][0] == "device_wait"
+
+
+# -- bound: "mostly idle" from exactly 50 % idle; a high idle label from exactly 70 % -------------
+
+
+def idle_step(busy_us: float, idle_us: float) -> HandMadeTrace:
+    """Hand-made: a 1 ms step; a kernel from 10 µs for ``busy_us``, then ``idle_us`` of idle
+    while the host is in an op that launches nothing, then a kernel to the step's end. The
+    first 10 µs are idle too."""
+    t = HandMadeTrace()
+    t.step(1, 0, 1_000)
+    t.host("aten::add", 1, 3)
+    t.gpu(ADD, 10, busy_us, launch_ts=2)
+    t.host("preprocess", 12 + busy_us, idle_us - 10)
+    t.host("aten::add", busy_us + idle_us, 3)
+    t.gpu(ADD, 10 + busy_us + idle_us, 990 - busy_us - idle_us, launch_ts=busy_us + idle_us + 1)
+    return t
+
+
+@pytest.mark.parametrize(
+    ("busy_us", "idle_us", "label", "confidence"),
+    [
+        (490.0, 490.0, "overhead", "medium"),  # idle exactly 50 %: mostly idle, one cause
+        (491.0, 489.0, "memory", "low"),  # 49.9 %: judged on its kernels
+        (200.0, 690.0, "overhead", "high"),  # idle exactly 70 %, one cause ≥ 60 %
+        (201.0, 689.0, "overhead", "medium"),  # 69.9 %
+    ],
+)
+def test_bound_label_and_confidence_at_the_idle_share_edges(
+    tmp_path: Path, busy_us: float, idle_us: float, label: str, confidence: str
+) -> None:
+    path = tmp_path / "bound.json"
+    write_h200(idle_step(busy_us, idle_us), path)
+    regions = ti.analyze(path, only=["bound"], cache=False).bound.regions
+    step = regions.filter(pl.col("kind") == "step").row(0, named=True)
+    assert step["idle_ns"] == (idle_us + 10) * 1_000 and step["dur_ns"] == 1_000_000
+    assert (step["label"], step["confidence"]) == (label, confidence)
+    assert "launch_overhead" in step["reason"]
+
+
+def test_a_small_pageable_copy_is_listed_as_not_material(tmp_path: Path) -> None:
+    # Hand-made: a busy 10 ms step with one 1 MB pageable copy of 50 µs: at 25 GB/s it would
+    # take 40 µs, a saving of 10 µs (0.1 %). Only memory_pressure is material at any size.
+    t = HandMadeTrace()
+    t.step(1, 0, 10_000)
+    t.host("aten::add", 1, 3)
+    t.gpu(ADD, 10, 4_990, launch_ts=2)
+    t.host("aten::copy_", 4_990, 9)
+    t.gpu(
+        "Memcpy HtoD (Pageable -> Device)",
+        5_000,
+        50,
+        cat="gpu_memcpy",
+        launch_ts=4_992,
+        launch_name="cudaMemcpyAsync",
+        args={"bytes": 1_000_000, "memory bandwidth (GB/s)": 20.0},
+    )
+    t.host("aten::add", 5_040, 3)
+    t.gpu(ADD, 5_050, 4_940, launch_ts=5_042)
+    result = findings(write_h200(t, tmp_path / "small.json"))
+    f = by_id(result, "pageable_memcpy")
+    assert f is not None and f.pool == "memcpy"
+    assert f.saving_window_ns == 10_000 and f.saving_pct == 0.1
+    assert not f.material and "pageable_memcpy" not in ids(result)
+
+
+def test_a_share_near_all_of_the_window(tmp_path: Path) -> None:
+    # Hand-made: a 10 ms step idle but for two 10 µs kernels, the host in the DataLoader.
+    t = HandMadeTrace()
+    t.step(1, 0, 10_000)
+    t.host("aten::add", 1, 3)
+    t.gpu(ADD, 10, 10, launch_ts=2)
+    t.host(DATALOADER, 25, 9_950, cat="user_annotation")
+    t.host("aten::add", 9_978, 3)
+    t.gpu(ADD, 9_985, 10, launch_ts=9_979)
+    f = by_id(findings(write_h200(t, tmp_path / "all.json")), "dataloader_stall")
+    assert f is not None
+    assert f.saving_pct == pytest.approx(99.65, abs=0.01)  # 9.965 ms of 10 ms
+
+
+def test_evidence_names_the_rank_of_a_job_member(tmp_path: Path) -> None:
+    t = gap_trace(tmp_path, 500.0, DATALOADER)
+    doc = {
+        "schemaVersion": 1,
+        "deviceProperties": [
+            {"id": 0, "name": "NVIDIA H200", "totalGlobalMem": 143 * 2**30, "numSms": 132}
+        ],
+        "distributedInfo": {"rank": 3, "world_size": 4, "backend": "nccl"},
+        "baseTimeNanoseconds": t.base_ns,
+        "traceEvents": t.events,
+    }
+    path = tmp_path / "rank3.json"
+    path.write_text(json.dumps(doc))
+    f = by_id(findings(ti.load(path, cache=False)), "dataloader_stall")
+    assert f is not None and f.evidence.rank == 3
+    alone = by_id(findings(write_h200(t, tmp_path / "alone.json")), "dataloader_stall")
+    assert alone is not None and alone.evidence.rank is None
