@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import polars as pl
-import pytest
 
 import traceinsight as ti
 
@@ -44,18 +43,19 @@ def test_nesting_edges(tmp_path: Path) -> None:
     }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a zero-length event that starts with a longer one (ordered after it) is counted as "
-    "ended before the longer one began: the longer one, and its later siblings, lose a level",
-)
 def test_zero_length_call_at_the_start_of_its_parent(tmp_path: Path) -> None:
     t = HandMadeTrace()
     t.step(1, 0, 100)
     t.host("op", 70, 10)  # 70..80
     t.host("zero_at_op_start", 70, 0)
     t.host("next_op", 85, 5)
+    # Two zero-length calls at the same instant: the first does not contain the second.
+    t.host("inner", 72, 4)  # 72..76 inside op
+    t.host("zero_a", 72, 0)
+    t.host("zero_b", 72, 0)
     p = parents(t, tmp_path / "zero.json")
+    assert p["inner"] == "op"
+    assert p["zero_a"] == "inner" and p["zero_b"] == "inner"
     assert p["op"] == "ProfilerStep#1"
     assert p["zero_at_op_start"] == "op"
     assert p["next_op"] == "ProfilerStep#1"

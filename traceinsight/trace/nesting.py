@@ -53,10 +53,23 @@ def nest(events: pl.DataFrame, rows: np.ndarray, parent: np.ndarray, depth: np.n
     base = group * span
     end_keys = base + (end - t0)
     end_keys.sort()
-    ended = np.searchsorted(end_keys, base + (ts - t0), side="right")
+    start_keys = base + (ts - t0)
+    ended = np.searchsorted(end_keys, start_keys, side="right")
     ended -= np.searchsorted(end_keys, base, side="left")
     del end_keys, base
-    level = k - ended + (end == ts)
+    # Zero-length events that start at the same instant as this one but come after it (ties are
+    # ordered longer first) ended "at or before" its start without having started before it:
+    # they must not count, or an op that begins with a 0 µs call loses a level (and its later
+    # siblings take it as their parent after it ended).
+    zero = end == ts
+    zero_keys = start_keys[zero]  # ascending: positions are sorted by thread, then start
+    same_instant = np.searchsorted(zero_keys, start_keys, side="right")
+    zero_rank = np.zeros(m, dtype=np.int64)  # for a zero-length event: zero-length events up to and including it
+    zero_rank[zero] = np.arange(1, int(zero.sum()) + 1) - np.searchsorted(zero_keys, zero_keys, side="left")
+    same_instant -= np.searchsorted(zero_keys, start_keys, side="left") + zero_rank
+    del start_keys, zero_keys, zero_rank
+    level = k - (ended - same_instant) + zero
+    del zero, same_instant
     del k, ended
     np.maximum(level, 0, out=level)
     # parent: the latest earlier event of the same thread one level up, found in one sorted
