@@ -225,7 +225,7 @@ def _finding_clauses(findings: FindingsResult | None) -> list[Finding]:
     for i, f in enumerate(chosen):
         unit = "per step" if f.per_step and findings.step_ns else "in the window"
         saving = f"~{f.saving_pct:.0f} % ({_ms(f.saving_ns)} {unit})"
-        action = ACTION.get(f.id, f.fix)
+        action = f.action or ACTION.get(f.id, f.fix)
         lead = "Fix first" if i == 0 else "then"
         clauses.append(Finding("findings", f"{lead}: {_lower(f.title)} [{f.id}], saving {saving}: {action}", f.saving_pct))
     if not chosen:

@@ -6,6 +6,8 @@ import json
 
 import polars as pl
 
+from traceinsight.analysis.classify import with_classes
+from traceinsight.analysis.device import model as device_model
 from traceinsight.analysis.findings.catalogue import (
     BANDWIDTH_EFFICIENCY,
     FUSED_ADAM_BYTES_PER_PARAM,
@@ -22,6 +24,8 @@ from traceinsight.analysis.findings.model import (
 from traceinsight.analysis.findings.savings import Estimate, estimate
 
 OPTIMIZER_PREFIX = "Optimizer.step#"
+# Host ops of fused optimizers (torch's fused=True path; apex and DeepSpeed call their own).
+FUSED_OPTIMIZER_OP = r"^aten::_fused_(?:adam|adamw|sgd|adagrad)|FusedAdam|FusedLAMB|FusedSGD|multi_tensor_adam"
 # The first input of these ops is every parameter once per step (foreach) or one parameter
 # per call (for-loop implementation): their sizes add up to the parameter count.
 PARAM_OPS = ("aten::_foreach_addcdiv_", "aten::addcdiv_", "aten::_foreach_lerp_", "aten::lerp_")
@@ -64,9 +68,19 @@ def detect_unfused_optimizer(ctx: FindingContext) -> Estimate | None:
     )
     if k.height == 0:
         return None
-    names = k["name"].cast(pl.String)
-    if bool(names.str.contains(r"(?i)fused").any()):
+    model = ctx.device
+    classes = with_classes(k.select(pl.col("name").cast(pl.String)).unique(), vendor=model.vendor)
+    # Already fused: a fused optimizer kernel (torch's _fused_adam, apex FusedAdam /
+    # multi_tensor_adam) runs in the step, or the host called a fused optimizer op.
+    fused_kernel = classes.filter((pl.col("family") == "optimizer") & (pl.col("subfamily") == "fused")).height > 0
+    host_ops = ctx.trace.events.filter(
+        (pl.col("kind") == "cpu_op") & pl.col("name").cast(pl.String).str.contains(FUSED_OPTIMIZER_OP)
+    )
+    if fused_kernel or host_ops.height > 0:
         return None
+    foreach = classes.filter(pl.col("subfamily") == "foreach").height > 0
+    if not model.features.fused_optimizer and foreach:
+        return None  # foreach already, and no fused implementation is known for this device
     per_step = (
         k.group_by("step")
         .agg(
@@ -133,7 +147,6 @@ def detect_unfused_optimizer(ctx: FindingContext) -> Estimate | None:
         .agg(pl.len().alias("calls"), pl.col("dur_ns").sum())
         .sort(["dur_ns", "name"], descending=[True, False])
     )
-    foreach = bool(names.str.contains("multi_tensor_apply").any())
     return estimate(
         ctx,
         "unfused_optimizer",
@@ -145,6 +158,8 @@ def detect_unfused_optimizer(ctx: FindingContext) -> Estimate | None:
         title=f"The optimizer step runs as {kernels_per_step:.0f} kernels per step ("
         + ("foreach, not fused" if foreach else "one or more per parameter")
         + ")",
+        fix=device_model.fused_optimizer_advice(model),
+        action="the fused optimizer (fused=True)" if model.features.fused_optimizer else "the foreach optimizer (foreach=True)",
         evidence=Evidence(
             kernels=tuple(
                 KernelEvidence(name=r["name"], calls=int(r["calls"]), dur_ns=int(r["dur_ns"]))
