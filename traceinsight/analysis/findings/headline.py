@@ -238,6 +238,14 @@ def _finding_clauses(findings: FindingsResult | None) -> list[Finding]:
     return clauses
 
 
+def _roofline_mean() -> pl.Expr:
+    """Time-weighted % of roofline over the rows that have one (null where none does: a
+    label guessed from kernel families has no roofline position to quote)."""
+    known = pl.col("pct_of_roofline").is_not_null()
+    ns = pl.col("kernel_ns").filter(known).sum()
+    return pl.when(ns > 0).then((pl.col("pct_of_roofline") * pl.col("kernel_ns")).filter(known).sum() / ns)
+
+
 def _bound_clause(bound: BoundResult | None, window_ns: int, *, steps_too: bool = True) -> Finding | None:
     """The bound of the user region whose kernels hold most GPU time, when that share is large.
 
@@ -259,7 +267,7 @@ def _bound_clause(bound: BoundResult | None, window_ns: int, *, steps_too: bool 
             rows.group_by("name", "label")
             .agg(
                 pl.col("kernel_ns").sum(),
-                ((pl.col("pct_of_roofline") * pl.col("kernel_ns")).sum() / pl.col("kernel_ns").sum()).alias("roofline"),
+                _roofline_mean().alias("roofline"),
                 pl.len().alias("count"),
             )
             .sort(["kernel_ns", "name"], descending=[True, False])
@@ -269,7 +277,7 @@ def _bound_clause(bound: BoundResult | None, window_ns: int, *, steps_too: bool 
                 rows.group_by("label")
                 .agg(
                     pl.col("kernel_ns").sum(),
-                    ((pl.col("pct_of_roofline") * pl.col("kernel_ns")).sum() / pl.col("kernel_ns").sum()).alias("roofline"),
+                    _roofline_mean().alias("roofline"),
                     pl.len().alias("count"),
                 )
                 .with_columns(name=pl.lit("steps"))

@@ -78,7 +78,11 @@ def detect_unfused_optimizer(ctx: FindingContext) -> Estimate | None:
     )
     if fused_kernel or host_ops.height > 0:
         return None
-    foreach = classes.filter(pl.col("subfamily") == "foreach").height > 0
+    # foreach: multi_tensor_apply kernels, or (where kernel names are the backend's own) the
+    # host ran aten::_foreach_* ops for them
+    foreach = classes.filter(pl.col("subfamily") == "foreach").height > 0 or bool(
+        k["op_name"].cast(pl.String).str.starts_with("aten::_foreach_").any()
+    )
     if not model.features.fused_optimizer and foreach:
         return None  # foreach already, and no fused implementation is known for this device
     per_step = (
