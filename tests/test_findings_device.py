@@ -138,6 +138,10 @@ def test_misaligned_vocabulary_gets_a_pad_to_64_fix_and_only_misaligned_ops_as_e
 def test_misaligned_dims_of_matmuls_and_convolutions() -> None:
     assert misaligned_dims("aten::addmm", "[[1024],[1,4096],[4096,1024]]", 8) == []
     assert misaligned_dims("aten::mm", "[[8192,4096],[4096,50257]]", 8) == [50257]
+    # rows (batch x sequence: 788 ViT tokens) only round the tile count: not misaligned
+    assert misaligned_dims("aten::addmm", "[[768],[788,768],[768,768]]", 8) == []
+    assert misaligned_dims("aten::bmm", "[[2048,606,160],[2048,160,20]]", 4) == []
+    assert misaligned_dims("aten::mm", "[[64,4095],[4095,1]]", 8) == [4095]
     # spatial sizes (56, 3) do not decide a convolution's path; its channels do
     assert misaligned_dims("aten::convolution_backward", "[[32,64,56,56],[32,64,56,56],[64,64,3,3]]", 8) == []
     assert misaligned_dims("aten::convolution", "[[32,3,224,224],[64,3,7,7]]", 8) == [3, 3]
