@@ -217,3 +217,12 @@ def test_headline_quotes_no_roofline_share_where_none_is_known() -> None:
     assert clause is not None and "compute-bound" in clause.text and "roofline" not in clause.text
     known = regions.with_columns(pct_of_roofline=pl.lit(40.0))
     assert "at 40 % of roofline" in (_bound_clause(BoundResult(regions=known), 1_000) or clause).text
+
+
+def test_an_optimizer_without_a_fused_version_is_not_told_fused_true(tmp_path: Path) -> None:
+    t = optimizer_trace(FOREACH)
+    for e in t.events:
+        if e["name"] == "Optimizer.step#AdamW.step":
+            e["name"] = "Optimizer.step#Shampoo.step"
+    f = by_id(findings(write_h200(t, tmp_path / "shampoo.json")), "unfused_optimizer")
+    assert f is not None and "fused=True" not in f.fix and "Shampoo" in f.fix

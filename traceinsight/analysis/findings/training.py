@@ -62,6 +62,24 @@ def _param_count(ctx: FindingContext, step: int | None) -> int | None:
     return None
 
 
+# torch.optim classes with a fused=True implementation (CUDA and ROCm).
+FUSED_IN_TORCH = frozenset({"Adam", "AdamW", "SGD", "Adagrad", "Adamax"})
+
+
+def _optimizer_fix(model: device_model.DeviceModel, annotation: str) -> tuple[str, str]:
+    """(fix, action) for the optimizer named in ``Optimizer.step#<Class>.step`` on this device."""
+    name = annotation.removeprefix(OPTIMIZER_PREFIX).removesuffix(".step")
+    if model.features.fused_optimizer and name not in FUSED_IN_TORCH:
+        return (
+            f"{name} has no fused implementation in torch.optim: batch its per-parameter kernels with "
+            "torch._foreach_* ops (foreach=True where it supports it) or compile its step "
+            "(torch.compile(optimizer.step)), so it runs as a few kernels per step.",
+            "batch or compile the optimizer step",
+        )
+    action = "the fused optimizer (fused=True)" if model.features.fused_optimizer else "the foreach optimizer (foreach=True)"
+    return device_model.fused_optimizer_advice(model), action
+
+
 def detect_unfused_optimizer(ctx: FindingContext) -> Estimate | None:
     k = ctx.trace.kernels.filter(
         pl.col("annotation").cast(pl.String).str.starts_with(OPTIMIZER_PREFIX)
@@ -151,6 +169,7 @@ def detect_unfused_optimizer(ctx: FindingContext) -> Estimate | None:
         .agg(pl.len().alias("calls"), pl.col("dur_ns").sum())
         .sort(["dur_ns", "name"], descending=[True, False])
     )
+    fix, action = _optimizer_fix(model, str(k["annotation"][0]))
     return estimate(
         ctx,
         "unfused_optimizer",
@@ -162,8 +181,8 @@ def detect_unfused_optimizer(ctx: FindingContext) -> Estimate | None:
         title=f"The optimizer step runs as {kernels_per_step:.0f} kernels per step ("
         + ("foreach, not fused" if foreach else "one or more per parameter")
         + ")",
-        fix=device_model.fused_optimizer_advice(model),
-        action="the fused optimizer (fused=True)" if model.features.fused_optimizer else "the foreach optimizer (foreach=True)",
+        fix=fix,
+        action=action,
         evidence=Evidence(
             kernels=tuple(
                 KernelEvidence(name=r["name"], calls=int(r["calls"]), dur_ns=int(r["dur_ns"]))
