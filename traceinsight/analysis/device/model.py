@@ -252,7 +252,7 @@ def _lookup_name(name: str, vendor: str, target: str | None, raw: Mapping[str, A
     if vendor == "amd" and target:
         part = devices.infer_part_name(name, {**raw, "gcnArchName": target})
         if part:
-            return part, f"part {part!r} from {target} and the CU count"
+            return part, f"part inferred as {part} from {target} (gcnArchName and CU count)"
     return None, None
 
 
@@ -336,7 +336,7 @@ def build(
             if counts.height == 1:
                 target, how = str(counts["isa"][0]), "the ISA in kernel names"
             if guess is not None:
-                evidence.append(guess.source)
+                evidence.append(f"part inferred as {guess.part} from {guess.source}")
         arch = _AMD_ARCH.get(target or "")
         if arch:
             evidence.append(f"architecture {arch}: {target} from {how}")

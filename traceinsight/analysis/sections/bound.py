@@ -359,7 +359,7 @@ def run(trace: Trace, config: AnalysisConfig, inputs: Inputs = NO_INPUTS) -> Bou
     device_name = model.name or (props.name if props else None)
     peaks = model.peaks
     notes: list[str] = []
-    inferred = next((e for e in model.evidence if e.startswith("part ") or e.startswith("kernel names")), None)
+    inferred = next((e for e in model.evidence if e.startswith("part inferred as ")), None)
     if peaks is not None and props is not None:
         how = matched_by or "id"
         if inferred:
@@ -370,7 +370,9 @@ def run(trace: Trace, config: AnalysisConfig, inputs: Inputs = NO_INPUTS) -> Bou
                 f"device {primary} has no deviceProperties entry with that id: matched {props.name!r} by {matched_by}"
             )
         if inferred:
-            notes.append(f"device name {device_name!r} is generic: {inferred}")
+            part, _, source = inferred.removeprefix("part inferred as ").partition(" from ")
+            basis = "the ISA in its kernel names" if source.startswith("kernel names") else "gcnArchName and CU count"
+            notes.append(f"device name {device_name!r} is generic: peaks of {part} inferred from {basis}")
     roofline_ok = bool(peaks and peaks.complete)
     roofline_reason = None
     if not roofline_ok:
