@@ -156,7 +156,7 @@ def test_added_and_removed_kernels(tmp_path: Path) -> None:
     status = dict(zip(result.kernels["name"].to_list(), result.kernels["status"].to_list(), strict=True))
     assert status == {"k_gemm": "both", "k_add": "removed", "k_mul": "removed", "triton_poi_fused_add_mul_0": "added"}
     family = dict(zip(result.kernels["name"].to_list(), result.kernels["family"].to_list(), strict=True))
-    assert family["triton_poi_fused_add_mul_0"] == "triton"
+    assert family["triton_poi_fused_add_mul_0"] == "elementwise"  # Inductor pointwise
     assert result.kernel_counts["before_kernels_per_step"] == 3
     assert result.kernel_counts["after_kernels_per_step"] == 2
 

@@ -210,8 +210,14 @@ def test_fp64_gemm_is_found(tmp_path: Path) -> None:
     assert by_id(result, "fp32_no_tensor_cores") is None
 
 
-@pytest.mark.parametrize(("m", "found"), [(4096, False), (4095, True)])
-def test_gemm_misaligned_by_shape(tmp_path: Path, m: int, found: bool) -> None:
+# (M, K, N) of the odd GEMM: a K or N off the multiple misaligns the operands' rows; M (the
+# rows, batch x sequence) only rounds the tile count and is no misalignment.
+@pytest.mark.parametrize(
+    ("mkn", "found"),
+    [((4096, 4096, 4096), False), ((4096, 4096, 4095), True), ((4096, 4095, 4096), True), ((4095, 4096, 4096), False)],
+)
+def test_gemm_misaligned_by_shape(tmp_path: Path, mkn: tuple[int, int, int], found: bool) -> None:
+    m, k, n = mkn
     t = gemm_trace(
         BF16_GEMM, [[4096, 4096], [4096, 4096]], ["c10::BFloat16", "c10::BFloat16"], 200, repeat=3
     )
@@ -222,7 +228,7 @@ def test_gemm_misaligned_by_shape(tmp_path: Path, m: int, found: bool) -> None:
         ts - 10,
         8,
         args={
-            "Input Dims": [[m, 4096], [4096, 4096]],
+            "Input Dims": [[m, k], [k, n]],
             "Input type": ["c10::BFloat16", "c10::BFloat16"],
         },
     )
@@ -232,7 +238,7 @@ def test_gemm_misaligned_by_shape(tmp_path: Path, m: int, found: bool) -> None:
     f = by_id(result, "gemm_misaligned")
     assert (f is not None) is found
     if found:
-        assert f.evidence.ops[0].shapes == f"[[{m},4096],[4096,4096]]"
+        assert f.evidence.ops[0].shapes == f"[[{m},{k}],[{k},{n}]]"
         assert f.saving_window_ns == pytest.approx(
             200_000, rel=0.05
         )  # 400 µs down to the aligned 200 µs

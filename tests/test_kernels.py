@@ -158,7 +158,9 @@ def test_gemm_bf16_top_kernel_is_a_tensor_core_gemm(sample_trace: Any) -> None:
 
 def test_train_compiled_has_triton_kernels(sample_trace: Any) -> None:
     r = kernels.run(sample_trace("train_compiled"), AnalysisConfig())
-    assert "triton" in r.families["family"].to_list()
+    # Inductor's Triton kernels are classed by what they compute, their library says Triton
+    inductor = r.kernels.filter(pl.col("library") == "inductor")
+    assert set(inductor["family"].to_list()) >= {"elementwise", "reduction"}
     assert set(r.subfamilies["subfamily"].to_list()) >= {"pointwise", "reduction"}
 
 

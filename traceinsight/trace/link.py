@@ -15,6 +15,7 @@ import polars as pl
 
 from traceinsight.trace.nesting import nest
 from traceinsight.trace.schema import (
+    DEVICE_EVENT_KINDS,
     EVENT_COLUMNS,
     GPU_KINDS,
     GPU_WORK_KINDS,
@@ -61,9 +62,20 @@ def _kinds(times: pl.DataFrame) -> pl.Series:
         "cat", step=pl.col("name").cat.starts_with(PROFILER_STEP_PREFIX).fill_null(False)
     )
     table = keyed.unique().with_columns(kind=_kind_expr(pl.col("step")))
-    return keyed.join(
+    kinds = keyed.join(
         table, on=["cat", "step"], how="left", maintain_order="left", nulls_equal=True
     ).get_column("kind")
+    cats = {cat for cat, _ in DEVICE_EVENT_KINDS}
+    if not table["cat"].cast(pl.String).is_in(list(cats)).any():
+        return kinds
+    # Categories that mix kinds (MTIA's device events): the event's name decides.
+    pairs = pl.DataFrame(
+        {"cat": [c for c, _ in DEVICE_EVENT_KINDS], "name": [n for _, n in DEVICE_EVENT_KINDS], "_k": list(DEVICE_EVENT_KINDS.values())}
+    )
+    named = times.select(pl.col("cat").cast(pl.String), pl.col("name").cast(pl.String)).join(
+        pairs, on=["cat", "name"], how="left", maintain_order="left"
+    )["_k"]
+    return pl.select(pl.coalesce(named, kinds)).to_series().alias("kind")
 
 
 def _kind_expr(is_step: pl.Expr) -> pl.Expr:
@@ -196,10 +208,24 @@ def link(
     kernels = _kernels(events, kind, parent, step, has_step)
     unlaunched = kernels["launch_id"].null_count() if kernels.height else 0
     if unlaunched:
-        warnings.append(
-            f"{unlaunched} GPU events were launched before the trace window opened "
-            "(no launch call in the trace); they have no host context"
-        )
+        # Work launched before the window runs on its stream before every work whose launch
+        # was traced (the host runs ahead, streams run in order). Work after a linked one on
+        # its stream cannot have been: it lacks the link (no correlation id, as some device
+        # backends write), which says nothing about when it was launched.
+        linked = kernels.filter(pl.col("launch_id").is_not_null())
+        first = linked.group_by("device", "stream").agg(pl.col("ts_ns").min().alias("_first"))
+        orphans = kernels.filter(pl.col("launch_id").is_null()).join(first, on=["device", "stream"], how="left")
+        before = orphans.filter(pl.col("_first").is_null() | (pl.col("ts_ns") < pl.col("_first"))).height
+        if before:
+            warnings.append(
+                f"{before} GPU events were launched before the trace window opened "
+                "(no launch call in the trace); they have no host context"
+            )
+        if unlaunched - before:
+            warnings.append(
+                f"{unlaunched - before} GPU events have no launch call linked although work launched "
+                "in the trace ran before them on their stream (no correlation id matches one); they have no host context"
+            )
     if kernels.height:
         # GPU work belongs to the step of the host call that launched it.
         kernel_rows = kernels["id"].to_numpy()

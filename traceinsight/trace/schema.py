@@ -9,7 +9,7 @@ from __future__ import annotations
 import polars as pl
 
 # Bump whenever the frames' content or meaning changes: it invalidates every cache entry.
-READER_VERSION = 6
+READER_VERSION = 7
 
 KINDS = (
     "cpu_op",
@@ -48,6 +48,16 @@ DEVICE_CATEGORIES: dict[str, str] = {
     "Memset": "memset",
     "gpu_user_annotation": "gpu_annotation",
     "cuda_sync": "sync",
+}
+
+# Device events whose category holds more than kernels: MTIA's ``mtia_ccp_events`` are also
+# its DMA transfers (copies, with a direction and a size) and stream event records/waits (a
+# stream waiting is not a busy device). (cat, name) → kind; the rest of the category keeps
+# the kind above.
+DEVICE_EVENT_KINDS: dict[tuple[str, str], str] = {
+    ("mtia_ccp_events", "dma_request"): "memcpy",
+    ("mtia_ccp_events", "event_record"): "sync",
+    ("mtia_ccp_events", "event_wait"): "sync",
 }
 
 # Kineto `cat` values and the kind each maps to (matched case-insensitively).

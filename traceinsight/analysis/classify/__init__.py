@@ -13,6 +13,7 @@ from traceinsight.analysis.classify.kernels import (
     KernelClass,
     classify,
     classify_names,
+    collective_of,
     with_classes,
 )
 from traceinsight.analysis.classify.rules import (
@@ -35,5 +36,6 @@ __all__ = [
     "Rule",
     "classify",
     "classify_names",
+    "collective_of",
     "with_classes",
 ]

@@ -329,6 +329,13 @@ def with_classes(frame: pl.DataFrame, name_col: str = "name", vendor: str | None
     return out.drop("_kname")
 
 
+def collective_of(text: pl.Expr) -> pl.Expr:
+    """The collective (spelled as :data:`~traceinsight.analysis.classify.rules.COLLECTIVES`)
+    that a torch or NCCL collective name states (``all_reduce``, ``_allgather_base``,
+    ``reduce_scatter_tensor_coalesced``, ``nccl:all_to_all``); null where none."""
+    return _first(text.cast(pl.String), R.ARG_COLLECTIVES)
+
+
 @lru_cache(maxsize=65536)
 def _classify_cached(name: str, vendor: str | None) -> KernelClass:
     row = classify_names(pl.Series("name", [name], dtype=pl.String), vendor).row(0, named=True)

@@ -38,22 +38,6 @@ from traceinsight.analysis.cost.args import (
 from traceinsight.analysis.cost.formulas import cost_of
 from traceinsight.analysis.device.peaks import path_class
 
-# Element type in a kernel's template arguments: ATen's cat kernels name an opaque type of
-# N bytes, foreach/elementwise functors their scalar type first (Functor<c10::BFloat16, ...>).
-_OPAQUE_SIZE = r"OpaqueType<(\d+)u?>"
-_FUNCTOR_TYPE = r"(?:Functor|Metadata)<(c10::BFloat16|c10::Half|float|double|c10::Float8\w*)[,>]"
-_TYPE_SIZES = {"c10::BFloat16": 2, "c10::Half": 2, "float": 4, "double": 8}
-
-
-def list_itemsize_expr(name: pl.Expr) -> pl.Expr:
-    """Bytes per element a kernel name states (None when it states none)."""
-    functor = name.str.extract(_FUNCTOR_TYPE, 1)
-    return pl.coalesce(
-        name.str.extract(_OPAQUE_SIZE, 1).cast(pl.Int64, strict=False),
-        pl.when(functor.str.starts_with("c10::Float8")).then(pl.lit(1, dtype=pl.Int64)),
-        functor.replace_strict(_TYPE_SIZES, default=None, return_dtype=pl.Int64),
-    ).cast(pl.Float64)
-
 __all__ = [
     "COST_COLUMNS",
     "KERNEL_COST_COLUMNS",
@@ -172,12 +156,14 @@ def kernel_costs(trace: Any) -> pl.DataFrame:
     compute class follows the kernel's path: FP32 matmul-like work on tensor-core kernels is
     TF32, FP64 on tensor-core kernels (``sm90_xmma_gemm_f64f64``) is ``fp64_tc``.
     """
-    from traceinsight.analysis.classify.families import with_families
+    from traceinsight.analysis.classify import with_classes
+    from traceinsight.analysis.device import model as device_model
 
     kernels = trace.kernels.select("id", "name", pl.col("kind").cast(pl.String), "dur_ns", "op_id", "bytes")
     if kernels.height == 0:
         return pl.DataFrame(schema=KERNEL_COST_COLUMNS)
-    kernels = with_families(kernels, "name")
+    vendor = device_model.from_trace(trace).vendor
+    kernels = with_classes(kernels, "name", vendor=vendor)
     costs = op_costs(trace.events)
     parents = trace.events.select(pl.col("id").alias("pid_"), "parent")
     is_kernel = pl.col("kind") == "kernel"
@@ -185,9 +171,10 @@ def kernel_costs(trace: Any) -> pl.DataFrame:
     k = kernels.join(nearest, on="id", how="left").join(
         costs.rename({"id": "costed_op_id", "bytes": "op_bytes"}), on="costed_op_id", how="left"
     )
-    # The element size of an op's TensorLists, from the first of its kernels whose name says.
+    # The element size of an op's TensorLists, from the first of its kernels whose name says
+    # (the classifier's element size: OpaqueType<N>, else the size of the precision it reads).
     k = k.with_columns(
-        list_itemsize_expr(pl.col("name").cast(pl.String)).drop_nulls().first().over("costed_op_id").alias("_list_size")
+        pl.col("element_bytes").cast(pl.Float64).drop_nulls().first().over("costed_op_id").alias("_list_size")
     ).with_columns(
         (
             pl.col("op_bytes")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from traceinsight.analysis.classify import MATRIX_FAMILIES
 from traceinsight.analysis.cost import model as costmodel
 from traceinsight.analysis.device import peaks as devices
 from traceinsight.trace.model import Trace
@@ -15,8 +16,19 @@ GOOD_COST_COVERAGE = 0.8
 NEAR_RIDGE_RATIO = 1.5  # compute vs memory time closer than this: near the ridge point
 FAR_BELOW_ROOFLINE_PCT = 20.0
 
-COMPUTE_FAMILIES = ("gemm", "conv", "attention")
-MEMORY_FAMILIES = ("elementwise", "reduction", "copy", "memcpy", "memset")
+# Families whose work is matrix math (compute-heavy), and those that stream memory.
+COMPUTE_FAMILIES = MATRIX_FAMILIES
+MEMORY_FAMILIES = (
+    "elementwise",
+    "reduction",
+    "normalization",
+    "softmax",
+    "copy",
+    "embedding",
+    "optimizer",
+    "memcpy",
+    "memset",
+)
 TENSOR_CLASSES = ("tf32", "bf16", "fp16", "fp8", "int8")
 NO_PEAKS_REASON = (
     "unknown: the device peaks (FLOP/s and memory bandwidth) are missing, so compute/memory "
@@ -48,9 +60,9 @@ def kernel_work(trace: Trace, peaks: devices.DevicePeaks | None) -> pl.DataFrame
     tm = pl.lit(None, dtype=pl.Float64) if not bw else pl.col("bytes") / (bw * 1e3)
     family = pl.col("family")
     guess = (
-        pl.when(family.is_in(list(COMPUTE_FAMILIES)) | (pl.col("subfamily") == "template"))
+        pl.when(family.is_in(list(COMPUTE_FAMILIES)))
         .then(pl.lit("compute"))
-        .when(family.is_in(list(MEMORY_FAMILIES)) | (family == "triton"))
+        .when(family.is_in(list(MEMORY_FAMILIES)))
         .then(pl.lit("memory"))
     )
     return work.with_columns(
@@ -206,7 +218,7 @@ def roofline_label(roofline_ok: bool) -> tuple[pl.Expr, pl.Expr, pl.Expr]:
         .then(position + pl.lit(", ") + pct_text(roof) + pl.lit(" of roofline") + caveats)
         .when(has_guess)
         .then(
-            pl.lit("guessed from kernel families (gemm/conv/attention → compute; elementwise/reduction/copy/Triton → memory): ")
+            pl.lit("guessed from kernel families (gemm/conv/attention → compute; elementwise/reduction/normalization/copy → memory): ")
             + pl.lit("no op shapes for ") + pct_text((1 - coverage) * 100) + pl.lit(" of kernel time")
         )
         .otherwise(pl.lit("no FLOP/byte estimate and no recognisable kernel family"))

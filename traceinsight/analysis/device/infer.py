@@ -9,6 +9,7 @@ ISA, not the exact part, so this is the last resort, and the reason says so.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,3 +78,45 @@ def infer_part(name: str | None, raw: dict[str, Any] | None, kernel_names: pl.Se
     if (raw or {}).get("gcnArchName"):
         return None  # the device said its ISA; a kernel name must not overrule it
     return part_from_kernel_names(kernel_names)
+
+
+# NVIDIA parts by name → compute capability, for devices whose entry carries no capability.
+_NVIDIA_NAME_CC: tuple[tuple[str, tuple[int, int]], ...] = (
+    (r"(?i)\bG?B[12]00\b|\bGB[23]00\b", (10, 0)),
+    (r"(?i)\bG?H[12]00\b|\bH[28]00\b|\bH20\b", (9, 0)),
+    (r"(?i)\bL40S?\b|\bL4\b|RTX 40\d0|RTX 6000 Ada", (8, 9)),
+    (r"(?i)\bA[18]00\b|\bA30\b", (8, 0)),
+    (r"(?i)\bA10G?\b|\bA40\b|RTX A6000|RTX 30\d0", (8, 6)),
+    (r"(?i)\bT4\b|RTX 20\d0|Quadro RTX", (7, 5)),
+    (r"(?i)V100|TITAN V\b", (7, 0)),
+)
+# Kernels built for one SM: sm80_xmma_gemm..., nvjet_sm90_..., cutlass_80_tensorop_...,
+# ampere_sgemm_... (cuBLAS names its pre-Hopper kernels by architecture).
+_SM_TOKEN = r"(?:^|[^0-9A-Za-z])(?:sm_?|cutlass_)([1-9][0-9])[a]?_"
+_ARCH_PREFIX_CC = {"volta": 70, "turing": 75, "ampere": 80, "hopper": 90}
+
+
+def nvidia_cc_from_name(name: str | None) -> tuple[int, int] | None:
+    """The compute capability an NVIDIA part name implies (None: not a part listed here)."""
+    for pattern, cc in _NVIDIA_NAME_CC:
+        if name and re.search(pattern, name):
+            return cc
+    return None
+
+
+def nvidia_cc_from_kernel_names(kernel_names: pl.Series) -> tuple[int, int] | None:
+    """The newest SM that kernel names say they were built for. cuBLAS runs sm80 kernels on
+    later parts too, so this is a lower bound on the device's capability."""
+    names = pl.DataFrame({"name": kernel_names.cast(pl.String).drop_nulls().unique()})
+    got = names.select(
+        sm=pl.col("name").str.extract(_SM_TOKEN, 1).cast(pl.Int64, strict=False),
+        arch=pl.col("name").str.extract(r"^(volta|turing|ampere|hopper)_", 1).replace_strict(
+            _ARCH_PREFIX_CC, default=None, return_dtype=pl.Int64
+        ),
+    )
+    best = pl.concat([got["sm"], got["arch"]]).drop_nulls()
+    best = best.filter((best >= 60) & (best <= 129))
+    if best.len() == 0:
+        return None
+    top = int(best.max())  # type: ignore[arg-type]
+    return top // 10, top % 10

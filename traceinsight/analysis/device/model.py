@@ -252,7 +252,7 @@ def _lookup_name(name: str, vendor: str, target: str | None, raw: Mapping[str, A
     if vendor == "amd" and target:
         part = devices.infer_part_name(name, {**raw, "gcnArchName": target})
         if part:
-            return part, f"part {part!r} from {target} and the CU count"
+            return part, f"part inferred as {part} from {target} (gcnArchName and CU count)"
     return None, None
 
 
@@ -283,7 +283,9 @@ def build(
             "numSms": props.num_sms,
             "totalGlobalMem": props.total_global_mem_bytes,
         }
-    name = str(raw.get("name") or (getattr(props, "name", "") if props is not None and not isinstance(props, Mapping) else "") or "")
+    # The parsed entry's name first (it is what the rest of the analyses show), then the raw one.
+    parsed_name = getattr(props, "name", "") if props is not None and not isinstance(props, Mapping) else ""
+    name = str(parsed_name or raw.get("name") or "")
     major = raw.get("computeMajor")
     minor = raw.get("computeMinor")
     major = major if isinstance(major, int) and not isinstance(major, bool) else None
@@ -300,11 +302,26 @@ def build(
     target: str | None = None
     cc = f"{major}.{minor}" if major is not None and minor is not None else None
     matrix: frozenset[str] = frozenset()
+    names_series = None
+    if kernel_names is not None:
+        names_series = kernel_names if isinstance(kernel_names, pl.Series) else pl.Series(list(kernel_names), dtype=pl.String)
+    how_cc = f"compute capability {cc}"
+    if vendor in ("nvidia", "unknown") and major is None:
+        # No capability in the trace: from the part's name, else (a lower bound) from the
+        # SM the kernels were built for.
+        by_name = device_infer.nvidia_cc_from_name(name) if vendor == "nvidia" else None
+        by_kernels = device_infer.nvidia_cc_from_kernel_names(names_series) if by_name is None and names_series is not None else None
+        if by_name or by_kernels:
+            major, minor = by_name or by_kernels  # type: ignore[misc]
+            how_cc = f"compute capability {major}.{minor} from the device name" if by_name else f"kernels built for sm_{major}{minor} (at least that architecture)"
+            if vendor == "unknown":
+                vendor = "nvidia"
+                evidence.append("vendor nvidia: kernel names built for an NVIDIA SM")
     if vendor == "nvidia":
         arch = _nvidia_arch(major, minor)
         if arch:
             target = f"sm_{major}{minor}"
-            evidence.append(f"architecture {arch}: compute capability {cc}")
+            evidence.append(f"architecture {arch}: {how_cc}")
             matrix = _MATRIX.get(arch, frozenset())
             if (major, minor) == (8, 0):
                 matrix = matrix | {"fp64"}  # A100 (sm_80) has DMMA; sm_86/87 do not
@@ -312,14 +329,14 @@ def build(
                 matrix = matrix - {"fp64"}
     elif vendor == "amd":
         target, how = _amd_target(name, raw, major, minor)
-        if target is None and kernel_names is not None:
-            names = kernel_names if isinstance(kernel_names, pl.Series) else pl.Series(list(kernel_names), dtype=pl.String)
+        if target is None and names_series is not None:
+            names = names_series
             guess = device_infer.part_from_kernel_names(names)
             counts = device_infer.isa_counts(names)
             if counts.height == 1:
                 target, how = str(counts["isa"][0]), "the ISA in kernel names"
             if guess is not None:
-                evidence.append(guess.source)
+                evidence.append(f"part inferred as {guess.part} from {guess.source}")
         arch = _AMD_ARCH.get(target or "")
         if arch:
             evidence.append(f"architecture {arch}: {target} from {how}")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from traceinsight.analysis.classify.families import with_families
+from traceinsight.analysis.classify import with_classes
+from traceinsight.analysis.device import model as device_model
 from traceinsight.analysis.diff.side import NO_ANNOTATION, NO_OP, Side, kernels_in_steps
 
 CONTRIBUTION_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
@@ -84,7 +85,8 @@ def kernel_frame(side: Side) -> pl.DataFrame:
     kernels = kernels_in_steps(side).select(pl.col("name").cast(pl.String), pl.col("kind").cast(pl.String), "dur_ns")
     if kernels.height == 0:
         return kernels.with_columns(family=pl.lit(None, dtype=pl.String))
-    return with_families(kernels).select("name", "family", "kind", "dur_ns")
+    vendor = device_model.from_trace(side.trace).vendor
+    return with_classes(kernels, vendor=vendor).select("name", "family", "kind", "dur_ns")
 
 
 def region_frame(side: Side) -> pl.DataFrame:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from traceinsight.analysis.findings.batching import detect_sequential_small_gemms
 from traceinsight.analysis.findings.catalogue import CATALOGUE, MATERIALITY_PCT
 from traceinsight.analysis.findings.compiled import (
     detect_compile_in_window,
@@ -36,7 +37,6 @@ from traceinsight.analysis.findings.precision import (
     detect_fp32_no_tensor_cores,
     detect_fp64_compute,
     detect_gemm_misaligned,
-    detect_sequential_small_gemms,
 )
 from traceinsight.analysis.findings.savings import Estimate, settle
 from traceinsight.analysis.findings.training import (

@@ -14,7 +14,8 @@ from typing import TypeVar
 
 import polars as pl
 
-from traceinsight.analysis.core.base import Result
+from traceinsight.analysis.core.base import AnalysisConfig, Result
+from traceinsight.analysis.device import model as device_model
 from traceinsight.analysis.findings.syncs import SYNC_GAP_SCHEMA, sync_opened_gaps
 from traceinsight.analysis.sections.bound import BoundResult
 from traceinsight.analysis.sections.breakdown import BreakdownResult
@@ -56,6 +57,7 @@ class FindingContext:
     bound: BoundResult | None = None
     memory: MemoryResult | None = None
     compile: CompileResult | None = None
+    config: AnalysisConfig | None = None  # the user's peak overrides reach the device model
 
     def __post_init__(self) -> None:
         for name in ("gaps", "breakdown", "steps", "ops", "kernels", "bound", "memory", "compile"):
@@ -90,18 +92,22 @@ class FindingContext:
     def rank(self) -> int | None:
         return self.trace.meta.rank
 
+    @cached_property
+    def device(self) -> device_model.DeviceModel:
+        """What the busiest device can do (the same model the bound analysis prices with)."""
+        return device_model.from_trace(self.trace, self.config)
+
     def peak_tflops(self, dtype_class: str) -> float | None:
-        if self.bound is None or not self.bound.peaks:
-            return None
-        value = self.bound.peaks.get("tflops", {}).get(dtype_class)
-        return float(value) if isinstance(value, (int, float)) and value > 0 else None
+        """The device's dense peak for a compute class (its table's fallbacks included, so
+        TF32 is never borrowed where the part has none); None on an unknown device."""
+        peaks = self.device.peaks
+        value = peaks.peak_tflops(dtype_class) if peaks is not None else None
+        return float(value) if value and value > 0 else None
 
     @property
     def mem_bw_tbps(self) -> float | None:
-        if self.bound is None or not self.bound.peaks:
-            return None
-        value = self.bound.peaks.get("mem_bw_tbps")
-        return float(value) if isinstance(value, (int, float)) and value > 0 else None
+        value = self.device.mem_bw_tbps
+        return float(value) if value and value > 0 else None
 
     # -- pools of device time (what a fix can give back at most) ------------------------
     def category_ns(self, *categories: str) -> int:

@@ -225,7 +225,7 @@ def _finding_clauses(findings: FindingsResult | None) -> list[Finding]:
     for i, f in enumerate(chosen):
         unit = "per step" if f.per_step and findings.step_ns else "in the window"
         saving = f"~{f.saving_pct:.0f} % ({_ms(f.saving_ns)} {unit})"
-        action = ACTION.get(f.id, f.fix)
+        action = f.action or ACTION.get(f.id, f.fix)
         lead = "Fix first" if i == 0 else "then"
         clauses.append(Finding("findings", f"{lead}: {_lower(f.title)} [{f.id}], saving {saving}: {action}", f.saving_pct))
     if not chosen:
@@ -236,6 +236,14 @@ def _finding_clauses(findings: FindingsResult | None) -> list[Finding]:
             text = "No material finding (none would save 1 % or more)"
         clauses.append(Finding("findings", text, 0.0))
     return clauses
+
+
+def _roofline_mean() -> pl.Expr:
+    """Time-weighted % of roofline over the rows that have one (null where none does: a
+    label guessed from kernel families has no roofline position to quote)."""
+    known = pl.col("pct_of_roofline").is_not_null()
+    ns = pl.col("kernel_ns").filter(known).sum()
+    return pl.when(ns > 0).then((pl.col("pct_of_roofline") * pl.col("kernel_ns")).filter(known).sum() / ns)
 
 
 def _bound_clause(bound: BoundResult | None, window_ns: int, *, steps_too: bool = True) -> Finding | None:
@@ -259,7 +267,7 @@ def _bound_clause(bound: BoundResult | None, window_ns: int, *, steps_too: bool 
             rows.group_by("name", "label")
             .agg(
                 pl.col("kernel_ns").sum(),
-                ((pl.col("pct_of_roofline") * pl.col("kernel_ns")).sum() / pl.col("kernel_ns").sum()).alias("roofline"),
+                _roofline_mean().alias("roofline"),
                 pl.len().alias("count"),
             )
             .sort(["kernel_ns", "name"], descending=[True, False])
@@ -269,7 +277,7 @@ def _bound_clause(bound: BoundResult | None, window_ns: int, *, steps_too: bool 
                 rows.group_by("label")
                 .agg(
                     pl.col("kernel_ns").sum(),
-                    ((pl.col("pct_of_roofline") * pl.col("kernel_ns")).sum() / pl.col("kernel_ns").sum()).alias("roofline"),
+                    _roofline_mean().alias("roofline"),
                     pl.len().alias("count"),
                 )
                 .with_columns(name=pl.lit("steps"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from traceinsight.analysis.findings.advice import launch_advice
 from traceinsight.analysis.findings.catalogue import LAUNCH_SHORT_PCT
 from traceinsight.analysis.findings.context import DYNAMO_INTERNAL, FindingContext
 from traceinsight.analysis.findings.model import (
@@ -237,7 +238,7 @@ def detect_launch_bound(ctx: FindingContext) -> Estimate | None:
         .head(5)
     )
     graphs = ctx.compile is not None and ctx.compile.uses_cuda_graphs
-    fix = None
+    fix, action = launch_advice(ctx.device)
     if graphs:
         fix = (
             "The trace already replays CUDA graphs: capture more of the step in them (remove graph "
@@ -247,6 +248,7 @@ def detect_launch_bound(ctx: FindingContext) -> Estimate | None:
         ctx,
         "launch_bound",
         {"idle": idle},
+        action=action,
         confidence="high" if short_pct >= 50 else "medium",
         confidence_reason=f"{short_pct:.0f} % of kernels run shorter than their launch call "
         f"(mean launch {(launch.launch_cpu_mean_ns or 0) / 1e3:.1f} µs, median kernel {(launch.kernel_p50_ns or 0) / 1e3:.1f} µs)",

@@ -76,6 +76,7 @@ class Finding:
     per_step: bool = (
         True  # False for one-off costs (compilation): saving_ns is then over the window
     )
+    action: str | None = None  # the fix in a few words for this device (else the catalogue's)
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
-"""Findings about the arithmetic path of GEMMs: no tensor cores, float64, misaligned shapes,
-and runs of small same-shape GEMMs that one batched call would replace."""
+"""Findings about the arithmetic path of GEMMs: no tensor cores, float64, misaligned shapes
+(runs of small same-shape GEMMs are in ``batching``)."""
 
 from __future__ import annotations
 
@@ -7,22 +7,25 @@ import json
 
 import polars as pl
 
-from traceinsight.analysis.classify.families import with_families
+from traceinsight.analysis.classify import MATRIX_FAMILIES, with_classes
+from traceinsight.analysis.device import model as device_model
 from traceinsight.analysis.findings.catalogue import (
     GEMM_FLOOR_NS,
     SIMT_EFFICIENCY,
-    SMALL_GEMM_NS,
-    SMALL_GEMM_RUN,
     TENSOR_CORE_EFFICIENCY,
 )
 from traceinsight.analysis.findings.context import FindingContext
 from traceinsight.analysis.findings.model import Confidence, Evidence, KernelEvidence, OpEvidence
 from traceinsight.analysis.findings.savings import Estimate, estimate
 
-GEMM_FAMILIES = ("gemm", "conv")
-_FP64_NAME = r"(?i)dgemm|zgemm|f64f64|_f64_|fp64|tensorop_d\d+gemm"
-_FP32_NAME = r"(?i)sgemm|f32f32|_f32_|fp32|float"
-_MISALIGNED_NAME = r"(?i)align[12](\b|_|$)"
+# Matrix math a batched or padded GEMM call replaces: GEMMs and convolutions (attention has
+# its own kernels and fixes).
+GEMM_FAMILIES = tuple(f for f in MATRIX_FAMILIES if not f.startswith("attention"))
+# Parts of a GEMM that are not the product itself: split-K reductions and cuBLASLt epilogues
+# run on CUDA cores whatever path the product took.
+GEMM_HELPERS = ("splitk_reduce", "epilogue")
+# Operand alignment that lets a tensor-core kernel use 16-byte vector loads.
+ALIGNED_BYTES = 16
 
 
 def _kernel_table(ctx: FindingContext) -> pl.DataFrame | None:
@@ -30,7 +33,11 @@ def _kernel_table(ctx: FindingContext) -> pl.DataFrame | None:
     analysis could cost them."""
     if ctx.kernels is None:
         return None
-    table = ctx.kernels.kernels.select("name", "family", "tensor_core", "calls", "total_ns")
+    table = ctx.kernels.kernels.select("name", "calls", "total_ns")
+    classes = with_classes(table.select("name"), vendor=ctx.device.vendor).select(
+        "name", "family", "subfamily", "precision", "tensor_core", "element_bytes", "alignment"
+    )
+    table = table.join(classes, on="name", how="left")
     if ctx.bound is not None and ctx.bound.kernels.height > 0:
         costs = ctx.bound.kernels.group_by("name").agg(
             pl.col("flops").sum(), pl.col("bytes").sum(), pl.col("dtype_class").drop_nulls().first()
@@ -114,47 +121,68 @@ def _recoverable(
     )
 
 
+def fp32_target(model: device_model.DeviceModel) -> str | None:
+    """The tensor/matrix-core precision the fix moves fp32 matmuls to on this device: TF32
+    on NVIDIA Ampere and later, fp16 on Volta/Turing (no TF32 or bf16 there), bf16 on AMD and
+    Intel parts with bf16 matrix cores; None where the device has none (or is unknown)."""
+    m = model.matrix_precisions
+    order = ("tf32", "fp16") if model.vendor == "nvidia" else ("bf16", "fp16")
+    return next((p for p in order if p in m), None)
+
+
+def _is_fp32() -> pl.Expr:
+    """fp32 by the kernel's name, or by its op's input types where the name states none."""
+    prec = pl.col("precision").fill_null("unknown")
+    return (prec == "fp32") | ((prec == "unknown") & (pl.col("dtype_class") == "fp32"))
+
+
 def detect_fp32_no_tensor_cores(ctx: FindingContext) -> Estimate | None:
     table = _kernel_table(ctx)
     if table is None:
         return None
-    name = pl.col("name")
+    model = ctx.device
+    target = fp32_target(model)
+    if model.known and target is None:
+        return None  # no tensor/matrix cores on this part: fp32 on CUDA cores is all it has
+    # Only kernels whose name says "no tensor cores" (unknown is neither yes nor no), and only
+    # the product itself: split-K reductions and epilogues are CUDA-core work on any path.
     rows = table.filter(
         pl.col("family").is_in(GEMM_FAMILIES)
-        & ~pl.col("tensor_core")
-        & ~name.str.contains(_FP64_NAME)
-        & (
-            (pl.col("dtype_class") == "fp32")
-            | (pl.col("dtype_class").is_null() & name.str.contains(_FP32_NAME))
-        )
+        & (pl.col("tensor_core") == False)  # noqa: E712 - null (unknown) must not match
+        & ~pl.col("subfamily").fill_null("").is_in(GEMM_HELPERS)
+        & _is_fp32()
     )
     if rows.height == 0:
         return None
     gemm_ns = int(rows["total_ns"].sum())
-    tf32 = ctx.peak_tflops("tf32")
+    peak = ctx.peak_tflops(target) if target else None
     fp32 = ctx.peak_tflops("fp32")
-    if tf32 is None:
+    label = {"tf32": "TF32", "fp16": "fp16", "bf16": "bf16"}.get(target or "", "")
+    if peak is None:
         saving, known = gemm_ns * 0.5, 0.0
-        method = "no device peaks known: assumed half of the fp32 GEMM time recoverable"
+        method = (
+            f"{model.describe()}: no peak figures, so no peak-based estimate; assumed half of the "
+            "fp32 GEMM time recoverable"
+        )
     else:
-        target = tf32 * TENSOR_CORE_EFFICIENCY
-        saving, known = _recoverable(rows, target, None if fp32 is None else fp32 * SIMT_EFFICIENCY)
+        rate = peak * TENSOR_CORE_EFFICIENCY
+        saving, known = _recoverable(rows, rate, None if fp32 is None else fp32 * SIMT_EFFICIENCY)
         method = (
             f"fp32 GEMM/conv kernel time ({gemm_ns / 1e6:.2f} ms over the window) minus the same FLOPs at "
-            f"{TENSOR_CORE_EFFICIENCY:.0%} of the TF32 tensor-core peak ({tf32:g} TFLOP/s), per kernel, "
+            f"{TENSOR_CORE_EFFICIENCY:.0%} of the {label} tensor-core peak ({peak:g} TFLOP/s), per kernel, "
             f"each call at least {GEMM_FLOOR_NS / 1e3:g} µs; FLOPs from the op shapes for {known:.0%} of that time"
             + (
                 ""
                 if known >= 0.999
                 else f", the rest assumed to run at {SIMT_EFFICIENCY:.0%} of the fp32 peak"
             )
-            + ". bf16 autocast would save more (its peak is twice TF32's)."
+            + (". bf16 autocast would save more (its peak is twice TF32's)." if target == "tf32" else ".")
         )
-    confidence: Confidence = "high" if known >= 0.8 else "medium" if tf32 is not None else "low"
+    confidence: Confidence = "high" if known >= 0.8 else "medium" if peak is not None else "low"
     reason = (
         f"kernel names show no tensor-core path; FLOPs known for {known:.0%} of the time"
-        if tf32 is not None
-        else "device peaks unknown"
+        if peak is not None
+        else f"device peaks unknown ({model.describe()})"
     )
     share = 100.0 * gemm_ns / ctx.kernels.total_ns if ctx.kernels and ctx.kernels.total_ns else 0.0
     evidence = Evidence(
@@ -174,7 +202,16 @@ def detect_fp32_no_tensor_cores(ctx: FindingContext) -> Estimate | None:
         method=method,
         evidence=evidence,
         title=f"float32 GEMMs run without tensor cores ({share:.0f} % of GPU kernel time)",
+        fix=device_model.matmul_precision_advice(model),
+        action=_FP32_ACTION.get(target or "", "reduced-precision matmuls"),
     )
+
+
+_FP32_ACTION = {
+    "tf32": "torch.set_float32_matmul_precision('high') or bf16 autocast",
+    "fp16": "fp16 autocast with a GradScaler",
+    "bf16": "bf16 autocast",
+}
 
 
 def detect_fp64_compute(ctx: FindingContext) -> Estimate | None:
@@ -182,19 +219,28 @@ def detect_fp64_compute(ctx: FindingContext) -> Estimate | None:
     if table is None:
         return None
     # "fp64_tc": fp64 work on FP64 tensor cores (the bound analysis prices it at that peak).
-    rows = table.filter(pl.col("dtype_class").is_in(["fp64", "fp64_tc"]) | pl.col("name").str.contains(_FP64_NAME))
+    # fp64 by the kernel's name, or by its op's inputs where the name states no precision
+    prec = pl.col("precision").fill_null("unknown")
+    rows = table.filter(
+        (prec == "fp64") | ((prec == "unknown") & pl.col("dtype_class").is_in(["fp64", "fp64_tc"]))
+    )
     rows = rows.filter(~pl.col("family").is_in(["memcpy", "memset"]))
     if rows.height == 0:
         return None
-    # The fix is float32 with TF32 matmuls (set_float32_matmul_precision("high"), the usual
-    # training setting), so the GEMMs are priced at the TF32 tensor-core rate.
-    tf32 = ctx.peak_tflops("tf32")
+    # The fix is float32: with TF32 matmuls where the device has TF32 tensor cores
+    # (set_float32_matmul_precision("high"), the usual training setting), else fp32 on CUDA
+    # cores; the GEMMs are priced at that rate.
+    model = ctx.device
+    tf32_path = "tf32" in model.matrix_precisions
+    target = ctx.peak_tflops("tf32") if tf32_path else ctx.peak_tflops("fp32")
+    target_eff = TENSOR_CORE_EFFICIENCY if tf32_path else SIMT_EFFICIENCY
+    target_label = "TF32 tensor-core" if tf32_path else "fp32"
     gemms = rows.filter(pl.col("family").is_in(GEMM_FAMILIES))
     others = rows.filter(~pl.col("family").is_in(GEMM_FAMILIES))
     fp64 = ctx.peak_tflops("fp64")
-    if tf32 is not None:
+    if target is not None:
         gemm_saving, _ = _recoverable(
-            gemms, tf32 * TENSOR_CORE_EFFICIENCY, None if fp64 is None else fp64 * SIMT_EFFICIENCY
+            gemms, target * target_eff, None if fp64 is None else fp64 * SIMT_EFFICIENCY
         )
     else:
         gemm_saving = 0.5 * float(gemms["total_ns"].sum())
@@ -207,11 +253,15 @@ def detect_fp64_compute(ctx: FindingContext) -> Estimate | None:
         confidence="medium",
         confidence_reason="dtype from op inputs or kernel names; the fp32 result may need checking for accuracy",
         method=(
-            "fp64 GEMM time minus the same FLOPs at "
-            f"{TENSOR_CORE_EFFICIENCY:.0%} of the TF32 tensor-core peak (each call at least "
-            f"{GEMM_FLOOR_NS / 1e3:g} µs), plus half of the other fp64 kernels' time "
-            "(memory-bound kernels move half the bytes in fp32)"
+            (
+                f"fp64 GEMM time minus the same FLOPs at {target_eff:.0%} of the {target_label} peak "
+                f"(each call at least {GEMM_FLOOR_NS / 1e3:g} µs)"
+                if target is not None
+                else f"{model.describe()}: no peak figures, half of the fp64 GEMM time assumed recoverable"
+            )
+            + ", plus half of the other fp64 kernels' time (memory-bound kernels move half the bytes in fp32)"
         ),
+        fix=_fp64_fix(model),
         evidence=Evidence(
             kernels=_kernels_evidence(rows),
             ops=_ops_evidence(ctx, _gemm_ops(ctx, ("fp64", "fp64_tc"))),
@@ -220,32 +270,75 @@ def detect_fp64_compute(ctx: FindingContext) -> Estimate | None:
     )
 
 
-def _dims_misaligned(shapes: str | None, multiple: int) -> bool:
-    """Whether a GEMM op's M, N or K (last two dims of its first two inputs) is off the multiple."""
+def _fp64_fix(model: device_model.DeviceModel) -> str:
+    base = (
+        "Keep tensors in float32 or lower: model.float() / dtype=torch.float32, convert NumPy "
+        "input with torch.from_numpy(a).float(), avoid torch.set_default_dtype(torch.float64)"
+    )
+    if "tf32" in model.matrix_precisions and model.vendor == "nvidia":
+        return base + "; with torch.set_float32_matmul_precision('high') the matmuls then use TF32 tensor cores."
+    return base + ". " + device_model.matmul_precision_advice(model)
+
+
+def misaligned_dims(op: str | None, shapes: str | None, multiple: int) -> list[int]:
+    """The dimensions of a GEMM or convolution op that are off the multiple.
+
+    Matmuls: the leading dimensions, K and N (the last dim of each row-major operand): they
+    set the operands' alignment. M (rows, batch x sequence) only rounds the tile count, so it
+    does not count; nor does a dimension of 1, a matrix-vector product (batch-1 decode),
+    which no padding speeds up.
+    Convolutions: the channels (input dim 1, weight dims 0 and 1): spatial sizes do not
+    decide the tensor-core path.
+    """
     if not shapes:
-        return False
+        return []
     try:
         dims = json.loads(shapes)
     except ValueError:
-        return False
-    mats = [d for d in dims[:3] if isinstance(d, list) and len(d) >= 2]
-    return any(int(x) % multiple != 0 for m in mats for x in m[-2:])
+        return []
+    if "conv" in (op or ""):
+        x, w = [*dims, None, None][:2]
+        found = [x[1]] if isinstance(x, list) and len(x) >= 3 else []
+        found += list(w[:2]) if isinstance(w, list) and len(w) >= 3 else []
+    else:
+        mats = [d for d in dims[:3] if isinstance(d, list) and len(d) >= 2]
+        found = [m[-1] for m in mats]
+    return [int(x) for x in found if isinstance(x, int) and x > 1 and x % multiple != 0]
+
+
+def _pad_text(dims: list[int]) -> str:
+    """``4095 → 4096`` examples: to a multiple of 64 for large (vocabulary-sized) dims, of 8 else."""
+    parts = []
+    for d in sorted(set(dims), reverse=True)[:3]:
+        m = 64 if d >= 1024 else 8
+        parts.append(f"{d} → {-(-d // m) * m}")
+    return ", ".join(parts)
 
 
 def detect_gemm_misaligned(ctx: FindingContext) -> Estimate | None:
     table = _kernel_table(ctx)
     if table is None:
         return None
+    prec = pl.col("precision").fill_null("unknown")
     gemm = table.filter(
         pl.col("family").is_in(GEMM_FAMILIES)
-        & pl.col("tensor_core")
-        & ~pl.col("name").str.contains(_FP64_NAME)
+        & (pl.col("tensor_core") == True)  # noqa: E712 - null (unknown) must not match
+        & (prec != "fp64")
         & (
             pl.col("dtype_class").is_null()
             | pl.col("dtype_class").is_in(["bf16", "fp16", "tf32", "fp8"])
         )
     )
-    by_name = gemm.filter(pl.col("name").str.contains(_MISALIGNED_NAME))
+    # Kernels whose name states an operand alignment below 16 bytes (CUTLASS align1/align2
+    # for 16-bit types): a misaligned shape forced the slower kernel. Without an element
+    # size in the name, only alignments of 1 or 2 elements count.
+    align = pl.col("alignment")
+    by_name = gemm.filter(
+        align.is_not_null()
+        & pl.when(pl.col("element_bytes").is_not_null())
+        .then(align * pl.col("element_bytes") < ALIGNED_BYTES)
+        .otherwise(align <= 2)
+    )
     ops = _gemm_ops(ctx, ("bf16", "fp16", "tf32", "fp8"))
     if ops.height > 0:
         multiple = (
@@ -256,13 +349,13 @@ def detect_gemm_misaligned(ctx: FindingContext) -> Estimate | None:
             .otherwise(8)
         )
         flagged = ops.with_columns(
-            off=pl.struct("shapes", m=multiple).map_elements(
-                lambda s: _dims_misaligned(s["shapes"], s["m"]), return_dtype=pl.Boolean
+            off=pl.struct("name", "shapes", m=multiple).map_elements(
+                lambda s: misaligned_dims(s["name"], s["shapes"], s["m"]), return_dtype=pl.List(pl.Int64)
             )
         )
-        bad_ops = flagged.filter(pl.col("off"))
+        bad_ops = flagged.filter(pl.col("off").list.len() > 0)
         good_ops = flagged.filter(
-            ~pl.col("off") & (pl.col("flops") > 0) & (pl.col("kernel_ns") > 0)
+            (pl.col("off").list.len() == 0) & (pl.col("flops") > 0) & (pl.col("kernel_ns") > 0)
         )
     else:
         bad_ops = good_ops = ops
@@ -282,14 +375,22 @@ def detect_gemm_misaligned(ctx: FindingContext) -> Estimate | None:
         rate_src = f"the aligned GEMMs of this trace ({rate:.0f} TFLOP/s achieved)"
     else:
         dtype = str(bad_ops["dtype_class"][0]) if bad_ops.height else "bf16"
-        peak = ctx.peak_tflops(dtype) or 0.0
-        rate = peak * TENSOR_CORE_EFFICIENCY
+        peak = ctx.peak_tflops(dtype)
+        rate = (peak or 0.0) * TENSOR_CORE_EFFICIENCY
         rate_src = (
             f"{TENSOR_CORE_EFFICIENCY:.0%} of the {dtype} tensor-core peak ({peak:g} TFLOP/s)"
+            if peak
+            else f"an unknown peak ({ctx.device.describe()}): no saving estimated"
         )
     saving = max(0.0, slow_ns - flops / (rate * 1e12) * 1e9) if rate > 0 and flops > 0 else 0.0
+    dims = [d for row in bad_ops["off"].to_list() for d in row] if bad_ops.height else []
+    fix = (
+        "Pad the GEMM dimensions (hidden sizes, vocabulary, batch x sequence) to multiples of 8 "
+        "for 16-bit types (of 4 for TF32, 16 for fp8); a vocabulary-sized dimension to a multiple of 64"
+        + (f": here {_pad_text(dims)}." if dims else ".")
+    )
     evidence = Evidence(
-        kernels=_kernels_evidence(by_name if by_name.height else gemm.head(0)),
+        kernels=_kernels_evidence(by_name),
         ops=_ops_evidence(ctx, bad_ops) if bad_ops.height else (),
         locations=ctx.locations_of(list(bad_ops["name"].unique())) if bad_ops.height else (),
         figures=(("misaligned_gemm_ns", slow_ns),),
@@ -299,147 +400,8 @@ def detect_gemm_misaligned(ctx: FindingContext) -> Estimate | None:
         "gemm_misaligned",
         {"compute": saving},
         confidence="medium" if flops > 0 else "low",
-        confidence_reason="shapes off the multiple (or align1/align2 kernels); padding may change the model",
+        confidence_reason="shapes off the multiple (or kernels built for operands aligned below 16 bytes); padding may change the model",
         method=f"misaligned GEMM time minus the same FLOPs at the rate of {rate_src}",
         evidence=evidence,
-    )
-
-
-def _flops_per_call(ctx: FindingContext) -> pl.DataFrame:
-    """FLOPs of one call of each GEMM op shape and the rate a batched call could reach."""
-    schema = {
-        "op": pl.String,
-        "input_dims": pl.String,
-        "call_flops": pl.Float64,
-        "rate_flops_per_ns": pl.Float64,
-    }
-    if ctx.bound is None or ctx.bound.ops.height == 0:
-        return pl.DataFrame(schema=schema)
-    rates = {
-        cls: (ctx.peak_tflops(cls) or 0.0)
-        * (SIMT_EFFICIENCY if cls in ("fp32", "fp64") else TENSOR_CORE_EFFICIENCY)
-        * 1e3
-        for cls in ("fp64", "fp64_tc", "fp32", "tf32", "bf16", "fp16", "fp8")
-    }
-    ops = ctx.bound.ops.filter(pl.col("family").is_in(GEMM_FAMILIES) & (pl.col("calls") > 0))
-    return (
-        ops.select(
-            op=pl.col("name"),
-            input_dims=pl.col("shapes"),
-            call_flops=pl.col("flops") / pl.col("calls"),
-            rate_flops_per_ns=pl.col("dtype_class").replace_strict(
-                rates, default=None, return_dtype=pl.Float64
-            ),
-        )
-        .filter(pl.col("rate_flops_per_ns") > 0)
-        .unique(["op", "input_dims"])
-    )
-
-
-def detect_sequential_small_gemms(ctx: FindingContext) -> Estimate | None:
-    """Runs of >= SMALL_GEMM_RUN adjacent GEMM kernels on one stream, same name and input
-    shapes, each shorter than SMALL_GEMM_NS."""
-    k = ctx.trace.kernels
-    if k.height == 0 or ctx.kernels is None:
-        return None
-    kern = with_families(
-        k.filter(pl.col("kind") == "kernel").select(
-            "device",
-            "stream",
-            "ts_ns",
-            "end_ns",
-            "dur_ns",
-            pl.col("name").cast(pl.String),
-            "op_id",
-            "step",
-        )
-    )
-    dims = ctx.trace.events.filter(pl.col("kind") == "cpu_op").select(
-        pl.col("id").alias("op_id"), "input_dims", op=pl.col("name").cast(pl.String)
-    )
-    kern = kern.join(dims, on="op_id", how="left").sort("device", "stream", "ts_ns")
-    # Keyed by the launching op and its shapes: one GEMM call may run as several kernels
-    # (a split-K GEMM plus its reduction).
-    key = pl.concat_str(
-        [pl.col("op").fill_null(pl.col("name")), pl.col("input_dims").fill_null("")], separator="|"
-    )
-    runs = (
-        kern.with_columns(
-            is_small_gemm=pl.col("family").is_in(GEMM_FAMILIES)
-            & (pl.col("dur_ns") < SMALL_GEMM_NS),
-            key=key,
-        )
-        .with_columns(
-            run=(
-                (pl.col("key") != pl.col("key").shift(1))
-                | ~pl.col("is_small_gemm")
-                | (pl.col("stream") != pl.col("stream").shift(1))
-                # a batched call cannot span steps
-                | (pl.col("step").fill_null(-1) != pl.col("step").fill_null(-1).shift(1))
-            )
-            .fill_null(True)
-            .cum_sum()
-        )
-        .filter(pl.col("is_small_gemm"))
-        .group_by("run")
-        .agg(
-            pl.col("op_id").n_unique().alias("n"),
-            pl.col("dur_ns").sum().alias("kernel_ns"),
-            (pl.col("end_ns").max() - pl.col("ts_ns").min()).alias("span_ns"),
-            (pl.col("dur_ns").sum() / pl.col("op_id").n_unique()).alias("longest_ns"),
-            pl.col("name").first(),
-            pl.col("op").first(),
-            pl.col("input_dims").first(),
-        )
-        .filter(pl.col("n") >= SMALL_GEMM_RUN)
-    )
-    if runs.height == 0:
-        return None
-    # One batched call takes the longer of one member call (these GEMMs leave most of the GPU
-    # unused) and the run's FLOPs at the dtype's achievable rate; the rest of the run's span,
-    # kernels and the gaps between their launches, is what batching removes.
-    runs = runs.join(_flops_per_call(ctx), on=["op", "input_dims"], how="left").with_columns(
-        batched_ns=pl.max_horizontal(
-            pl.col("longest_ns"),
-            (pl.col("n") * pl.col("call_flops") / pl.col("rate_flops_per_ns")).fill_null(0.0),
-        )
-    )
-    saving_kernel = float((runs["kernel_ns"] - runs["batched_ns"]).clip(lower_bound=0).sum())
-    saving_idle = float((runs["span_ns"] - runs["kernel_ns"]).clip(lower_bound=0).sum())
-    groups = (
-        runs.group_by("op", "input_dims", "name")
-        .agg(pl.col("n").sum(), pl.col("kernel_ns").sum(), pl.len().alias("runs"))
-        .sort(["kernel_ns", "op", "input_dims", "name"], descending=[True, False, False, False])
-    )
-    ops = tuple(
-        OpEvidence(
-            name=r["op"] or "?",
-            shapes=r["input_dims"],
-            dtypes=ctx.op_dtypes(r["op"], r["input_dims"]) if r["op"] else None,
-            calls=int(r["n"]),
-            dur_ns=int(r["kernel_ns"]),
-        )
-        for r in groups.head(5).iter_rows(named=True)
-    )
-    kernels = tuple(
-        KernelEvidence(
-            name=r["name"], calls=int(r["n"]), dur_ns=int(r["kernel_ns"]), tensor_core=None
-        )
-        for r in groups.head(3).iter_rows(named=True)
-    )
-    return estimate(
-        ctx,
-        "sequential_small_gemms",
-        {"compute": saving_kernel, "idle": saving_idle},
-        within={"idle": "launch_bound"},
-        confidence="medium",
-        confidence_reason=f"{int(runs['n'].sum())} GEMMs in {runs.height} runs of >= {SMALL_GEMM_RUN}; "
-        "batching needs them to be independent of each other, which the trace cannot show",
-        method="per run: its device span (kernels plus the idle between them) minus the time of one "
-        "batched call, taken as the longer of one member call and the run's FLOPs at "
-        f"{TENSOR_CORE_EFFICIENCY:.0%} of the dtype's tensor-core peak ({SIMT_EFFICIENCY:.0%} of "
-        "the fp32/fp64 peak off tensor cores)",
-        evidence=Evidence(
-            ops=ops, kernels=kernels, locations=ctx.locations_of([o.name for o in ops])
-        ),
+        fix=fix,
     )

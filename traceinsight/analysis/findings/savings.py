@@ -41,6 +41,7 @@ def estimate(
     evidence: Evidence,
     title: str | None = None,
     fix: str | None = None,
+    action: str | None = None,
     per_step: bool = True,
     within: dict[Pool, str] | None = None,
     within_parts: tuple[tuple[Pool, str, int], ...] = (),
@@ -62,6 +63,7 @@ def estimate(
         pool=main,
         estimate_ns=total,
         per_step=per_step,
+        action=action,
     )
     nested: tuple[tuple[Pool, str, int | None], ...] = tuple(
         (pool, parent, None) for pool, parent in (within or {}).items()

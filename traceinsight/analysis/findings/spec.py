@@ -20,7 +20,7 @@ REQUIRES = ("gaps", "breakdown", "steps", "ops", "kernels", "bound", "memory", "
 
 
 def run(trace: Trace, config: AnalysisConfig, inputs: Inputs = NO_INPUTS) -> FindingsResult:
-    del config  # the thresholds are the catalogue's; the inputs carry the config's effects
+    # The thresholds are the catalogue's; the config reaches the device model (peak overrides).
     ctx = FindingContext(
         trace=trace,
         gaps=inputs.maybe("gaps", GapsResult),
@@ -31,6 +31,7 @@ def run(trace: Trace, config: AnalysisConfig, inputs: Inputs = NO_INPUTS) -> Fin
         bound=inputs.maybe("bound", BoundResult),
         memory=inputs.maybe("memory", MemoryResult),
         compile=inputs.maybe("compile", CompileResult),
+        config=config,
     )
     return find(ctx)
 

@@ -6,6 +6,8 @@ import json
 
 import polars as pl
 
+from traceinsight.analysis.classify import with_classes
+from traceinsight.analysis.device import model as device_model
 from traceinsight.analysis.findings.catalogue import (
     BANDWIDTH_EFFICIENCY,
     FUSED_ADAM_BYTES_PER_PARAM,
@@ -22,6 +24,8 @@ from traceinsight.analysis.findings.model import (
 from traceinsight.analysis.findings.savings import Estimate, estimate
 
 OPTIMIZER_PREFIX = "Optimizer.step#"
+# Host ops of fused optimizers (torch's fused=True path; apex and DeepSpeed call their own).
+FUSED_OPTIMIZER_OP = r"^aten::_fused_(?:adam|adamw|sgd|adagrad)|FusedAdam|FusedLAMB|FusedSGD|multi_tensor_adam"
 # The first input of these ops is every parameter once per step (foreach) or one parameter
 # per call (for-loop implementation): their sizes add up to the parameter count.
 PARAM_OPS = ("aten::_foreach_addcdiv_", "aten::addcdiv_", "aten::_foreach_lerp_", "aten::lerp_")
@@ -58,15 +62,47 @@ def _param_count(ctx: FindingContext, step: int | None) -> int | None:
     return None
 
 
+# torch.optim classes with a fused=True implementation (CUDA and ROCm).
+FUSED_IN_TORCH = frozenset({"Adam", "AdamW", "SGD", "Adagrad", "Adamax"})
+
+
+def _optimizer_fix(model: device_model.DeviceModel, annotation: str) -> tuple[str, str]:
+    """(fix, action) for the optimizer named in ``Optimizer.step#<Class>.step`` on this device."""
+    name = annotation.removeprefix(OPTIMIZER_PREFIX).removesuffix(".step")
+    if model.features.fused_optimizer and name not in FUSED_IN_TORCH:
+        return (
+            f"{name} has no fused implementation in torch.optim: batch its per-parameter kernels with "
+            "torch._foreach_* ops (foreach=True where it supports it) or compile its step "
+            "(torch.compile(optimizer.step)), so it runs as a few kernels per step.",
+            "batch or compile the optimizer step",
+        )
+    action = "the fused optimizer (fused=True)" if model.features.fused_optimizer else "the foreach optimizer (foreach=True)"
+    return device_model.fused_optimizer_advice(model), action
+
+
 def detect_unfused_optimizer(ctx: FindingContext) -> Estimate | None:
     k = ctx.trace.kernels.filter(
         pl.col("annotation").cast(pl.String).str.starts_with(OPTIMIZER_PREFIX)
     )
     if k.height == 0:
         return None
-    names = k["name"].cast(pl.String)
-    if bool(names.str.contains(r"(?i)fused").any()):
+    model = ctx.device
+    classes = with_classes(k.select(pl.col("name").cast(pl.String)).unique(), vendor=model.vendor)
+    # Already fused: a fused optimizer kernel (torch's _fused_adam, apex FusedAdam /
+    # multi_tensor_adam) runs in the step, or the host called a fused optimizer op.
+    fused_kernel = classes.filter((pl.col("family") == "optimizer") & (pl.col("subfamily") == "fused")).height > 0
+    host_ops = ctx.trace.events.filter(
+        (pl.col("kind") == "cpu_op") & pl.col("name").cast(pl.String).str.contains(FUSED_OPTIMIZER_OP)
+    )
+    if fused_kernel or host_ops.height > 0:
         return None
+    # foreach: multi_tensor_apply kernels, or (where kernel names are the backend's own) the
+    # host ran aten::_foreach_* ops for them
+    foreach = classes.filter(pl.col("subfamily") == "foreach").height > 0 or bool(
+        k["op_name"].cast(pl.String).str.starts_with("aten::_foreach_").any()
+    )
+    if not model.features.fused_optimizer and foreach:
+        return None  # foreach already, and no fused implementation is known for this device
     per_step = (
         k.group_by("step")
         .agg(
@@ -133,7 +169,7 @@ def detect_unfused_optimizer(ctx: FindingContext) -> Estimate | None:
         .agg(pl.len().alias("calls"), pl.col("dur_ns").sum())
         .sort(["dur_ns", "name"], descending=[True, False])
     )
-    foreach = bool(names.str.contains("multi_tensor_apply").any())
+    fix, action = _optimizer_fix(model, str(k["annotation"][0]))
     return estimate(
         ctx,
         "unfused_optimizer",
@@ -145,6 +181,8 @@ def detect_unfused_optimizer(ctx: FindingContext) -> Estimate | None:
         title=f"The optimizer step runs as {kernels_per_step:.0f} kernels per step ("
         + ("foreach, not fused" if foreach else "one or more per parameter")
         + ")",
+        fix=fix,
+        action=action,
         evidence=Evidence(
             kernels=tuple(
                 KernelEvidence(name=r["name"], calls=int(r["calls"]), dur_ns=int(r["dur_ns"]))

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from traceinsight.analysis.classify import collective_of
 from traceinsight.analysis.core.base import AnalysisConfig, Result
 from traceinsight.analysis.job.common import steps_frame
 from traceinsight.analysis.job.summary import RankSummary
@@ -33,7 +34,7 @@ DTYPE_BYTES = {
     "byte": 1, "char": 1, "bool": 1, "int8": 1, "uint8": 1, "float8_e4m3fn": 1, "float8_e5m2": 1,
 }  # fmt: skip
 # Busbw factor: 2(n-1)/n for all-reduce, (n-1)/n for these, 1 for the rest.
-HALF_RING_KINDS = ("allgather", "reducescatter", "alltoall")
+HALF_RING_KINDS = ("allgather", "reduce_scatter", "all_to_all")
 # Peak one-direction NVLink bandwidth per GPU (GB/s), for ranks on one host.
 NVLINK_GBPS = {"H100": 450.0, "H200": 450.0, "H800": 200.0, "A100": 300.0, "A800": 200.0, "B200": 900.0}
 
@@ -72,19 +73,14 @@ BY_KIND_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
 
 
 def kind_of(collective: pl.Expr) -> pl.Expr:
-    """allreduce / allgather / reducescatter / alltoall / broadcast / ... from a torch or NCCL name."""
-    text = collective.str.to_lowercase().str.replace_all(r"[_\s]", "")
-    return (
-        pl.when(text.str.contains("allreduce")).then(pl.lit("allreduce"))
-        .when(text.str.contains("allgather")).then(pl.lit("allgather"))
-        .when(text.str.contains("reducescatter")).then(pl.lit("reducescatter"))
-        .when(text.str.contains("alltoall")).then(pl.lit("alltoall"))
-        .when(text.str.contains("broadcast")).then(pl.lit("broadcast"))
-        .when(text.str.contains("sendrecv|send|recv")).then(pl.lit("sendrecv"))
-        .when(text.str.contains("reduce")).then(pl.lit("reduce"))
-        .when(text.str.contains("barrier")).then(pl.lit("barrier"))
-        .otherwise(text)
-    )  # fmt: skip
+    """allreduce / allgather / reduce_scatter / all_to_all / broadcast / send_recv / reduce
+    (the kernel classifier's spellings) from a torch or NCCL name; barrier, else the name."""
+    text = collective.cast(pl.String).str.to_lowercase()
+    return pl.coalesce(
+        collective_of(text),
+        pl.when(text.str.contains("barrier")).then(pl.lit("barrier")),
+        text.str.replace_all(r"[_\s]", ""),
+    )
 
 
 def all_collectives(summaries: Sequence[RankSummary]) -> pl.DataFrame:

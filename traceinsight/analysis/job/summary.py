@@ -23,8 +23,10 @@ from typing import Any, Literal
 
 import polars as pl
 
+from traceinsight.analysis.classify import collective_of
 from traceinsight.analysis.core.base import AnalysisConfig, jsonable
 from traceinsight.analysis.lib import intervals
+from traceinsight.analysis.lib.categories import communication_names, is_communication
 from traceinsight.analysis.lib.timeline import analysis_window
 from traceinsight.analysis.sections import gaps as gaps_analysis
 from traceinsight.analysis.sections import steps as steps_analysis
@@ -198,9 +200,7 @@ def collectives(trace: Trace, windows: pl.DataFrame) -> tuple[pl.DataFrame, int]
     how many collective kernels were left out for lack of their launch's args."""
     kernels = trace.kernels.filter(pl.col("kind").cast(pl.String) == "kernel")
     name = pl.col("name").cast(pl.String)
-    device = kernels.filter(
-        pl.col("collective_name").is_not_null() | name.str.to_lowercase().str.contains("nccl|rccl")
-    )
+    device = kernels.filter(is_communication(communication_names(kernels["name"])))
     dropped = 0
     if device.height and device["collective_name"].is_not_null().any():
         # Kernels without collective args were launched before the trace began: their launch
@@ -247,7 +247,7 @@ def collectives(trace: Trace, windows: pl.DataFrame) -> tuple[pl.DataFrame, int]
         .select(
             "ordinal",
             "process_group",
-            pl.col("collective_name").cast(pl.String).fill_null(name.str.extract(r"(?i)nccl\w*?_(\w+?)_", 1)).alias("collective"),
+            pl.col("collective_name").cast(pl.String).fill_null(collective_of(name)).alias("collective"),
             name.alias("name"),
             pl.col("ts_ns").alias("start_ns"),
             "end_ns",
@@ -269,9 +269,7 @@ def kernel_mix(trace: Trace) -> pl.DataFrame:
     kernels = trace.kernels.filter(pl.col("kind").cast(pl.String) == "kernel")
     if kernels.height == 0:
         return pl.DataFrame(schema=KERNEL_MIX_SCHEMA)
-    communication = pl.col("collective_name").is_not_null() | pl.col("name").cast(
-        pl.String
-    ).str.to_lowercase().str.contains("nccl|rccl")
+    communication = is_communication(communication_names(kernels["name"]))
     return (
         kernels.group_by(pl.col("name").cast(pl.String))
         .agg(

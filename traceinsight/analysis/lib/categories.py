@@ -5,7 +5,11 @@ One definition for every analysis that splits device time by what ran.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import polars as pl
+
+from traceinsight.analysis.classify import classify_names
 
 # Busy categories in priority order (first wins where they overlap), then idle.
 CATEGORIES = (
@@ -34,11 +38,18 @@ def group_of(category: str) -> str:
     return category.split("_", 1)[0]
 
 
-def is_communication(has_collective: pl.Expr | None = None) -> pl.Expr:
-    """NCCL/RCCL kernels: by name, or a collective recorded in the kernel's args."""
-    name = pl.col("name").cast(pl.String).str.to_lowercase()
+def communication_names(names: pl.Series) -> list[str]:
+    """The names the kernel classifier calls communication: NCCL/RCCL, symmetric-memory and
+    custom all-reduce kernels (vLLM's cross_device_reduce, one_shot_all_reduce, ...)."""
+    classes = classify_names(names.cast(pl.String).drop_nulls().unique())
+    return classes.filter(pl.col("family") == "communication")["name"].to_list()
+
+
+def is_communication(comm_names: Collection[str], has_collective: pl.Expr | None = None) -> pl.Expr:
+    """Communication kernels: the classifier's family (``comm_names``, from
+    :func:`communication_names`), or a collective recorded in the kernel's args."""
     collective = pl.col("collective_name").is_not_null() if has_collective is None else has_collective
-    return name.str.contains("nccl") | name.str.contains("rccl") | collective
+    return pl.col("name").cast(pl.String).is_in(list(comm_names)) | collective
 
 
 def _memcpy_category() -> pl.Expr:
@@ -58,16 +69,17 @@ def _memcpy_category() -> pl.Expr:
     )
 
 
-def category_expr(has_collective: pl.Expr | None = None) -> pl.Expr:
-    """The breakdown category of each row of ``Trace.kernels`` (``has_collective`` stands in
-    for ``collective_name is not null`` where that column is not at hand)."""
+def category_expr(comm_names: Collection[str], has_collective: pl.Expr | None = None) -> pl.Expr:
+    """The breakdown category of each row of ``Trace.kernels`` (``comm_names``: the names the
+    classifier calls communication; ``has_collective`` stands in for ``collective_name is not
+    null`` where that column is not at hand)."""
     kind = pl.col("kind").cast(pl.String)
     return (
         pl.when(kind == "memset")
         .then(pl.lit("memset"))
         .when(kind == "memcpy")
         .then(_memcpy_category())
-        .when(is_communication(has_collective))
+        .when(is_communication(comm_names, has_collective))
         .then(pl.lit("communication"))
         .otherwise(pl.lit("compute"))
     )

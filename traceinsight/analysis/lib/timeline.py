@@ -9,7 +9,7 @@ from __future__ import annotations
 import polars as pl
 
 from traceinsight.analysis.lib import intervals
-from traceinsight.analysis.lib.categories import category_expr
+from traceinsight.analysis.lib.categories import category_expr, communication_names
 from traceinsight.trace.model import Trace
 from traceinsight.trace.schema import GPU_WORK_KINDS
 
@@ -61,7 +61,8 @@ def gpu_work(trace: Trace) -> pl.DataFrame:
         pl.col("collective_name").is_not_null().alias("_collective"),
     )
     combos = work.select("name", "kind", "_collective").unique()
-    combos = combos.with_columns(category_expr(has_collective=pl.col("_collective")).alias("category"))
+    comm = communication_names(combos["name"])
+    combos = combos.with_columns(category_expr(comm, has_collective=pl.col("_collective")).alias("category"))
     return work.join(combos, on=["name", "kind", "_collective"], how="left", maintain_order="left").select(
         "device", "stream", "start_ns", "end_ns", "category"
     )

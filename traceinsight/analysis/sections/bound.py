@@ -34,7 +34,7 @@ from traceinsight.analysis.cost.roofline import (
     roofline_columns,
     roofline_label,
 )
-from traceinsight.analysis.device import infer as device_infer
+from traceinsight.analysis.device import model as device_model
 from traceinsight.analysis.device import peaks as devices
 from traceinsight.analysis.lib import intervals
 from traceinsight.analysis.lib.first_calls import first_call_outliers, first_call_rows
@@ -354,28 +354,25 @@ def run(trace: Trace, config: AnalysisConfig, inputs: Inputs = NO_INPUTS) -> Bou
     assert primary is not None
     work_devices = [int(d) for d in gpu["device"].unique().to_list()]
     props, matched_by = devices.match_device(primary, trace.meta.devices, work_devices)
-    device_name = props.name if props else None
-    guess = device_infer.infer_part(device_name, props.raw, gpu["name"]) if props else None
-    inferred = guess.part if guess else None
-    peaks = devices.resolve(
-        inferred or device_name,
-        peak_tflops=config.peak_tflops,
-        peak_bw_tbps=config.peak_bw_tbps,
-        devices_toml=config.devices_toml,
-    )
+    # The one device model every analysis asks: vendor, architecture, peaks (user overrides on top).
+    model = device_model.from_trace(trace, config, device=primary)
+    device_name = model.name or (props.name if props else None)
+    peaks = model.peaks
     notes: list[str] = []
+    inferred = next((e for e in model.evidence if e.startswith("part inferred as ")), None)
     if peaks is not None and props is not None:
         how = matched_by or "id"
-        if guess:
-            how += f"; part inferred as {inferred} from {guess.source}"
+        if inferred:
+            how += f"; {inferred}"
         peaks = replace(peaks, matched_by=how)
         if matched_by not in (None, "id"):
             notes.append(
                 f"device {primary} has no deviceProperties entry with that id: matched {props.name!r} by {matched_by}"
             )
-        if guess:
-            basis = "the ISA in its kernel names" if guess.from_kernel_names else "gcnArchName and CU count"
-            notes.append(f"device name {device_name!r} is generic: peaks of {inferred} inferred from {basis}")
+        if inferred:
+            part, _, source = inferred.removeprefix("part inferred as ").partition(" from ")
+            basis = "the ISA in its kernel names" if source.startswith("kernel names") else "gcnArchName and CU count"
+            notes.append(f"device name {device_name!r} is generic: peaks of {part} inferred from {basis}")
     roofline_ok = bool(peaks and peaks.complete)
     roofline_reason = None
     if not roofline_ok:

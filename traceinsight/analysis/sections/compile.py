@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from traceinsight.analysis.classify.families import with_families
+from traceinsight.analysis.classify import with_classes
 from traceinsight.analysis.core.base import NO_INPUTS, AnalysisConfig, AnalysisSpec, Inputs, Result
+from traceinsight.analysis.device import model as device_model
 from traceinsight.analysis.lib import intervals
 from traceinsight.analysis.lib.timeline import median_host_step_ns, step_spans
 from traceinsight.trace.model import Trace
@@ -314,8 +315,10 @@ def run(trace: Trace, config: AnalysisConfig, inputs: Inputs = NO_INPUTS) -> Com
 
     lookups = host.filter(name == CACHE_LOOKUP)
     kernels = trace.kernels.filter(pl.col("kind") == "kernel")
-    kernels = with_families(kernels) if kernels.height else kernels.with_columns(family=pl.lit(None, pl.String))
-    is_triton = pl.col("family") == "triton"
+    vendor = device_model.from_trace(trace, config).vendor
+    kernels = with_classes(kernels, vendor=vendor) if kernels.height else kernels.with_columns(library=pl.lit(None, pl.String))
+    # Triton kernels that Inductor generated (the classifier's library "inductor")
+    is_triton = (pl.col("library") == "inductor").fill_null(False)
     in_compiled = (
         pl.col("annotation").cast(pl.String).str.contains(FX_GRAPH_PATTERN).fill_null(False)
         | pl.col("top_op_name").cast(pl.String).str.starts_with(REGION_PREFIX).fill_null(False)

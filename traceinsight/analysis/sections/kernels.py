@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from traceinsight.analysis.classify.families import with_families
+from traceinsight.analysis.classify import with_classes
 from traceinsight.analysis.core.base import NO_INPUTS, AnalysisConfig, AnalysisSpec, Inputs, Result
+from traceinsight.analysis.device import model as device_model
 from traceinsight.trace.model import Trace
 
 # cudaGraphLaunch (runtime API) or cuGraphLaunch (driver API), versioned names included.
@@ -32,8 +33,10 @@ KERNEL_TABLE_COLUMNS: dict[str, pl.DataType | type[pl.DataType]] = {
     "name": pl.String,
     "family": pl.String,
     "subfamily": pl.String,
+    "precision": pl.String,
     "tensor_core": pl.Boolean,
-    "tensor_core_rule": pl.String,
+    "library": pl.String,
+    "rule": pl.String,
     "calls": pl.Int64,
     "total_ns": pl.Int64,
     "mean_ns": pl.Float64,
@@ -210,12 +213,14 @@ def run(trace: Trace, config: AnalysisConfig, inputs: Inputs = NO_INPUTS) -> Ker
             "launch_end_ns",
         )
     )
-    k = with_families(k)
+    # the classifier's answer per name; the vendor tells RCCL from NCCL and turns on
+    # vendor-only rules (MTIA device events)
+    k = with_classes(k, vendor=device_model.from_trace(trace, config).vendor)
     total_ns = int(k["dur_ns"].sum())
     table = (
         k.group_by("name")
         .agg(
-            pl.col("family", "subfamily", "tensor_core", "tensor_core_rule").first(),
+            pl.col("family", "subfamily", "precision", "tensor_core", "library", "rule").first(),
             calls=pl.len().cast(pl.Int64),
             total_ns=pl.col("dur_ns").sum(),
             mean_ns=pl.col("dur_ns").mean(),

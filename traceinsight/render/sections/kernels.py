@@ -102,10 +102,10 @@ def render_terminal(result: KernelsResult) -> RenderableType:
     parts.append(compact_table(headers, fam_rows, title="by family"))
     if result.subfamilies.height:
         sub = ", ".join(
-            f"{r['subfamily']} {ns(r['total_ns'])} ({r['kernels']:,})"
+            f"{r['family']}/{r['subfamily']} {ns(r['total_ns'])} ({r['kernels']:,})"
             for r in result.subfamilies.iter_rows(named=True)
         )
-        parts.append(Text(f"triton kernels: {sub}", style="dim"))
+        parts.append(Text(f"subfamilies: {sub}", style="dim"))
     rows = []
     for row in result.kernels.head(TOP_N).iter_rows(named=True):
         sub = _SUBFAMILY_LABELS.get(row["subfamily"], row["subfamily"])
