@@ -276,24 +276,3 @@ def test_element_bytes_and_alignment() -> None:
     assert xmma.alignment == 4
     assert classify("nvjet_sm90_tst_128x256_64x4_2x1_v_bz_coopA_NTN").alignment is None
     assert classify("triton_poi_fused_add_0").element_bytes is None
-
-
-def test_every_caller_family_of_the_old_classifier_is_covered() -> None:
-    # Names the previous name checks recognised (gemm, conv, attention, communication, copy,
-    # reduction, elementwise, triton): none of them may fall to "other" here.
-    old_module = pytest.importorskip("traceinsight.analysis.classify.families")
-    old_classify = old_module.classify_names
-
-    names = [r["name"] for r in ROWS]
-    old = old_classify(names).select("name", old_family="family")
-    new = classify_names(names).select("name", "family")
-    lost = old.join(new, on="name").filter((pl.col("old_family") != "other") & (pl.col("family") == "other"))
-    allowed = {
-        *("dma_request", "event_record", "event_wait", "merge", "pe_exe", "remote"),  # MTIA without vendor
-        # deliberate: a cuDNN index helper is no convolution, building FlashInfer's index
-        # arrays is no attention (the previous rules matched "cudnn" and "flashinfer")
-        "void cask_cudnn::computeOffsetsKernel<false, false>(cask_cudnn::ComputeOffsetsParams)",
-        "create_flashinfer_kv_indices_triton",
-    }
-    lost = lost.filter(~pl.col("name").is_in(list(allowed)))
-    assert lost.height == 0, lost
