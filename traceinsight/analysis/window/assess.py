@@ -7,6 +7,7 @@ not steady state (``excluded``: findings leave the device idle inside them out).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +42,8 @@ CAPTURE_LIMIT_SHARE = 0.25
 UNTRACED_REPLAY_SHARE = 0.5
 # Work launched before recording began limits the window above this share of the busy time.
 PRE_WINDOW_SHARE = 0.25
+# Idle inside graph replays (between their own kernels) limits the window above this share of idle.
+REPLAY_IDLE_SHARE = 0.25
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,16 @@ def span_ns(spans: pl.DataFrame) -> int:
 
 def _ms(ns: float) -> str:
     return f"{ns / 1e9:.2f} s" if ns >= 1e9 else f"{ns / 1e6:.1f} ms"
+
+
+# torch.compile's own frames, named in words rather than by their internal names.
+COMPILE_FRAME = r"(?i)dynamo|compile|inductor|^## Call CompiledFxGraph|^Torch-Compiled Region|OutputGraph"
+
+
+def _plain(name: str) -> str:
+    if re.search(COMPILE_FRAME, name):
+        return "torch.compile compiling"
+    return f"a first {name}"
 
 
 def _host_calls(trace: Trace) -> pl.DataFrame:
@@ -114,7 +127,12 @@ def startup(trace: Trace, window_ns: int) -> Flag | None:
     ).filter((pl.col("_oe") - pl.col("_os") > pl.col("dur_ns")) | (pl.col("_oid") < pl.col("id")))
     firsts = firsts.join(inner.select("id").unique(), on="id", how="anti")
     loads = calls.filter(name.str.contains(MODULE_LOAD)).rename({"ts_ns": "start_ns"})
-    launches = trace.kernels.filter(pl.col("launch_id").is_not_null()).select(
+    # Kernels launched by a launch call: a copy call that takes long is a copy, not code loading.
+    launches = trace.kernels.filter(
+        pl.col("launch_id").is_not_null()
+        & (pl.col("kind").cast(pl.String) == "kernel")
+        & pl.col("launch_name").cast(pl.String).str.contains("(?i)launch")
+    ).select(
         "name", "launch_id", "launch_ts_ns", "launch_end_ns"
     )
     launch_ns = (launches["launch_end_ns"] - launches["launch_ts_ns"]).median() if launches.height else None
@@ -135,8 +153,11 @@ def startup(trace: Trace, window_ns: int) -> Flag | None:
     total = span_ns(spans)
     if total <= 0 or total < FIRST_LAUNCH_MIN_NS:
         return None
-    top = firsts.sort("dur_ns", descending=True).head(3)
-    named = [f"{r['name']} {_ms(r['dur_ns'])}" for r in top.iter_rows(named=True)]
+    # The outermost first calls by what they are, longest first (two compilations read as one).
+    by_label: dict[str, int] = {}
+    for r in firsts.sort("dur_ns", descending=True).iter_rows(named=True):
+        by_label[_plain(r["name"])] = by_label.get(_plain(r["name"]), 0) + int(r["dur_ns"])
+    named = [f"{label} {_ms(ns)}" for label, ns in list(by_label.items())[:3]]
     if loads.height:
         named.append(f"{loads.height} kernel-code loads {_ms(span_ns(loads.select(list(SPAN_SCHEMA))))}")
     if first_launches.height:
@@ -188,7 +209,7 @@ def graph_capture(trace: Trace, window_ns: int) -> Flag | None:
     )
 
 
-def partial_gpu(trace: Trace) -> Flag | None:
+def partial_gpu(trace: Trace, window_ns: int) -> Flag | None:
     """GPU work the trace shows only in part: replays without their kernels, work queued earlier."""
     name = pl.col("name").cast(pl.String)
     graph_launches = trace.events.filter(pl.col("kind").cast(pl.String).is_in(["runtime", "driver"]) & name.str.contains(GRAPH_LAUNCH))
@@ -214,10 +235,29 @@ def partial_gpu(trace: Trace) -> Flag | None:
         limits |= share >= PRE_WINDOW_SHARE
         parts.append(f"{_ms(before_ns)} of GPU work ({100 * share:.0f} % of it) was launched before recording began")
         figures.append(("pre_window_work_ns", float(before_ns)))
+    # Idle between the kernels of one replay: a graph runs without the host, so idle there is
+    # graph nodes the trace does not show (or waits inside the graph), not a host cause.
+    replays = (
+        trace.kernels.filter(pl.col("launch_name").cast(pl.String).fill_null("").str.contains(GRAPH_LAUNCH) & pl.col("device").is_not_null())
+        .group_by("launch_id", "device")
+        .agg(pl.col("ts_ns").min().alias("start_ns"), pl.col("end_ns").max())
+    )
+    inside = intervals.difference(replays.select("device", "start_ns", "end_ns"), busy_intervals(trace), by=["device"])
+    inside_ns = int((inside["end_ns"] - inside["start_ns"]).sum() or 0)
+    idle_ns = max(window_ns - span_ns(busy_intervals(trace).select(list(SPAN_SCHEMA))), 0)
+    if inside_ns > 0 and idle_ns > 0 and inside_ns >= REPLAY_IDLE_SHARE * idle_ns:
+        limits = True
+        parts.append(
+            f"{_ms(inside_ns)} of idle time ({100 * inside_ns / idle_ns:.0f} % of it) lies inside CUDA-graph replays, "
+            "between their traced kernels: graph work the trace does not show, not the host"
+        )
+        figures.append(("idle_inside_replays_ns", float(inside_ns)))
     if not parts:
         return None
-    # Idle while an untraced replay may have run: from its launch to the next traced work.
-    excluded = untraced.select(pl.col("ts_ns").alias("start_ns"), "end_ns")
+    # Idle while an untraced replay may have run (from its launch on), and inside replays.
+    excluded = pl.concat(
+        [untraced.select(pl.col("ts_ns").alias("start_ns"), "end_ns").cast(SPAN_SCHEMA), inside.select(list(SPAN_SCHEMA)).cast(SPAN_SCHEMA)]
+    )
     return Flag(
         id="partial_gpu",
         title="GPU work traced only in part",
@@ -226,7 +266,7 @@ def partial_gpu(trace: Trace) -> Flag | None:
         advice="record with the profiler active before the work is launched, and with CUDA-graph kernels "
         "traced (recent PyTorch records the kernels of replays)",
         figures=tuple(figures),
-        excluded=excluded.cast(SPAN_SCHEMA),
+        excluded=excluded,
     )
 
 

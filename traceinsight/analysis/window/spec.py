@@ -97,7 +97,7 @@ def run(trace: Trace, config: AnalysisConfig, inputs: Inputs = NO_INPUTS) -> Win
     flags = [
         assess.startup(trace, window_ns),
         assess.graph_capture(trace, window_ns),
-        assess.partial_gpu(trace),
+        assess.partial_gpu(trace, window_ns),
         assess.steps(step_count, empty) if trace.has_gpu else None,
         assess.profiler_overhead(trace, step_count),
     ]
