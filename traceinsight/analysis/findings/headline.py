@@ -390,7 +390,8 @@ def headline(sections: Mapping[str, Result]) -> Headline:
     else:
         clauses.append(_steps_idle_clause(_section(sections, "steps", StepsResult), overview))
     if findings is not None or "findings" in sections:
-        clauses.extend(_finding_clauses(findings, breakdown.window_ns if breakdown is not None else 0))
+        full = window.window_ns if window is not None else breakdown.window_ns if breakdown is not None else 0
+        clauses.extend(_finding_clauses(findings, full))
         clauses.append(_overhead_clause(window, findings))
     leads = any(c is not None and c.section == "findings" and c.weight > 0 for c in clauses)
     # Whole steps are labelled only when compute fills most of the window (not copies, idle).

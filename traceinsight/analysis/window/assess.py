@@ -19,7 +19,7 @@ from traceinsight.analysis.lib.timeline import busy_intervals
 from traceinsight.trace.model import Trace
 from traceinsight.trace.schema import PROFILER_STEP_PREFIX
 
-SPAN_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {"start_ns": pl.Int64, "end_ns": pl.Int64}
+SPAN_SCHEMA = pl.Schema({"start_ns": pl.Int64, "end_ns": pl.Int64})
 
 # A one-time call: the first of its name, this long, this many times its later calls' median
 # (or the only call), and spent mostly while the device sat idle (a call that waits on queued

@@ -92,8 +92,8 @@ def run(trace: Trace, config: AnalysisConfig, inputs: Inputs = NO_INPUTS) -> Win
     step_count = step_rows.height
     empty = 0
     if step_count:
-        busy = sum(step_rows[c] for c in ("kernel_ns", "memcpy_ns", "memset_ns", "communication_ns"))
-        empty = int((busy == 0).sum())
+        busy = step_rows.select(pl.sum_horizontal("kernel_ns", "memcpy_ns", "memset_ns", "communication_ns"))
+        empty = int((busy.to_series() == 0).sum())
     flags = [
         assess.startup(trace, window_ns),
         assess.graph_capture(trace, window_ns),
