@@ -8,14 +8,14 @@ calls by name, memcpy kinds by op) are read here from the trace's frames with ch
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TypeVar
 
 import polars as pl
 
 from traceinsight.analysis.core.base import Result
-from traceinsight.analysis.findings.steady import excluded_idle_ns, steady_gaps
+from traceinsight.analysis.findings.steady import excluded_busy_ns, excluded_idle_ns, steady_gaps
 from traceinsight.analysis.findings.syncs import SYNC_GAP_SCHEMA, sync_opened_gaps
 from traceinsight.analysis.sections.bound import BoundResult
 from traceinsight.analysis.sections.breakdown import BreakdownResult
@@ -64,6 +64,7 @@ class FindingContext:
     window: WindowResult | None = None
     excluded_window_ns: int = 0
     excluded_idle_ns: int = 0
+    excluded_busy_ns: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for name in ("gaps", "breakdown", "steps", "ops", "kernels", "bound", "memory", "compile", "window"):
@@ -72,6 +73,7 @@ class FindingContext:
             idle = excluded_idle_ns(self.trace, self.window.excluded, self.trace.gpu_devices)
             object.__setattr__(self, "excluded_window_ns", self.window.excluded_ns)
             object.__setattr__(self, "excluded_idle_ns", idle)
+            object.__setattr__(self, "excluded_busy_ns", excluded_busy_ns(self.trace, self.window.excluded))
             object.__setattr__(self, "gaps", steady_gaps(self.gaps, self.window.excluded, idle, max(self.gaps.top.height, 1)))
 
     # -- denominators -------------------------------------------------------------------
@@ -129,8 +131,10 @@ class FindingContext:
             return 0
         rows = self.breakdown.by_device.filter(pl.col("category").is_in(list(categories)))
         total = int(rows["dur_ns"].sum())
-        # Idle inside the spans left out as not steady state is no fix's to give back.
-        return max(total - self.excluded_idle_ns, 0) if categories == ("idle",) else total
+        # Time inside the spans left out as not steady state is no fix's to give back.
+        if categories == ("idle",):
+            return max(total - self.excluded_idle_ns, 0)
+        return max(total - sum(self.excluded_busy_ns.get(c, 0) for c in categories), 0)
 
     def idle_by_cause(self, cause: str) -> int:
         if self.gaps is None:

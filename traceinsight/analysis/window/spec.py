@@ -95,7 +95,8 @@ def run(trace: Trace, config: AnalysisConfig, inputs: Inputs = NO_INPUTS) -> Win
         busy = step_rows.select(pl.sum_horizontal("kernel_ns", "memcpy_ns", "memset_ns", "communication_ns"))
         empty = int((busy.to_series() == 0).sum())
     flags = [
-        assess.startup(trace, window_ns),
+        # Start-up is judged against the GPU's idle time: a host-only trace has none to judge.
+        assess.startup(trace, window_ns) if trace.has_gpu else None,
         assess.graph_capture(trace, window_ns),
         assess.partial_gpu(trace, window_ns),
         assess.steps(step_count, empty) if trace.has_gpu else None,
