@@ -24,7 +24,7 @@ SPAN_SCHEMA = pl.Schema({"start_ns": pl.Int64, "end_ns": pl.Int64})
 # A one-time call: the first of its name, this long, this many times its later calls' median
 # (or the only call), and spent mostly while the device sat idle (a call that waits on queued
 # GPU work, a sync, keeps the device busy and is not start-up).
-STARTUP_CALL_MIN_NS = 50_000_000
+STARTUP_CALL_MIN_NS = 20_000_000
 STARTUP_FACTOR = 10.0
 STARTUP_IDLE_SHARE = 0.5
 # Loading kernel code: module/library loads at any length, and the first launch of a kernel
@@ -91,7 +91,7 @@ def _plain(name: str) -> str:
 
 def _host_calls(trace: Trace) -> pl.DataFrame:
     kind = pl.col("kind").cast(pl.String)
-    return trace.events.filter(kind.is_in(["cpu_op", "runtime", "driver"]) & (pl.col("dur_ns") > 0)).select(
+    return trace.events.filter(kind.is_in(["cpu_op", "user_annotation", "runtime", "driver"]) & (pl.col("dur_ns") > 0)).select(
         "id", "ts_ns", "end_ns", "dur_ns", pl.col("name").cast(pl.String), kind.alias("kind")
     )
 
@@ -106,12 +106,15 @@ def startup(trace: Trace, window_ns: int) -> Flag | None:
         )
         .group_by("name", maintain_order=True)
         .agg(
-            pl.col("id", "ts_ns", "end_ns", "dur_ns").first(),
+            pl.col("id", "ts_ns", "end_ns", "dur_ns", "kind").first(),
             pl.col("dur_ns").slice(1).median().alias("later_ns"),
         )
         .filter(
             (pl.col("dur_ns") >= STARTUP_CALL_MIN_NS)
             & (pl.col("later_ns").is_null() | (pl.col("dur_ns") >= STARTUP_FACTOR * pl.col("later_ns")))
+            # An annotation is a first call only next to later ones (a single annotation may
+            # wrap the whole run).
+            & ((pl.col("kind") != "user_annotation") | pl.col("later_ns").is_not_null())
         )
     )
     # Spent mostly with the device idle: initialisation, not a wait on queued work.
