@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from traceinsight.analysis.core.base import AnalysisConfig
+from traceinsight.analysis.core.base import AnalysisConfig, Inputs
 from traceinsight.analysis.findings import FindingContext, FindingsResult, find
 from traceinsight.analysis.sections import (
     bound,
@@ -19,6 +19,7 @@ from traceinsight.analysis.sections import (
     ops,
     steps,
 )
+from traceinsight.analysis.window import spec as window
 from traceinsight.trace.loader import load
 from traceinsight.trace.model import Trace
 
@@ -30,6 +31,8 @@ INPUTS = (gaps, breakdown, steps, ops, kernels, bound, memory, compile)
 def context(trace: Trace, **override: Any) -> FindingContext:
     cfg = AnalysisConfig()
     results: dict[str, Any] = {m.__name__.rsplit(".", 1)[-1]: m.run(trace, cfg) for m in INPUTS}
+    # The window assessment reads the steps, as the runner gives them.
+    results["window"] = window.run(trace, cfg, Inputs({"steps": results["steps"]}))
     results.update(override)
     return FindingContext(trace=trace, **results)
 

@@ -98,7 +98,10 @@ def test_compare_the_sweep(capsys: pytest.CaptureFixture[str]) -> None:
     runs = data["series"]["runs"]
     assert len(runs) == 4 and runs[0]["verdict"] == "baseline"
     assert runs[3]["step_median_ns"] > 4 * runs[0]["step_median_ns"]  # 4096³ GEMMs
-    assert all(r["top_findings"] for r in runs)
+    # The small sizes are launch-bound; at 4096³ the host stays ahead of 0.2 ms GEMMs, the GPU
+    # never waits for a launch and no finding is material.
+    assert all(r["top_findings"] for r in runs[:3])
+    assert not runs[3]["top_findings"]
 
 
 def test_compare_amp_in_html_and_markdown(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -129,31 +129,53 @@ def test_host_bound_names_the_region_but_never_dynamo_internals(tmp_path: Path) 
     assert by_id(findings(dynamo), "host_bound") is None
 
 
-def launch_trace(short: int, total: int = 100) -> HandMadeTrace:
-    """Hand-made: ``total`` kernels launched by 5 µs calls, ``short`` of them 3 µs long (shorter
-    than their launch), the rest 50 µs; 5 µs idle (below the gap threshold) between kernels."""
+def launch_trace(short: int, total: int = 100, *, lead_us: float = 7.0) -> HandMadeTrace:
+    """Hand-made: ``total`` kernels launched by 5 µs calls that begin ``lead_us`` before their
+    kernel, ``short`` of them 3 µs long (shorter than their launch), the rest 50 µs; 5 µs idle
+    (below the gap threshold) between kernels. With the 7 µs lead each launch returns 3 µs after
+    the previous kernel ended (the GPU waits for it); with 60 µs it returns while it still runs."""
     t = HandMadeTrace()
-    ts = 10.0
+    ts = max(10.0, lead_us + 2)
     t.step(1, 0, 100_000)
     for i in range(total):
         dur = 3.0 if i < short else 50.0
-        t.host("aten::mul", ts - 8, 7)
-        t.gpu(ADD, ts, dur, launch_ts=ts - 7, launch_dur=5.0)
+        t.host("aten::mul", ts - lead_us - 1, 7)
+        t.gpu(ADD, ts, dur, launch_ts=ts - lead_us, launch_dur=5.0)
         ts += dur + 5.0
     t.events[0]["dur"] = ts
     return t
 
 
-@pytest.mark.parametrize(("short", "found"), [(29, False), (31, True)])
-def test_launch_bound_needs_enough_short_kernels(tmp_path: Path, short: int, found: bool) -> None:
-    result = findings(write_h200(launch_trace(short), tmp_path / "launch.json"))
-    # Below the short-kernel share only gaps above the gap threshold count (none here but the
-    # 10 µs before the first kernel); above it the 5 µs gaps between kernels count too.
+@pytest.mark.parametrize(("lead_us", "found"), [(60.0, False), (7.0, True)])
+def test_launch_bound_only_when_the_gpu_waited_for_launches(tmp_path: Path, lead_us: float, found: bool) -> None:
+    # Every kernel is shorter than its launch in both; only where the launches return after the
+    # GPU ran out of work did the GPU wait for them. With the host ahead, the 5 µs gaps are the
+    # device's own dispatch between queued kernels.
+    result = findings(write_h200(launch_trace(100, lead_us=lead_us), tmp_path / "launch.json"))
     assert ("launch_bound" in ids(result)) is found
     if found:
         f = by_id(result, "launch_bound")
         assert f.material and "CUDA graphs" in f.fix
         assert 0 < f.saving_pct < 100
+
+
+def test_a_blocking_copy_is_not_a_launch(tmp_path: Path) -> None:
+    """Hand-made: a kernel, then a 2 ms host-to-device copy through a blocking
+    hipMemcpyWithStream (ROCm's blocking copy), then kernels queued well ahead: the GPU waited
+    for the copy, never for a kernel launch."""
+    t = HandMadeTrace()
+    t.step(1, 0, 3_000)
+    t.host("aten::mul", 1, 7)
+    t.gpu(ADD, 5, 3, launch_ts=2, launch_dur=2.0)
+    t.host("aten::copy_", 10, 2_020)
+    t.gpu("Memcpy HtoD (Pageable -> Device)", 2_000, 20, cat="gpu_memcpy", launch_ts=20, launch_dur=2_005, launch_name="hipMemcpyWithStream")
+    ts = 2_100.0
+    for _ in range(20):
+        t.host("aten::mul", ts - 80, 7)
+        t.gpu(ADD, ts, 40, launch_ts=ts - 79, launch_dur=5.0)
+        ts += 42
+    result = findings(write_h200(t, tmp_path / "copy.json"))
+    assert "launch_bound" not in ids(result, material_only=False)
 
 
 # -- GEMM arithmetic ---------------------------------------------------------------------------

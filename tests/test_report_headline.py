@@ -15,6 +15,7 @@ from traceinsight.analysis.report import analyze
 from traceinsight.analysis.sections.breakdown import BreakdownResult
 from traceinsight.analysis.sections.gaps import GapsResult
 from traceinsight.analysis.sections.overview import DeviceOverview, OverviewResult
+from traceinsight.analysis.window.spec import WindowResult
 
 from .conftest import sample_names
 
@@ -127,8 +128,13 @@ def test_verdict_agrees_with_the_breakdown_and_names_no_internals(sample_trace: 
     groups = rows.with_columns(pl.col("category").str.split("_").list.first()).group_by("category").agg(pl.col("share").sum())
     expected = {r["category"]: 100 * r["share"] for r in groups.iter_rows(named=True)}
     assert dict(head.shares) == pytest.approx(expected)
-    # Every share the verdict quotes is the breakdown's, with the breakdown's rounding.
-    quoted = dict(re.findall(r"(compute|exposed communication|copies|idle) (\d+\.\d) %", head.verdict.split(". ")[0]))
+    # Every share the verdict quotes is the breakdown's, with the breakdown's rounding. The time
+    # split is the first sentence, after the window's limits when the window is not steady state.
+    window = report.sections["window"]
+    assert isinstance(window, WindowResult)
+    assert head.verdict.startswith("This window is not steady state") is (not window.steady)
+    time_sentence = next(s for s in head.verdict.split(". ") if s.startswith("GPU time"))
+    quoted = dict(re.findall(r"(compute|exposed communication|copies|idle) (\d+\.\d) %", time_sentence))
     names = {"compute": "compute", "exposed communication": "communication", "copies": "memcpy", "idle": "idle"}
     for word, value in quoted.items():
         assert value == f"{expected[names[word]]:.1f}"

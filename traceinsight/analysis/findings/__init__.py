@@ -9,6 +9,7 @@ them. ``SPEC`` and ``run(trace, config, inputs)`` live in :mod:`.spec` (the regi
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from traceinsight.analysis.findings.batching import detect_sequential_small_gemms
 from traceinsight.analysis.findings.catalogue import CATALOGUE, MATERIALITY_PCT
@@ -23,9 +24,10 @@ from traceinsight.analysis.findings.idle import (
     detect_dataloader_stall,
     detect_host_bound,
     detect_host_sync,
-    detect_launch_bound,
 )
+from traceinsight.analysis.findings.launches import detect_launch_bound
 from traceinsight.analysis.findings.model import (
+    Confidence,
     Evidence,
     Finding,
     FindingsResult,
@@ -80,6 +82,13 @@ def find(ctx: FindingContext) -> FindingsResult:
         return FindingsResult(
             available=False, reason="no analysed window: the trace has no GPU activity to diagnose"
         )
+    if ctx.window is not None and ctx.full_window_ns > 0 and ctx.excluded_window_ns >= ctx.full_window_ns:
+        return FindingsResult(
+            available=False,
+            reason="no steady state to diagnose: the whole window is one-time work ("
+            + ", ".join(f.title for f in ctx.window.limiting)
+            + ")",
+        )
     estimates: list[Estimate] = []
     skipped: list[str] = []
     for detector in DETECTORS:
@@ -96,6 +105,13 @@ def find(ctx: FindingContext) -> FindingsResult:
             + " (detectors reading them found nothing)"
         )
     material, minor = settle(ctx, estimates)
+    material, minor = _profiled(ctx, material), _profiled(ctx, minor)
+    if ctx.excluded_window_ns > 0 and ctx.window is not None:
+        flags = ", ".join(f.title for f in ctx.window.limiting)
+        skipped.append(
+            f"{ctx.excluded_window_ns / 1e6:.1f} ms of the window left out of every saving as not steady "
+            f"state ({flags}): shares are of the remaining {ctx.window_ns / 1e6:.1f} ms"
+        )
     total = min(100.0, sum(f.saving_pct for f in material))
     return FindingsResult(
         findings=tuple(material),
@@ -108,6 +124,30 @@ def find(ctx: FindingContext) -> FindingsResult:
         rank=ctx.rank,
         skipped=tuple(skipped),
     )
+
+
+# Findings whose evidence is host time, which the profiler's own events inflate.
+HOST_TIME_FINDINGS = frozenset({"launch_bound", "host_bound", "dataloader_stall"})
+LOWER: dict[str, Confidence] = {"high": "medium", "medium": "low", "low": "low"}
+
+
+def _profiled(ctx: FindingContext, findings: list[Finding]) -> list[Finding]:
+    """Host-time findings on a trace recorded with with_stack/profile_memory: one confidence
+    step lower, and the reason says why."""
+    flag = None if ctx.window is None else ctx.window.flag("profiler_overhead")
+    if flag is None:
+        return findings
+    return [
+        replace(
+            f,
+            confidence=LOWER[f.confidence],
+            confidence_reason=f"{f.confidence_reason}; host time is inflated by the profiler "
+            f"({flag.evidence.split(':')[0]}), so this saving may read high",
+        )
+        if f.id in HOST_TIME_FINDINGS
+        else f
+        for f in findings
+    ]
 
 
 __all__ = [

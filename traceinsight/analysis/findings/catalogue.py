@@ -165,8 +165,8 @@ SIMT_EFFICIENCY = 0.7
 BANDWIDTH_EFFICIENCY = 0.7
 # Host-to-device bandwidth from pinned memory when the trace has no pinned copy to measure.
 PINNED_GBPS = 25.0
-# A kernel counts as short when it runs for less than its launch; this share of kernels
-# being short makes sub-threshold idle launch overhead.
+# This share of kernels launched after the GPU ran out of work makes the sub-threshold idle
+# before them launch overhead (the back-to-back launch pattern).
 LAUNCH_SHORT_PCT = 30.0
 # Same-shape GEMMs adjacent on a stream, each below this, this many in a row: one batched call.
 SMALL_GEMM_NS = 50_000

@@ -65,6 +65,10 @@ def detect_compile_in_window(ctx: FindingContext) -> Estimate | None:
     c = ctx.compile
     if c is None or c.compiles_in_trace <= c.recompiles_in_trace or c.compile_ns <= 0:
         return None
+    if ctx.excluded_window_ns > 0:
+        # The window assessment already found the one-time work (a first compile is start-up)
+        # and took it out of every share; the verdict says so first.
+        return None
     first = (c.compiles_in_trace - c.recompiles_in_trace) / c.compiles_in_trace
     return estimate(
         ctx,

@@ -8,7 +8,7 @@ calls by name, memcpy kinds by op) are read here from the trace's frames with ch
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TypeVar
 
@@ -16,6 +16,7 @@ import polars as pl
 
 from traceinsight.analysis.core.base import AnalysisConfig, Result
 from traceinsight.analysis.device import model as device_model
+from traceinsight.analysis.findings.steady import excluded_busy_ns, excluded_idle_ns, steady_gaps
 from traceinsight.analysis.findings.syncs import SYNC_GAP_SCHEMA, sync_opened_gaps
 from traceinsight.analysis.sections.bound import BoundResult
 from traceinsight.analysis.sections.breakdown import BreakdownResult
@@ -25,6 +26,7 @@ from traceinsight.analysis.sections.kernels import KernelsResult
 from traceinsight.analysis.sections.memory import MemoryResult
 from traceinsight.analysis.sections.ops import OpsResult
 from traceinsight.analysis.sections.steps import StepsResult
+from traceinsight.analysis.window.spec import WindowResult
 from traceinsight.trace.model import Trace
 
 R = TypeVar("R", bound=Result)
@@ -58,20 +60,40 @@ class FindingContext:
     memory: MemoryResult | None = None
     compile: CompileResult | None = None
     config: AnalysisConfig | None = None  # the user's peak overrides reach the device model
+    # The window assessment. What it finds not steady state (start-up, capture) is left out:
+    # ``gaps`` becomes the gaps outside those spans, and the window and idle time shrink by
+    # them (``excluded_window_ns``, ``excluded_idle_ns``), so savings are of the steady state.
+    window: WindowResult | None = None
+    excluded_window_ns: int = 0
+    excluded_idle_ns: int = 0
+    excluded_busy_ns: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        for name in ("gaps", "breakdown", "steps", "ops", "kernels", "bound", "memory", "compile"):
+        for name in ("gaps", "breakdown", "steps", "ops", "kernels", "bound", "memory", "compile", "window"):
             object.__setattr__(self, name, _usable(getattr(self, name)))
+        if self.window is not None and self.window.excluded.height and self.gaps is not None:
+            idle = excluded_idle_ns(self.trace, self.window.excluded, self.trace.gpu_devices)
+            object.__setattr__(self, "excluded_window_ns", self.window.excluded_ns)
+            object.__setattr__(self, "excluded_idle_ns", idle)
+            object.__setattr__(self, "excluded_busy_ns", excluded_busy_ns(self.trace, self.window.excluded))
+            object.__setattr__(self, "gaps", steady_gaps(self.gaps, self.window.excluded, idle, max(self.gaps.top.height, 1)))
 
     # -- denominators -------------------------------------------------------------------
     @property
-    def window_ns(self) -> int:
-        """The analysed time every share is of: the breakdown's (and gaps') window."""
+    def full_window_ns(self) -> int:
+        """The breakdown's (and gaps') window, one-time spans included."""
         if self.breakdown is not None and self.breakdown.window_ns > 0:
             return self.breakdown.window_ns
         if self.gaps is not None:
             return self.gaps.window_ns
         return 0
+
+    @property
+    def window_ns(self) -> int:
+        """The analysed time every share is of: the window without the spans the window
+        assessment finds not steady state (all of it when nothing would be left)."""
+        full = self.full_window_ns
+        return full - self.excluded_window_ns if self.excluded_window_ns < full else full
 
     @property
     def step_count(self) -> int:
@@ -114,7 +136,11 @@ class FindingContext:
         if self.breakdown is None:
             return 0
         rows = self.breakdown.by_device.filter(pl.col("category").is_in(list(categories)))
-        return int(rows["dur_ns"].sum())
+        total = int(rows["dur_ns"].sum())
+        # Time inside the spans left out as not steady state is no fix's to give back.
+        if categories == ("idle",):
+            return max(total - self.excluded_idle_ns, 0)
+        return max(total - sum(self.excluded_busy_ns.get(c, 0) for c in categories), 0)
 
     def idle_by_cause(self, cause: str) -> int:
         if self.gaps is None:

@@ -1,6 +1,7 @@
 """The plain-words verdict at the top of a report, built on the breakdown and the findings.
 
-It says, in this order: what the GPU's time is spent on (compute, exposed communication,
+It says, in this order: whether the window is steady state, when it is not (what it holds
+instead and what to record); what the GPU's time is spent on (compute, exposed communication,
 copies, idle and the main cause of the idle time) with the breakdown section's own figures;
 then the findings with the largest savings and their fixes. A bound region is named only
 when its kernels hold a large share of the GPU time, and never when it is an annotation of
@@ -18,6 +19,7 @@ from typing import Any
 import polars as pl
 
 from traceinsight.analysis.core.base import R, Result
+from traceinsight.analysis.findings import HOST_TIME_FINDINGS
 from traceinsight.analysis.findings.catalogue import ACTION
 from traceinsight.analysis.findings.context import DYNAMO_INTERNAL
 from traceinsight.analysis.findings.model import FindingsResult
@@ -28,6 +30,7 @@ from traceinsight.analysis.sections.memory import MemoryResult
 from traceinsight.analysis.sections.ops import OpsResult
 from traceinsight.analysis.sections.overview import OverviewResult
 from traceinsight.analysis.sections.steps import StepsResult
+from traceinsight.analysis.window.spec import WindowResult
 
 # Causes as the gaps section names them, in the words people use.
 CAUSE_WORDS = {
@@ -213,7 +216,38 @@ def _steps_idle_clause(steps: StepsResult | None, overview: OverviewResult | Non
 # -- what to fix ------------------------------------------------------------------------
 
 
-def _finding_clauses(findings: FindingsResult | None) -> list[Finding]:
+def _window_clause(window: WindowResult | None) -> Finding | None:
+    """The window is not steady state: what it holds instead, and what to record."""
+    if window is None or not window.limiting:
+        return None
+    first, *others = window.limiting
+    text = f"this window is not steady state: {first.evidence}"
+    if others:
+        text += "; also " + ", ".join(f.title for f in others)
+    advice = [a for a in dict.fromkeys(f.advice for f in window.limiting) if a]
+    if advice:
+        text += ". To diagnose the steady state, " + "; ".join(advice)
+    return Finding("window", text, 100.0)
+
+
+def _overhead_clause(window: WindowResult | None, findings: FindingsResult | None) -> Finding | None:
+    """Host-time findings lead on a trace whose host time the profiler inflated."""
+    flag = None if window is None else window.flag("profiler_overhead")
+    if flag is None or findings is None:
+        return None
+    leads = [f for f in findings.findings[:TOP_FINDINGS] if f.id in HOST_TIME_FINDINGS and f.saving_pct >= LEAD_SAVING_PCT]
+    if not leads:
+        return None
+    what = flag.evidence.split(":")[0]
+    return Finding(
+        "window",
+        f"recorded with {what}: host time is inflated by the profiler, so the {leads[0].id} saving may read high; "
+        + (flag.advice or ""),
+        0.5,
+    )
+
+
+def _finding_clauses(findings: FindingsResult | None, full_window_ns: int = 0) -> list[Finding]:
     if findings is None:
         return []
     chosen = [
@@ -222,11 +256,15 @@ def _finding_clauses(findings: FindingsResult | None) -> list[Finding]:
         if f.saving_pct >= LEAD_SAVING_PCT and not any(is_internal(r.name) for r in f.evidence.regions[:1])
     ][:TOP_FINDINGS]
     clauses = []
+    # Savings of a window with one-time spans left out are of the rest: say so.
+    rest = 0 < findings.window_ns < full_window_ns
     for i, f in enumerate(chosen):
         unit = "per step" if f.per_step and findings.step_ns else "in the window"
         saving = f"~{f.saving_pct:.0f} % ({_ms(f.saving_ns)} {unit})"
         action = f.action or ACTION.get(f.id, f.fix)
         lead = "Fix first" if i == 0 else "then"
+        if i == 0 and rest:
+            lead = f"Over the remaining {_ms(findings.window_ns)}, fix first"
         clauses.append(Finding("findings", f"{lead}: {_lower(f.title)} [{f.id}], saving {saving}: {action}", f.saving_pct))
     if not chosen:
         if findings.findings:
@@ -234,6 +272,8 @@ def _finding_clauses(findings: FindingsResult | None) -> list[Finding]:
             text = f"No finding saves more than {LEAD_SAVING_PCT:.0f} % (largest: {top.title} [{top.id}], ~{top.saving_pct:.1f} %)"
         else:
             text = "No material finding (none would save 1 % or more)"
+        if rest:
+            text += f" over the remaining {_ms(findings.window_ns)}"
         clauses.append(Finding("findings", text, 0.0))
     return clauses
 
@@ -312,7 +352,8 @@ def _lower(title: str) -> str:
 
 
 def compose(findings: Iterable[Finding]) -> str:
-    """Join clauses into the verdict: the time split, then the fixes, then the rest.
+    """Join clauses into the verdict: the window's limits (when it is not steady state), the
+    time split, then the fixes, then the rest.
 
     The time split is one sentence, the findings another (joined by "; "), each other
     clause its own sentence.
@@ -320,10 +361,15 @@ def compose(findings: Iterable[Finding]) -> str:
     items = list(findings)
     if not items:
         return "Nothing to say: no section produced a finding for this trace."
+    window = [f.text for f in items if f.section == "window" and f.weight >= 100.0]
     time = [f.text for f in items if f.section in ("breakdown", "overview", "steps")][:1]
     fixes = [f.text for f in items if f.section == "findings"]
-    rest = [f.text for f in sorted(items, key=lambda f: -f.weight) if f.section not in ("breakdown", "overview", "steps", "findings")]
-    sentences = [*time, *(["; ".join(fixes)] if fixes else []), *rest]
+    rest = [
+        f.text
+        for f in sorted(items, key=lambda f: -f.weight)
+        if f.section not in ("breakdown", "overview", "steps", "findings") and f.text not in window
+    ]
+    sentences = [*window, *time, *(["; ".join(fixes)] if fixes else []), *rest]
     return " ".join(_sentence(s) for s in sentences)
 
 
@@ -337,7 +383,8 @@ def headline(sections: Mapping[str, Result]) -> Headline:
     findings = _section(sections, "findings", FindingsResult)
     gaps = _section(sections, "gaps", GapsResult)
     overview = _section(sections, "overview", OverviewResult)
-    clauses: list[Finding | None] = []
+    window = _section(sections, "window", WindowResult)
+    clauses: list[Finding | None] = [_window_clause(window)]
     device: int | None = None
     shares: list[tuple[str, float]] = []
     no_gpu = overview is not None and not any(d.busy_ns > 0 for d in overview.devices)
@@ -351,7 +398,9 @@ def headline(sections: Mapping[str, Result]) -> Headline:
     else:
         clauses.append(_steps_idle_clause(_section(sections, "steps", StepsResult), overview))
     if findings is not None or "findings" in sections:
-        clauses.extend(_finding_clauses(findings))
+        full = window.window_ns if window is not None else breakdown.window_ns if breakdown is not None else 0
+        clauses.extend(_finding_clauses(findings, full))
+        clauses.append(_overhead_clause(window, findings))
     leads = any(c is not None and c.section == "findings" and c.weight > 0 for c in clauses)
     # Whole steps are labelled only when compute fills most of the window (not copies, idle).
     computing = dict(shares).get("compute", 0.0) >= 50.0

@@ -5,12 +5,9 @@ from __future__ import annotations
 
 import polars as pl
 
-from traceinsight.analysis.findings.advice import launch_advice
-from traceinsight.analysis.findings.catalogue import LAUNCH_SHORT_PCT
 from traceinsight.analysis.findings.context import DYNAMO_INTERNAL, FindingContext
 from traceinsight.analysis.findings.model import (
     Evidence,
-    KernelEvidence,
     OpEvidence,
     Pool,
     RegionEvidence,
@@ -210,77 +207,10 @@ def detect_host_sync(ctx: FindingContext) -> Estimate | None:
     )
 
 
-def detect_launch_bound(ctx: FindingContext) -> Estimate | None:
-    if ctx.kernels is None or ctx.gaps is None:
-        return None
-    launch = ctx.kernels.launch
-    short_pct = launch.shorter_than_launch_pct or 0.0
-    # Launch-overhead gaps behind torch.compile's own wrappers (between CUDA graph replays, in
-    # guards) are the compiled runtime's overhead, not eager launches: not counted here.
-    gap_idle = int(
-        ctx.gaps.gaps.filter(
-            (pl.col("cause") == "launch_overhead")
-            & ~pl.col("culprit").fill_null("").str.contains(DYNAMO_INTERNAL.pattern)
-        )["dur_ns"].sum()
-    )
-    # Idle in gaps below the gap threshold sits between back-to-back kernels: launch latency
-    # when most kernels are shorter than their launches.
-    short_idle = (
-        max(0, ctx.gaps.idle_ns - ctx.gaps.gap_idle_ns) if short_pct >= LAUNCH_SHORT_PCT else 0
-    )
-    idle = gap_idle + short_idle
-    if idle <= 0 or (short_pct < LAUNCH_SHORT_PCT and gap_idle <= 0):
-        return None
-    culprits = _culprits(ctx, "launch_overhead")
-    short = (
-        ctx.kernels.kernels.filter(pl.col("short_calls") > 0)
-        .sort(["short_calls", "total_ns", "name"], descending=[True, True, False])
-        .head(5)
-    )
-    graphs = ctx.compile is not None and ctx.compile.uses_cuda_graphs
-    fix, action = launch_advice(ctx.device)
-    if graphs:
-        fix = (
-            "The trace already replays CUDA graphs: capture more of the step in them (remove graph "
-            "breaks, avoid CPU work between replays) and fuse the remaining eager ops."
-        )
-    return estimate(
-        ctx,
-        "launch_bound",
-        {"idle": idle},
-        action=action,
-        confidence="high" if short_pct >= 50 else "medium",
-        confidence_reason=f"{short_pct:.0f} % of kernels run shorter than their launch call "
-        f"(mean launch {(launch.launch_cpu_mean_ns or 0) / 1e3:.1f} µs, median kernel {(launch.kernel_p50_ns or 0) / 1e3:.1f} µs)",
-        method="device idle time in gaps where the host was launching (launch-overhead gaps) plus the idle "
-        f"between back-to-back kernels below the gap threshold when >= {LAUNCH_SHORT_PCT:.0f} % of "
-        "kernels are shorter than their launch: fusion or CUDA graphs remove launch-bound idle",
-        evidence=Evidence(
-            ops=tuple(
-                OpEvidence(name=str(r["culprit"]), calls=int(r["gaps"]), dur_ns=int(r["idle_ns"]))
-                for r in culprits.iter_rows(named=True)
-            ),
-            kernels=tuple(
-                KernelEvidence(
-                    name=r["name"],
-                    calls=int(r["short_calls"]),
-                    dur_ns=int(r["total_ns"]),
-                    tensor_core=r["tensor_core"],
-                )
-                for r in short.iter_rows(named=True)
-            ),
-            locations=ctx.locations_of([str(c) for c in culprits["culprit"].to_list()]),
-            figures=(
-                ("launch_gap_idle_ns", float(gap_idle)),
-                ("short_idle_ns", float(short_idle)),
-                ("short_kernel_pct", round(short_pct, 2)),
-            ),
-        ),
-        fix=fix,
-    )
-
-
 def detect_allocator_churn(ctx: FindingContext) -> Estimate | None:
+    if ctx.step_count <= 1 and ctx.window is not None and not ctx.window.steady:
+        # One step of a window with start-up in it: its allocations are the warm-up's.
+        return None
     ev = ctx.trace.events
     calls = ev.filter(
         pl.col("kind").is_in(["runtime", "driver"])

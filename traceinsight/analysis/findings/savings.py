@@ -107,11 +107,15 @@ def pool_sizes(ctx: FindingContext) -> dict[Pool, int]:
         "idle": ctx.category_ns("idle"),
         "compute": ctx.category_ns("compute", "memset"),
         "communication": ctx.category_ns("communication"),
-        "memcpy": sum(
-            int(v)
-            for v in ctx.breakdown.by_device.filter(
-                ctx.breakdown.by_device["category"].str.starts_with("memcpy")
-            )["dur_ns"].to_list()
+        "memcpy": max(
+            sum(
+                int(v)
+                for v in ctx.breakdown.by_device.filter(
+                    ctx.breakdown.by_device["category"].str.starts_with("memcpy")
+                )["dur_ns"].to_list()
+            )
+            - sum(ns for c, ns in ctx.excluded_busy_ns.items() if c.startswith("memcpy")),
+            0,
         ),
     }
 

@@ -14,15 +14,17 @@ from traceinsight.analysis.sections.kernels import KernelsResult
 from traceinsight.analysis.sections.memory import MemoryResult
 from traceinsight.analysis.sections.ops import OpsResult
 from traceinsight.analysis.sections.steps import StepsResult
+from traceinsight.analysis.window.spec import WindowResult
 from traceinsight.trace.model import Trace
 
-REQUIRES = ("gaps", "breakdown", "steps", "ops", "kernels", "bound", "memory", "compile")
+REQUIRES = ("gaps", "breakdown", "steps", "ops", "kernels", "bound", "memory", "compile", "window")
 
 
 def run(trace: Trace, config: AnalysisConfig, inputs: Inputs = NO_INPUTS) -> FindingsResult:
     # The thresholds are the catalogue's; the config reaches the device model (peak overrides).
     ctx = FindingContext(
         trace=trace,
+        window=inputs.maybe("window", WindowResult),
         gaps=inputs.maybe("gaps", GapsResult),
         breakdown=inputs.maybe("breakdown", BreakdownResult),
         steps=inputs.maybe("steps", StepsResult),

@@ -10,7 +10,7 @@ import polars as pl
 SYNC_CALL_PATTERN = (
     r"^(cuda|hip)(Stream|Device|Event|Ctx|Thread)Synchronize"
     r"|^cu(Stream|Ctx|Event)Synchronize"
-    r"|^(cuda|hip)Memcpy(2D|3D)?$"
+    r"|^(cuda|hip)Memcpy(2D|3D)?$|^hipMemcpyWithStream$"
     r"|^cuMemcpy(DtoH|HtoD|DtoD)?(_v2)?$"
 )
 SYNC_OPS = ("aten::_local_scalar_dense", "aten::item")

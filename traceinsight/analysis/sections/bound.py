@@ -3,8 +3,9 @@
 For every region (ProfilerStep, record_function annotation, compiled graph call, nn.Module
 scope, the largest top-level ops, and the whole trace) this measures, on the device timeline:
 
-- the window: from the region's host start to the end of the last GPU work launched inside
-  it (or the host end, if later);
+- the window: from the region's host start (or, when the host runs ahead, the end of the GPU
+  work queued before it, which its kernels wait behind) to the end of the last GPU work
+  launched inside it (or the host end, if later);
 - how busy the GPU was in that window, and what the host was doing in the idle part (the
   causes the gap analysis assigns to idle gaps; idle slices shorter than the gap threshold
   are the back-to-back launch pattern and count as launch overhead);
@@ -46,7 +47,7 @@ from traceinsight.analysis.sections.bound_labels import (
     idle_causes,
     label_regions,
 )
-from traceinsight.analysis.sections.bound_regions import assign, region_spans
+from traceinsight.analysis.sections.bound_regions import assign, behind_queue, region_spans
 from traceinsight.analysis.sections.gaps import GapsResult
 from traceinsight.trace.model import Trace
 
@@ -252,7 +253,9 @@ def _region_table(
             pl.col("kernel_ns").fill_null(0),
         )
     )
-    table = _step_device_windows(trace, table).with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("dur_ns"))
+    table = behind_queue(trace, _step_device_windows(trace, table)).with_columns(
+        (pl.col("end_ns") - pl.col("start_ns")).alias("dur_ns")
+    )
     table = intervals.covered_ns(table, busy_intervals(trace), by=["device"], out="busy_ns")
     table = table.with_columns(
         (pl.col("dur_ns") - pl.col("busy_ns")).clip(lower_bound=0).alias("idle_ns"),

@@ -90,3 +90,39 @@ def assign(regions: pl.DataFrame, work: pl.DataFrame) -> pl.DataFrame:
         pl.col("launch_ts_ns") >= pl.col("start_ns"),
         pl.col("launch_ts_ns") < pl.col("host_end_ns"),
     ).drop("start_ns", "host_end_ns")
+
+
+def behind_queue(trace: Trace, table: pl.DataFrame) -> pl.DataFrame:
+    """Regions other than the whole trace and steps start on the device no earlier than the
+    end of the GPU work launched before them: when the host runs ahead, a region's kernels
+    queue behind earlier work, and that wait is the earlier work's time, not the region's.
+
+    The region keeps its own GPU work and the idle its host time caused (the device idle
+    between the queue's end and its first kernel); ``end_ns`` is unchanged. Steps already
+    start this way (timeline.device_step_spans)."""
+    work = trace.kernels.filter(pl.col("device").is_not_null()).select(
+        "device",
+        # Work whose launch is not in the trace was queued before it began.
+        pl.col("launch_ts_ns").fill_null(-(2**62)).alias("_launch"),
+        "end_ns",
+    )
+    if work.height == 0 or table.height == 0:
+        return table
+    queued = (
+        work.sort("_launch")
+        .with_columns(pl.col("end_ns").cum_max().over("device").alias("_queue_end"))
+        .group_by("device", "_launch")
+        .agg(pl.col("_queue_end").max())
+        .sort("_launch")
+    )
+    moved = pl.col("kind").is_in(["trace", "step"]).not_()
+    probe = table.with_row_index("_row").with_columns((pl.col("start_ns") - 1).alias("_probe")).sort("_probe")
+    hit = probe.join_asof(
+        queued, left_on="_probe", right_on="_launch", by="device", strategy="backward", check_sortedness=False
+    )
+    start = pl.min_horizontal(pl.max_horizontal("start_ns", pl.col("_queue_end").fill_null(pl.col("start_ns"))), "end_ns")
+    return (
+        hit.with_columns(pl.when(moved).then(start).otherwise(pl.col("start_ns")).alias("start_ns"))
+        .sort("_row")
+        .drop("_row", "_probe", "_launch", "_queue_end")
+    )

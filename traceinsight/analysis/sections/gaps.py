@@ -415,6 +415,15 @@ def run(trace: Trace, config: AnalysisConfig, inputs: Inputs = NO_INPUTS) -> Gap
     devices = busy["device"].n_unique()
     idle_ns = devices * window_ns - int(busy.select((pl.col("end_ns") - pl.col("start_ns")).sum()).item() or 0)
     gaps = find_gaps(trace, threshold_ns)
+    return summarise(gaps, threshold_ns, config.top_n, devices=devices, idle_ns=idle_ns, window=(lo, hi))
+
+
+def summarise(
+    gaps: pl.DataFrame, threshold_ns: int, top_n: int, *, devices: int, idle_ns: int, window: tuple[int, int]
+) -> GapsResult:
+    """The result for a set of gaps (``find_gaps``' frame): per-cause and per-culprit totals,
+    histogram and top gaps. Findings call it again on the steady-state gaps of a window."""
+    lo, hi = window
     total = int(gaps["dur_ns"].sum() or 0)
     share = (pl.col("idle_ns") / total) if total else pl.lit(0.0)
     by_cause = (
@@ -435,10 +444,10 @@ def run(trace: Trace, config: AnalysisConfig, inputs: Inputs = NO_INPUTS) -> Gap
         )
         .with_columns(share.cast(pl.Float64).alias("share"))
         .sort(["idle_ns", "culprit"], descending=[True, False])
-        .head(config.top_n)
+        .head(top_n)
         .select(list(CULPRIT_SCHEMA))
     )
-    top = gaps.sort(["dur_ns", "start_ns"], descending=[True, False]).head(config.top_n).select(list(GAP_SCHEMA))
+    top = gaps.sort(["dur_ns", "start_ns"], descending=[True, False]).head(top_n).select(list(GAP_SCHEMA))
     return GapsResult(
         devices=devices,
         idle_ns=idle_ns,
@@ -452,7 +461,7 @@ def run(trace: Trace, config: AnalysisConfig, inputs: Inputs = NO_INPUTS) -> Gap
         threshold_ns=threshold_ns,
         window_start_ns=lo,
         window_end_ns=hi,
-        window_ns=window_ns,
+        window_ns=hi - lo,
     )
 
 

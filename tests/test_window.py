@@ -1,0 +1,214 @@
+"""Window assessment: start-up, graph capture, GPU work traced in part, degenerate steps and
+profiler overhead, each on a trace that shows it; and what findings and the verdict do with it."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+
+from traceinsight.analysis.findings.model import FindingsResult
+from traceinsight.analysis.report import Report, analyze
+from traceinsight.analysis.window.spec import WindowResult
+from traceinsight.trace.loader import load
+
+from .findings_helpers import by_id, findings, write_h200
+from .handmade import HandMadeTrace
+
+ROOT = Path(__file__).resolve().parents[1]
+TRACELENS = ROOT.parent / "shared" / "third_party" / "tracelens"
+HTA = ROOT.parent / "shared" / "third_party" / "hta"
+ADD = "vectorized_elementwise_kernel<4, AddFunctor<float>>"
+
+
+@functools.cache
+def _report(path: Path) -> Report:
+    if not path.exists():
+        pytest.skip(f"{path} is not here (third-party traces live in ../shared)")
+    return analyze(load(path, cache=False))
+
+
+def window_of(report: Report) -> WindowResult:
+    result = report.sections["window"]
+    assert isinstance(result, WindowResult) and result.available
+    return result
+
+
+def findings_of(report: Report) -> FindingsResult:
+    result = report.sections["findings"]
+    assert isinstance(result, FindingsResult)
+    return result
+
+
+# -- start-up --------------------------------------------------------------------------------
+
+
+def test_cuda_start_up_leads_the_verdict_and_is_left_out_of_savings() -> None:
+    # HTA's simple_add: the first .to() spends 25 s in CUDA start-up, a first conv 16 s more,
+    # out of 42 s; the rest is the work.
+    report = _report(HTA / "critical_path" / "simple_add_input.json.gz")
+    window = window_of(report)
+    startup = window.flag("startup")
+    assert startup is not None and startup.limits and not window.steady
+    assert "a first aten::to" in startup.evidence
+    assert window.excluded_ns > 0.9 * window.window_ns
+    verdict = report.headline.verdict
+    assert verdict.startswith("This window is not steady state")
+    assert "schedule(wait=1, warmup=2, active=3)" in verdict.split(". GPU time")[0]
+    result = findings_of(report)
+    if result.available:
+        # Shares are of what is left; no finding claims the start-up idle.
+        assert result.window_ns <= window.window_ns - window.excluded_ns + 1
+        assert sum(f.saving_window_ns for f in result.findings) <= result.window_ns
+
+
+def test_loading_kernel_code_is_start_up() -> None:
+    # TraceLens normalization layers: one call of each layer, whose first kernel launches take
+    # up to 0.33 s each (their code is loaded then).
+    report = _report(TRACELENS / "normalization_layers.json.gz")
+    startup = window_of(report).flag("startup")
+    assert startup is not None and startup.limits
+    assert "first launch(es) of a kernel (loading its code)" in startup.evidence
+    assert report.headline.verdict.startswith("This window is not steady state")
+    # Not "launch-bound, saving 99 %": the launches that loaded code are start-up.
+    launch = by_id(findings_of(report), "launch_bound")
+    assert launch is None or launch.saving_window_ns < 0.1 * window_of(report).window_ns
+
+
+def test_a_blocking_copy_before_the_step_is_not_launch_bound() -> None:
+    # SGLang decode: one 0.46 s blocking hipMemcpyWithStream, then a step of CUDA-graph replays.
+    report = _report(TRACELENS / "sglang_decode" / "decode.json.gz")
+    assert report.headline.verdict.startswith("This window is not steady state")
+    launch = by_id(findings_of(report), "launch_bound")
+    assert launch is None or launch.saving_window_ns < 5_000_000
+
+
+def start_up_trace() -> HandMadeTrace:
+    """Hand-made: a 400 ms first cudaFree with the GPU idle, then 50 ms of steady kernels queued
+    ahead by a host that launches every 100 µs."""
+    t = HandMadeTrace()
+    t.host("aten::empty", 0, 400_010)
+    t.host("cudaFree", 5, 400_000, cat="cuda_runtime")
+    ts = 400_100.0
+    for _ in range(500):
+        t.host("aten::add", ts - 20, 6)
+        t.gpu(ADD, ts, 99, launch_ts=ts - 19, launch_dur=4)
+        ts += 100
+    return t
+
+
+def test_start_up_idle_is_no_finding_s_saving(tmp_path: Path) -> None:
+    trace = write_h200(start_up_trace(), tmp_path / "startup.json")
+    result = findings(trace)
+    assert result.window_ns < 60_000_000  # the 400 ms of start-up are not in the shares
+    assert "left out of every saving" in " ".join(result.skipped)
+    assert all(f.saving_window_ns < 10_000_000 for f in (*result.findings, *result.not_material))
+
+
+# -- graph capture ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        TRACELENS / "sglang_decode" / "capture_bs_32_rank0.json.gz",
+        TRACELENS / "vllm_prefilldecode_piecewise" / "graph_capture_rank_0.json.gz",
+        TRACELENS / "xdit_flux_aiter_sage" / "capture_trace_rank_0.json.gz",
+    ],
+    ids=["sglang", "vllm", "xdit"],
+)
+def test_a_capture_trace_gets_no_steady_state_advice(path: Path) -> None:
+    report = _report(path)
+    capture = window_of(report).flag("graph_capture")
+    assert capture is not None and capture.limits
+    verdict = report.headline.verdict
+    assert verdict.startswith("This window is not steady state")
+    assert "profile graph replays, not their capture" in verdict
+    result = findings_of(report)
+    assert not result.available and "no steady state" in (result.reason or "")
+    assert "Fix first" not in verdict
+
+
+# -- GPU work traced in part -----------------------------------------------------------------
+
+
+def replay_trace(*, traced: bool) -> HandMadeTrace:
+    """Hand-made: 10 cudaGraphLaunch replays, 1 ms apart; with ``traced`` each shows two 200 µs
+    kernels 300 µs apart (idle inside the replay), without it no kernel at all."""
+    t = HandMadeTrace()
+    t.step(1, 0, 5_000)
+    t.step(2, 5_000, 5_000)
+    t.gpu(ADD, 10, 50)
+    for i in range(10):
+        ts = 100.0 + 1_000 * i
+        t.host("aten::graph_replay", ts - 5, 10)
+        corr = t.next_correlation
+        t.gpu(ADD, ts + 5, 200, launch_ts=ts, launch_dur=8, launch_name="cudaGraphLaunch")
+        if traced:
+            t.events.append(dict(t.events[-1], ts=ts + 505, args=dict(t.events[-1]["args"], correlation=corr)))
+        else:
+            t.events.pop()
+    t.gpu(ADD, 10_000, 50)
+    return t
+
+
+@pytest.mark.parametrize("traced", [True, False])
+def test_replays_without_their_kernels_are_flagged(tmp_path: Path, traced: bool) -> None:
+    trace = write_h200(replay_trace(traced=traced), tmp_path / "replay.json")
+    report = analyze(trace)
+    partial = window_of(report).flag("partial_gpu")
+    assert partial is not None and partial.limits
+    words = "inside CUDA-graph replays" if traced else "graph replays have no traced kernels"
+    assert words in partial.evidence
+    assert report.headline.verdict.startswith("This window is not steady state")
+
+
+# -- steps and profiler overhead -------------------------------------------------------------
+
+
+def test_a_single_step_is_said(tmp_path: Path) -> None:
+    t = HandMadeTrace()
+    t.step(1, 0, 100)
+    t.gpu(ADD, 20, 50)
+    flag = window_of(analyze(write_h200(t, tmp_path / "one.json"))).flag("steps")
+    assert flag is not None and flag.title == "a single step" and not flag.limits
+
+
+def test_with_stack_overhead_is_flagged_and_lowers_host_findings(sample_trace: Any) -> None:
+    report = analyze(sample_trace("train_with_stack"))
+    flag = window_of(report).flag("profiler_overhead")
+    assert flag is not None and "with_stack=True" in flag.evidence
+    python = report.sections["window"].to_dict()["flags"]
+    assert any(f["figures"].get("python_events", 0) > 1000 for f in python)
+    for f in findings_of(report).findings:
+        if f.id in ("launch_bound", "host_bound", "dataloader_stall"):
+            assert f.confidence != "high" and "inflated by the profiler" in f.confidence_reason
+
+
+def test_profile_memory_is_flagged_and_steady_samples_are_steady(sample_trace: Any) -> None:
+    eager = window_of(analyze(sample_trace("train_eager")))
+    flag = eager.flag("profiler_overhead")
+    assert flag is not None and "profile_memory=True" in flag.evidence
+    assert eager.steady
+    assert window_of(analyze(sample_trace("tiny_kernels"))).steady
+    # CUDA-graph replays dispatch their nodes a few µs apart: that is no untraced work.
+    assert window_of(analyze(sample_trace("fix_launch_after"))).steady
+    assert window_of(analyze(sample_trace("train_cudagraphs"))).steady
+
+
+# -- regions when the host runs ahead ------------------------------------------------------
+
+
+def test_regions_are_not_charged_for_the_queue_ahead_of_them(sample_trace: Any) -> None:
+    # train_eager: the host runs ahead, so Optimizer.step begins on the host while the backward
+    # pass is still queued; its own kernels take ~0.34 ms.
+    bound = analyze(sample_trace("train_eager")).sections["bound"].regions  # type: ignore[attr-defined]
+    step = bound.filter(pl.col("name").str.starts_with("Optimizer.step"))
+    assert step.height >= 3
+    assert (step["dur_ns"] <= 2 * step["kernel_ns"]).all(), step.select("dur_ns", "kernel_ns")
+    ops = bound.filter(pl.col("kind") == "op")
+    steps = bound.filter(pl.col("kind") == "step")
+    assert ops["dur_ns"].max() < steps["dur_ns"].min()

@@ -1,0 +1,334 @@
+"""Is the recorded window steady state? One function per thing that makes it not so.
+
+Each returns a :class:`Flag` (or None): what was seen, its evidence and figures, whether it
+*limits* steady-state advice, what to record instead, and the host spans whose idle time is
+not steady state (``excluded``: findings leave the device idle inside them out).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from traceinsight.analysis.lib import intervals
+from traceinsight.analysis.lib.host_names import SYNC_CALL_PATTERN, SYNC_OPS
+from traceinsight.analysis.lib.timeline import busy_intervals
+from traceinsight.trace.model import Trace
+from traceinsight.trace.schema import PROFILER_STEP_PREFIX
+
+SPAN_SCHEMA = pl.Schema({"start_ns": pl.Int64, "end_ns": pl.Int64})
+
+# A one-time call: the first of its name, this long, this many times its later calls' median
+# (or the only call), and spent mostly while the device sat idle (a call that waits on queued
+# GPU work, a sync, keeps the device busy and is not start-up).
+STARTUP_CALL_MIN_NS = 20_000_000
+STARTUP_FACTOR = 10.0
+STARTUP_IDLE_SHARE = 0.5
+# Loading kernel code: module/library loads at any length, and the first launch of a kernel
+# when it takes this long and this many times the median launch (lazy module loading).
+MODULE_LOAD = r"^cu(Module|Library)(Load|GetFunction|GetKernel)|^hipModule(Load|GetFunction)|^cuKernelGetFunction"
+FIRST_LAUNCH_MIN_NS = 1_000_000
+FIRST_LAUNCH_FACTOR = 50.0
+# One-time work limits the window when it covers this share of it.
+LIMIT_SHARE = 0.05
+# CUDA/HIP graph capture and instantiation.
+CAPTURE = r"^(cuda|hip)StreamBeginCapture|^(cuda|hip)StreamEndCapture|^(cuda|hip)GraphInstantiate|^cu(StreamBeginCapture|StreamEndCapture|GraphInstantiate)"
+GRAPH_LAUNCH = r"^(cuda|hip)GraphLaunch|^cuGraphLaunch"
+CAPTURE_LIMIT_SHARE = 0.25
+# Graph replays whose kernels are missing limit the window when they are this share of launches.
+UNTRACED_REPLAY_SHARE = 0.5
+# Work launched before recording began is said above this share of the busy time (a note).
+PRE_WINDOW_NOTE_SHARE = 0.01
+# Idle inside graph replays (between their own kernels) limits the window above this share of idle.
+REPLAY_IDLE_SHARE = 0.25
+REPLAY_GAP_NS = 10_000
+
+
+@dataclass(frozen=True)
+class Flag:
+    id: str
+    title: str
+    limits: bool
+    evidence: str
+    advice: str | None = None
+    figures: tuple[tuple[str, float], ...] = ()
+    excluded: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=SPAN_SCHEMA))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "title": self.title,
+            "limits": self.limits,
+            "evidence": self.evidence,
+            "advice": self.advice,
+            "figures": {k: v for k, v in self.figures},
+            "excluded_ns": span_ns(self.excluded),
+        }
+
+
+def span_ns(spans: pl.DataFrame) -> int:
+    if spans.height == 0:
+        return 0
+    return int(intervals.total_ns(intervals.union(spans)))  # type: ignore[arg-type]
+
+
+def _ms(ns: float) -> str:
+    return f"{ns / 1e9:.2f} s" if ns >= 1e9 else f"{ns / 1e6:.1f} ms"
+
+
+# torch.compile's own frames, named in words rather than by their internal names.
+COMPILE_FRAME = r"(?i)dynamo|compile|inductor|^## Call CompiledFxGraph|^Torch-Compiled Region|OutputGraph"
+
+
+def _plain(name: str) -> str:
+    if re.search(COMPILE_FRAME, name):
+        return "torch.compile compiling"
+    return f"a first {name}"
+
+
+def _host_calls(trace: Trace) -> pl.DataFrame:
+    kind = pl.col("kind").cast(pl.String)
+    return trace.events.filter(kind.is_in(["cpu_op", "user_annotation", "runtime", "driver"]) & (pl.col("dur_ns") > 0)).select(
+        "id", "ts_ns", "end_ns", "dur_ns", pl.col("name").cast(pl.String), kind.alias("kind")
+    )
+
+
+def startup(trace: Trace, window_ns: int) -> Flag | None:
+    """Lazy CUDA/HIP initialisation, module loading, first calls and first launches."""
+    calls = _host_calls(trace).sort("ts_ns")
+    name = pl.col("name")
+    firsts = (
+        calls.filter(
+            ~name.str.contains(SYNC_CALL_PATTERN) & ~name.is_in(list(SYNC_OPS)) & ~name.str.starts_with(PROFILER_STEP_PREFIX)
+        )
+        .group_by("name", maintain_order=True)
+        .agg(
+            pl.col("id", "ts_ns", "end_ns", "dur_ns", "kind").first(),
+            pl.col("dur_ns").slice(1).median().alias("later_ns"),
+        )
+        .filter(
+            (pl.col("dur_ns") >= STARTUP_CALL_MIN_NS)
+            & (pl.col("later_ns").is_null() | (pl.col("dur_ns") >= STARTUP_FACTOR * pl.col("later_ns")))
+            # An annotation is a first call only next to later ones (a single annotation may
+            # wrap the whole run).
+            & ((pl.col("kind") != "user_annotation") | pl.col("later_ns").is_not_null())
+        )
+    )
+    # Spent mostly with the device idle: initialisation, not a wait on queued work.
+    busy = busy_intervals(trace).select("start_ns", "end_ns")
+    firsts = intervals.covered_ns(firsts.rename({"ts_ns": "start_ns"}), busy, out="busy_ns").filter(
+        pl.col("busy_ns") <= (1 - STARTUP_IDLE_SHARE) * pl.col("dur_ns")
+    )
+    # Name the outermost calls only: a first aten::to holds its first aten::_to_copy.
+    inner = firsts.join_where(
+        firsts.select(pl.col("id").alias("_oid"), pl.col("start_ns").alias("_os"), pl.col("end_ns").alias("_oe")),
+        pl.col("_os") <= pl.col("start_ns"),
+        pl.col("_oe") >= pl.col("end_ns"),
+        pl.col("_oid") != pl.col("id"),
+    ).filter((pl.col("_oe") - pl.col("_os") > pl.col("dur_ns")) | (pl.col("_oid") < pl.col("id")))
+    firsts = firsts.join(inner.select("id").unique(), on="id", how="anti")
+    loads = calls.filter(name.str.contains(MODULE_LOAD)).rename({"ts_ns": "start_ns"})
+    # Kernels launched by a launch call: a copy call that takes long is a copy, not code loading.
+    launches = trace.kernels.filter(
+        pl.col("launch_id").is_not_null()
+        & (pl.col("kind").cast(pl.String) == "kernel")
+        & pl.col("launch_name").cast(pl.String).str.contains("(?i)launch")
+    ).select(
+        "name", "launch_id", "launch_ts_ns", "launch_end_ns"
+    )
+    launch_ns = (launches["launch_end_ns"] - launches["launch_ts_ns"]).median() if launches.height else None
+    first_launches = pl.DataFrame(schema=SPAN_SCHEMA)
+    if isinstance(launch_ns, (int, float)) and launch_ns > 0:
+        first_launches = (
+            launches.sort("launch_ts_ns")
+            .group_by("name", maintain_order=True)
+            .first()
+            .filter(
+                (pl.col("launch_end_ns") - pl.col("launch_ts_ns") >= FIRST_LAUNCH_MIN_NS)
+                & (pl.col("launch_end_ns") - pl.col("launch_ts_ns") >= FIRST_LAUNCH_FACTOR * launch_ns)
+            )
+            .select("name", pl.col("launch_ts_ns").alias("start_ns"), pl.col("launch_end_ns").alias("end_ns"))
+            .sort(pl.col("end_ns") - pl.col("start_ns"), descending=True)
+        )
+    spans = pl.concat([firsts.select(list(SPAN_SCHEMA)), loads.select(list(SPAN_SCHEMA)), first_launches.select(list(SPAN_SCHEMA)).cast(SPAN_SCHEMA)])
+    total = span_ns(spans)
+    if total <= 0 or total < FIRST_LAUNCH_MIN_NS:
+        return None
+    # The outermost first calls by what they are, longest first (two compilations read as one).
+    by_label: dict[str, int] = {}
+    for r in firsts.sort("dur_ns", descending=True).iter_rows(named=True):
+        by_label[_plain(r["name"])] = by_label.get(_plain(r["name"]), 0) + int(r["dur_ns"])
+    named = [f"{label} {_ms(ns)}" for label, ns in list(by_label.items())[:3]]
+    if loads.height:
+        named.append(f"{loads.height} kernel-code loads {_ms(span_ns(loads.select(list(SPAN_SCHEMA))))}")
+    if first_launches.height:
+        top_launch = first_launches.row(0, named=True)
+        kernel = str(top_launch["name"])
+        kernel = kernel if len(kernel) <= 60 else kernel[:57] + "..."
+        named.append(
+            f"{first_launches.height} first launch(es) of a kernel (loading its code), the longest "
+            f"{_ms(top_launch['end_ns'] - top_launch['start_ns'])} for {kernel}"
+        )
+    share = total / window_ns if window_ns > 0 else 0.0
+    return Flag(
+        id="startup",
+        title="start-up in the window",
+        limits=share >= LIMIT_SHARE,
+        evidence=f"{_ms(total)} ({100 * share:.0f} % of the window) in one-time start-up: " + ", ".join(named),
+        advice="profile after warm-up, e.g. schedule(wait=1, warmup=2, active=3)",
+        figures=(("startup_ns", float(total)), ("startup_share_pct", round(100 * share, 2))),
+        excluded=intervals.union(spans),
+    )
+
+
+def graph_capture(trace: Trace, window_ns: int) -> Flag | None:
+    """Stream capture and graph instantiation: the captured work is recorded, not executed."""
+    calls = _host_calls(trace).filter(pl.col("name").str.contains(CAPTURE))
+    if calls.height == 0:
+        return None
+    begins = calls.filter(pl.col("name").str.contains("BeginCapture")).height
+    lo = int(calls["ts_ns"].min())  # type: ignore[arg-type]
+    hi = int(calls["end_ns"].max())  # type: ignore[arg-type]
+    busy = busy_intervals(trace)
+    executed = int(intervals.total_ns(intervals.clip(busy, lo, hi)))  # type: ignore[arg-type]
+    share = (hi - lo) / window_ns if window_ns > 0 else 0.0
+    limits = share >= CAPTURE_LIMIT_SHARE
+    # Around a capture the host warms the graph up and allocates its pool: when capture limits
+    # the window, none of the window is steady state.
+    if limits:
+        events = trace.events.filter(pl.col("kind").cast(pl.String) != "other")
+        lo, hi = int(events["ts_ns"].min()), int(events["end_ns"].max())  # type: ignore[arg-type]
+    return Flag(
+        id="graph_capture",
+        title="graph capture in the window",
+        limits=limits,
+        evidence=f"{begins} stream capture(s) and {calls.height - begins} end/instantiate calls over "
+        f"{100 * share:.0f} % of the window; the GPU ran {_ms(executed)} meanwhile: captured work is recorded, not run",
+        advice="profile graph replays, not their capture",
+        figures=(("captures", float(begins)), ("capture_span_ns", float(hi - lo)), ("executed_ns", float(executed))),
+        excluded=pl.DataFrame({"start_ns": [lo], "end_ns": [hi]}, schema=SPAN_SCHEMA),
+    )
+
+
+def partial_gpu(trace: Trace, window_ns: int) -> Flag | None:
+    """GPU work the trace shows only in part: replays without their kernels, work queued earlier."""
+    name = pl.col("name").cast(pl.String)
+    graph_launches = trace.events.filter(pl.col("kind").cast(pl.String).is_in(["runtime", "driver"]) & name.str.contains(GRAPH_LAUNCH))
+    traced = trace.kernels.filter(pl.col("launch_id").is_not_null()).select(pl.col("launch_id").alias("id")).unique()
+    untraced = graph_launches.join(traced, on="id", how="anti")
+    work = trace.kernels.filter(pl.col("device").is_not_null())
+    busy_ns = int(work["dur_ns"].sum() or 0)
+    # Work with no launch in the trace that ran before any work the trace did launch: queued
+    # before recording began (unlinked work later on may only lack its correlation).
+    first_linked = work.filter(pl.col("launch_id").is_not_null())["ts_ns"].min()
+    before = work.filter(pl.col("launch_id").is_null() & (pl.col("ts_ns") < (first_linked if first_linked is not None else 2**62)))
+    before_ns = int(before["dur_ns"].sum() or 0)
+    parts = []
+    limits = False
+    figures: list[tuple[str, float]] = []
+    if untraced.height:
+        share = untraced.height / graph_launches.height
+        limits |= share >= UNTRACED_REPLAY_SHARE
+        parts.append(
+            f"{untraced.height} of {graph_launches.height} graph replays have no traced kernels: the GPU ran them, "
+            "the trace shows it idle"
+        )
+        figures.append(("untraced_replays", float(untraced.height)))
+    if before_ns > 0 and busy_ns > 0 and before_ns >= PRE_WINDOW_NOTE_SHARE * busy_ns:
+        # A note: the queue's tail is real work, it only has no launch to read.
+        share = before_ns / busy_ns
+        parts.append(f"{_ms(before_ns)} of GPU work ({100 * share:.0f} % of it) was launched before recording began")
+        figures.append(("pre_window_work_ns", float(before_ns)))
+    # Idle between the kernels of one replay: a graph runs without the host, so idle there is
+    # graph nodes the trace does not show (or waits inside the graph), not a host cause.
+    replays = (
+        trace.kernels.filter(pl.col("launch_name").cast(pl.String).fill_null("").str.contains(GRAPH_LAUNCH) & pl.col("device").is_not_null())
+        .group_by("launch_id", "device")
+        .agg(pl.col("ts_ns").min().alias("start_ns"), pl.col("end_ns").max())
+    )
+    inside = intervals.difference(replays.select("device", "start_ns", "end_ns"), busy_intervals(trace), by=["device"])
+    # A replay dispatches its nodes back to back: a few µs between kernels is the graph's own
+    # dispatch; a stretch as long as an idle gap is work the trace does not show.
+    inside = inside.filter(pl.col("end_ns") - pl.col("start_ns") >= REPLAY_GAP_NS)
+    inside_ns = int((inside["end_ns"] - inside["start_ns"]).sum() or 0)
+    idle_ns = max(window_ns - span_ns(busy_intervals(trace).select(list(SPAN_SCHEMA))), 0)
+    if inside_ns > 0 and idle_ns > 0 and inside_ns >= REPLAY_IDLE_SHARE * idle_ns:
+        limits = True
+        parts.append(
+            f"{_ms(inside_ns)} of idle time ({100 * inside_ns / idle_ns:.0f} % of it) lies inside CUDA-graph replays, "
+            "between their traced kernels: graph work the trace does not show, not the host"
+        )
+        figures.append(("idle_inside_replays_ns", float(inside_ns)))
+    if not parts:
+        return None
+    # Idle while an untraced replay may have run (from its launch on), and inside replays.
+    excluded = pl.concat(
+        [untraced.select(pl.col("ts_ns").alias("start_ns"), "end_ns").cast(SPAN_SCHEMA), inside.select(list(SPAN_SCHEMA)).cast(SPAN_SCHEMA)]
+    )
+    return Flag(
+        id="partial_gpu",
+        title="GPU work traced only in part",
+        limits=limits,
+        evidence="; ".join(parts),
+        advice="record with the profiler active before the work is launched, and with CUDA-graph kernels "
+        "traced (recent PyTorch records the kernels of replays)",
+        figures=tuple(figures),
+        excluded=excluded,
+    )
+
+
+def steps(step_count: int, empty_steps: int) -> Flag | None:
+    """No steps, one step, or steps that launched no GPU work."""
+    if step_count == 0:
+        return Flag(
+            id="steps",
+            title="no steps",
+            limits=False,
+            evidence="no ProfilerStep in the trace: the whole window is read as one span, start-up included if it was recorded",
+            advice="call prof.step() every iteration so that steps, and the warm-up step, can be told apart",
+        )
+    if step_count == 1:
+        return Flag(
+            id="steps",
+            title="a single step",
+            limits=False,
+            evidence="one ProfilerStep: figures are one sample, and a first iteration carries one-time costs",
+            advice="profile several steps after warm-up, e.g. schedule(wait=1, warmup=2, active=3)",
+            figures=(("steps", 1.0),),
+        )
+    if empty_steps:
+        return Flag(
+            id="steps",
+            title="steps without GPU work",
+            limits=False,
+            evidence=f"{empty_steps} of {step_count} steps launched no GPU work",
+            figures=(("empty_steps", float(empty_steps)),),
+        )
+    return None
+
+
+def profiler_overhead(trace: Trace, step_count: int) -> Flag | None:
+    """with_stack (python_function events) and profile_memory ([memory] events) cost host time."""
+    python = int(trace.events.filter(pl.col("kind").cast(pl.String) == "python").height)
+    memory = int(trace.memory.height)
+    if python == 0 and memory == 0:
+        return None
+    parts = []
+    per = max(step_count, 1)
+    unit = "per step" if step_count else "in the window"
+    if python:
+        parts.append(f"with_stack=True: {python} Python function events ({python // per} {unit})")
+    if memory:
+        parts.append(f"profile_memory=True: {memory} allocator events ({memory // per} {unit})")
+    return Flag(
+        id="profiler_overhead",
+        title="profiler overhead on the host",
+        limits=False,
+        evidence="; ".join(parts) + ": each recorded event costs host time, so host-side time (and any "
+        "host- or launch-bound saving) reads higher than without them",
+        advice="confirm host- or launch-bound findings on a trace recorded without with_stack/profile_memory",
+        figures=(("python_events", float(python)), ("memory_events", float(memory))),
+    )

@@ -1,0 +1,31 @@
+"""Terminal view of the window assessment: steady or not, and each flag with its evidence."""
+
+from __future__ import annotations
+
+from rich.console import Group, RenderableType
+from rich.text import Text
+
+from traceinsight.analysis.window.spec import WindowResult
+from traceinsight.render import views
+from traceinsight.render.units import ns
+
+
+def render_terminal(result: WindowResult) -> RenderableType:
+    if result.steady:
+        head = Text("steady state: no flag limits what this window can tell", style="green")
+    else:
+        head = Text(
+            f"not steady state: {ns(result.excluded_ns)} of the {ns(result.window_ns)} window left out of the findings' savings",
+            style="yellow",
+        )
+    parts: list[RenderableType] = [head]
+    for flag in result.flags:
+        style = "bold yellow" if flag.limits else "bold"
+        parts.append(Text(f"{flag.id} — {flag.title}" + (" (limits the window)" if flag.limits else " (a note)"), style=style))
+        parts.append(Text(f"  {flag.evidence}"))
+        if flag.advice:
+            parts.append(Text(f"  record instead: {flag.advice}", style="dim"))
+    return Group(*parts)
+
+
+views.register(WindowResult, terminal=render_terminal)
