@@ -26,7 +26,7 @@ from traceinsight.analysis.sections.memory import MemoryResult
 
 from .findings_helpers import by_id, findings, ids, write_h200
 from .handmade import HandMadeTrace
-from .test_findings_handmade import SGEMM, drained_trace, gap_trace, gemm_trace, launch_trace
+from .test_findings_handmade import SGEMM, drained_trace, gap_trace, gemm_trace
 
 DATALOADER = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
 ADD = "void at::native::vectorized_elementwise_kernel<4, add>"
@@ -55,17 +55,36 @@ def test_materiality_at_exactly_one_percent(tmp_path: Path, idle_us: float, mate
     assert f.overlap is None  # the only claim on the idle time: nothing scaled, no note
 
 
-# -- launch-bound: exactly 30 % of kernels shorter than their launch -------------------------------
+# -- launch-bound: exactly 30 % of kernels launched after the GPU ran out of work ---------------
 
 
-def test_launch_bound_at_exactly_thirty_percent_short_kernels(tmp_path: Path) -> None:
-    trace = write_h200(launch_trace(30), tmp_path / "launch.json")
-    result = findings(trace)
+def waited_trace(waited: int, total: int = 100) -> HandMadeTrace:
+    """Hand-made: ``total`` kernels of 50 µs with 5 µs idle between them (below the gap
+    threshold); kernels 1 to ``waited`` are launched by calls that return 3 µs after the previous
+    kernel ended (the GPU waited for them), the others (the first included: nothing ran before
+    it) by calls that return while the previous kernel still runs."""
+    t = HandMadeTrace()
+    ts = 70.0
+    t.step(1, 0, 100_000)
+    for i in range(total):
+        lead_us = 7.0 if 1 <= i <= waited else 60.0
+        t.host("aten::mul", ts - lead_us - 1, 7)
+        t.gpu(ADD, ts, 50.0, launch_ts=ts - lead_us, launch_dur=5.0)
+        ts += 55.0
+    t.events[0]["dur"] = ts
+    return t
+
+
+@pytest.mark.parametrize(("waited", "found"), [(30, True), (29, False)])
+def test_launch_bound_at_exactly_thirty_percent_waited_kernels(tmp_path: Path, waited: int, found: bool) -> None:
+    result = findings(write_h200(waited_trace(waited), tmp_path / "launch.json"))
     f = by_id(result, "launch_bound")
-    assert f is not None and f.material
-    # The 5 µs slices between the 100 kernels (below the gap threshold) are counted: 99 of them.
-    assert f.saving_window_ns >= 99 * 5_000
-    assert f.confidence == "medium"
+    assert (f is not None) is found
+    if f is not None:
+        assert f.material
+        # The 5 µs below-threshold slices before the kernels that waited are what is counted.
+        assert f.saving_window_ns == waited * 5_000
+        assert f.confidence == "medium"  # under half of the kernels waited
 
 
 # -- host_sync: a gap opening exactly 50 µs after the sync returned is the sync's -----------------
