@@ -24,6 +24,7 @@ _MODULES = (
     "sections.memory",
     "sections.bound",
     "sections.compile",
+    "whatif.section",
     "findings.spec",
     # Cross-rank analyses (kind="job"): they take a job's rank summaries in place of a trace.
     "job.specs",
