@@ -103,10 +103,11 @@ class StepGraph:
 def _host_events(trace: Trace) -> pl.DataFrame:
     ev = trace.events
     kind = pl.col("kind").cast(pl.String)
-    host = ev.filter(kind.is_in(HOST_KINDS) & pl.col("ts_ns").is_not_null()).select(
+    # lazily, so that only the columns read are taken from the wide events frame
+    host = ev.lazy().filter(kind.is_in(HOST_KINDS) & pl.col("ts_ns").is_not_null()).select(
         "id", "pid", "tid", "ts_ns", pl.max_horizontal("end_ns", "ts_ns").alias("end_ns"),
         "parent", pl.col("kind").cast(pl.String), "name", "step",
-    )
+    ).collect()
     # A parent that is not a host span (the profiler's own span) makes a top-level span.
     return host.with_columns(
         parent=pl.when(pl.col("parent").is_in(host["id"].implode())).then(pl.col("parent"))
@@ -124,7 +125,8 @@ def _segments(host: pl.DataFrame) -> pl.DataFrame:
     )
     same = pl.col("parent") == pl.col("parent").shift(1)
     kids = kids.with_columns(
-        prev_end=pl.when(same).then(pl.col("end_ns").shift(1).cum_max().over("parent")).otherwise(pl.col("p_ts"))
+        # nested siblings do not overlap; where they do, the thread pass below trims them
+        prev_end=pl.when(same).then(pl.col("end_ns").shift(1)).otherwise(pl.col("p_ts"))
     )
     before = kids.select(pl.col("parent").alias("owner"), pl.col("prev_end").alias("start"), pl.col("ts_ns").alias("end"))
     tails = kids.group_by("parent").agg(pl.col("end_ns").max().alias("start"), pl.col("p_end").first().alias("end"))
@@ -132,7 +134,8 @@ def _segments(host: pl.DataFrame) -> pl.DataFrame:
     has_kids = host["id"].is_in(kids["parent"].unique().implode())
     leaves = host.filter(~has_kids).select(pl.col("id").alias("owner"), pl.col("ts_ns").alias("start"), pl.col("end_ns").alias("end"))
     inner = pl.concat([before, tails]).filter(pl.col("end") > pl.col("start"))
-    segs = pl.concat([inner, leaves]).join(host.select(pl.col("id").alias("owner"), "pid", "tid"), on="owner")
+    extra = host.select(pl.col("id").alias("owner"), "pid", "tid", "kind", "is_launch", "is_sync")
+    segs = pl.concat([inner, leaves]).join(extra, on="owner")
     return segs.sort("pid", "tid", "start", "end")
 
 
@@ -174,7 +177,6 @@ def build(trace: Trace) -> StepGraph:
         & (name.str.contains(SYNC_NAME) | (name.str.contains(COPY_CALL) & (pl.col("end_ns") >= pl.col("own_end")))).fill_null(False),
     )
     segs = _segments(host)
-    segs = segs.join(host.select(pl.col("id").alias("owner"), "kind", "is_launch", "is_sync"), on="owner", how="left")
     # The segments that become nodes.
     thread_key = pl.struct("pid", "tid")
     segs = segs.with_columns(
