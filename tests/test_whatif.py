@@ -22,7 +22,13 @@ from traceinsight.analysis.whatif import section, syntax
 from traceinsight.analysis.whatif.graph import build
 from traceinsight.analysis.whatif.model import validation, whatif
 from traceinsight.analysis.whatif.replay import replay
-from traceinsight.analysis.whatif.transforms import CollapseLaunches, Remove, ScaleKernels, ShrinkHost, TransformError
+from traceinsight.analysis.whatif.transforms import (
+    CollapseLaunches,
+    Remove,
+    ScaleKernels,
+    ShrinkHost,
+    TransformError,
+)
 from traceinsight.cli.app import app, main
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -20,7 +20,14 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from traceinsight.analysis.whatif.graph import GPU_COMM, GPU_COPY, NEG, SEG_LAUNCH, SEG_SYNC, StepGraph
+from traceinsight.analysis.whatif.graph import (
+    GPU_COMM,
+    GPU_COPY,
+    NEG,
+    SEG_LAUNCH,
+    SEG_SYNC,
+    StepGraph,
+)
 from traceinsight.analysis.whatif.replay import Timeline
 
 KINDS = ("host", "launch", "gpu", "copy", "comm", "sync")
@@ -51,7 +58,7 @@ def walk(graph: StepGraph, tl: Timeline, lo_ns: int, end_gpu: int | None, end_ho
         return a <= lo_ns
 
     d = tl.durations
-    gstart, gend, gdur = tl.gpu_start_ns, tl.gpu_end_ns, tl.gpu_dur_ns
+    gstart, gend = tl.gpu_start_ns, tl.gpu_end_ns
     hstart, hend, hdur, hpre = tl.host_start_ns, tl.host_end_ns, tl.host_dur_ns, tl.host_pre_ns
     lat = np.where(graph.gpu_launch_lat_ns > NEG, np.rint(graph.gpu_launch_lat_ns * d.launch_scale), NEG).astype(np.int64)
     seg_class = graph.seg_class[graph.host_seg]
