@@ -43,7 +43,7 @@ def render_terminal(result: CriticalPathResult) -> RenderableType:
             (r["kind"], str(r["name"])[:80], ns(r["dur_ns"]), pct(r["share_pct"], 1), str(r["pieces"]))
             for r in result.top.iter_rows(named=True)
         ]
-        parts.append(FitTable([Col("kind"), Col("on the path", "label", max_width=60), Col("time"), Col("share"), Col("pieces")], top_rows, title="largest pieces"))
+        parts.append(FitTable([Col("kind"), Col("on the path", "label", max_width=48), Col("time"), Col("share"), Col("pieces")], top_rows, title="largest pieces"))
     style = "green" if result.explained else "yellow"
     parts.append(Text(f"replay with recorded durations: largest step error {result.max_error_pct:.2f} %", style=style))
     parts += [Text(note, style="yellow") for note in result.notes]
