@@ -187,3 +187,25 @@ def test_api(tmp_path: Path) -> None:
     result = ti.whatif(trace, scale=["gemm=0.5"], host=["0.5"])
     assert result.after_ns == int((H / 2 + LAT + G / 2) * 1000)
     assert "steps" in result.to_dict()
+
+
+def test_stream_wait_named_by_cuda_sync(tmp_path: Path) -> None:
+    """Kernel B (stream 8) waits, through an event, for kernel A (stream 7) and starts 20 µs
+    after it ends: too late for the wait to be read off timing alone, so only the cuda_sync
+    event ties them. Halving A moves B by as much."""
+    events = [
+        op("ProfilerStep#1", 0, 200, cat="user_annotation"),
+        launch("cudaLaunchKernel", 1, 3, correlation=1),
+        launch("cudaEventRecord", 5, 1, correlation=2),
+        launch("cudaStreamWaitEvent", 6, 1, correlation=3),
+        launch("cudaLaunchKernel", 7, 3, correlation=4),
+        kernel("ampere_sgemm_128x64_nn", 10, 100, correlation=1, stream=7),
+        kernel("elementwise_kernel", 130, 10, correlation=4, stream=8),
+        {"ph": "X", "cat": "cuda_sync", "name": "Stream Wait Event", "pid": 0, "tid": 8, "ts": 7, "dur": 0,
+         "args": {"stream": 8, "wait_on_stream": 7, "correlation": 3, "device": 0, "wait_on_cuda_event_record_corr_id": 2}},
+    ]
+    trace = ti.load(write_trace(tmp_path / "wait.json", events, baseTimeNanoseconds=0), cache=False)
+    graph = build(trace)
+    assert graph.stats["stream_waits"] == 1
+    result = whatif(trace, [ScaleKernels("gemm", 0.5)], graph)
+    assert _us(result) == (140.0, 90.0)

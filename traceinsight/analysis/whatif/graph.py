@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
+from traceinsight.analysis.whatif.waits import stream_waits
 from traceinsight.trace.model import Trace
 from traceinsight.trace.schema import GPU_WORK_KINDS, PROFILER_STEP_PREFIX
 
@@ -115,28 +116,48 @@ def _host_events(trace: Trace) -> pl.DataFrame:
 
 
 def _segments(host: pl.DataFrame) -> pl.DataFrame:
-    """Self segments of every host span: the gaps between its children, or all of it."""
-    parents = host.select(pl.col("id").alias("parent"), pl.col("ts_ns").alias("p_ts"), pl.col("end_ns").alias("p_end"))
-    kids = (
-        host.filter(pl.col("parent").is_not_null())
-        .select("parent", "ts_ns", "end_ns")
-        .sort("parent", "ts_ns")
-        .join(parents, on="parent", how="left")
-    )
-    same = pl.col("parent") == pl.col("parent").shift(1)
-    kids = kids.with_columns(
-        # nested siblings do not overlap; where they do, the thread pass below trims them
-        prev_end=pl.when(same).then(pl.col("end_ns").shift(1)).otherwise(pl.col("p_ts"))
-    )
-    before = kids.select(pl.col("parent").alias("owner"), pl.col("prev_end").alias("start"), pl.col("ts_ns").alias("end"))
-    tails = kids.group_by("parent").agg(pl.col("end_ns").max().alias("start"), pl.col("p_end").first().alias("end"))
-    tails = tails.select(pl.col("parent").alias("owner"), "start", "end")
-    has_kids = host["id"].is_in(kids["parent"].unique().implode())
-    leaves = host.filter(~has_kids).select(pl.col("id").alias("owner"), pl.col("ts_ns").alias("start"), pl.col("end_ns").alias("end"))
-    inner = pl.concat([before, tails]).filter(pl.col("end") > pl.col("start"))
-    extra = host.select(pl.col("id").alias("owner"), "pid", "tid", "kind", "is_launch", "is_sync")
-    segs = pl.concat([inner, leaves]).join(extra, on="owner")
-    return segs.sort("pid", "tid", "start", "end")
+    """Self segments of every host span: from its start to its first child, between children,
+    from its last child to its end (all of it for a leaf). Worked on row-index arrays."""
+    n = host.height
+    ids = host["id"].to_numpy()
+    order = np.argsort(ids, kind="stable")
+    parent_id = host["parent"].fill_null(-1).to_numpy()
+    pos = np.searchsorted(ids[order], parent_id)
+    pos = np.minimum(pos, max(n - 1, 0))
+    parent = np.where((parent_id >= 0) & (n > 0) & (ids[order][pos] == parent_id), order[pos], -1) if n else parent_id
+    ts = host["ts_ns"].to_numpy()
+    end = host["end_ns"].to_numpy()
+    # children of each parent in time order; each one's next sibling (or none)
+    kids = np.flatnonzero(parent >= 0)
+    kids = kids[np.lexsort((ts[kids], parent[kids]))]
+    same_next = np.zeros(kids.size, dtype=bool)
+    same_next[:-1] = parent[kids[1:]] == parent[kids[:-1]]
+    first_kid = np.ones(kids.size, dtype=bool)
+    first_kid[1:] = parent[kids[1:]] != parent[kids[:-1]]
+    has_kids = np.zeros(n, dtype=bool)
+    has_kids[parent[kids]] = True
+    # before the first child / between children / after the last child
+    p = parent[kids]
+    first_start = ts[p[first_kid]]
+    first_end = ts[kids[first_kid]]
+    after_start = end[kids]
+    after_end = np.where(same_next, np.roll(ts[kids], -1), end[p])
+    leaves = np.flatnonzero(~has_kids)
+    owner = np.concatenate([p[first_kid], p, leaves])
+    start = np.concatenate([first_start, after_start, ts[leaves]])
+    stop = np.concatenate([first_end, after_end, end[leaves]])
+    inner = owner.size - leaves.size
+    keep = np.ones(owner.size, dtype=bool)
+    keep[:inner] = stop[:inner] > start[:inner]
+    owner, start, stop = owner[keep], start[keep], stop[keep]
+    pid = host["pid"].to_numpy()[owner]
+    tid = host["tid"].to_numpy()[owner]
+    sort = np.lexsort((stop, start, tid, pid))
+    owner = owner[sort]
+    extra = host.select("kind", "is_launch", "is_sync")[owner]
+    return pl.DataFrame(
+        {"owner": ids[owner], "start": start[sort], "end": stop[sort], "pid": pid[sort], "tid": tid[sort]}
+    ).hstack(extra)
 
 
 def _gpu_frame(trace: Trace) -> pl.DataFrame:
@@ -241,6 +262,14 @@ def build(trace: Trace) -> StepGraph:
     prev_end = np.concatenate([[NEG], end[:-1]]) if gpu.height else end
     prev_end = np.where(stream_head, NEG, prev_end)
     launch_ts = np.where(has_launch, seg_start[np.where(has_launch, first_seg, 0).astype(np.int64)] if gpu.height else 0, NEG)
+    # Work recorded before its launch call started (clock skew, a reused correlation) keeps its
+    # recorded start: the launch edge cannot explain it.
+    early = has_launch & (ts < launch_ts)
+    if early.any():
+        notes.append(f"{int(early.sum())} device events start before their launch call: kept at their recorded start")
+        has_launch = has_launch & ~early
+        gpu_launch[early] = -1
+        launch_ts = np.where(has_launch, launch_ts, NEG)
     d_launch = np.where(has_launch, np.maximum(ts - launch_ts, 0), NEG)
     d_stream = np.where(stream_head, NEG, np.maximum(ts - prev_end, 0))
     stream_bound = ~stream_head & (~has_launch | (prev_end > launch_ts))
@@ -255,7 +284,16 @@ def build(trace: Trace) -> StepGraph:
     wait_src = np.full(gpu.height, -1, dtype=np.int64)
     wait_off = np.zeros(gpu.height, dtype=np.int64)
     anchor = np.where(has_launch, NEG, ts)
-    unexplained = np.flatnonzero(has_launch & (ts - expected > UNEXPLAINED_NS))
+    # Waits the trace names (cuda_sync "Stream Wait Event"); they hold where they bound.
+    dst, src = stream_waits(trace, gpu)
+    ok = end[src] <= ts[dst]
+    dst, src = dst[ok], src[ok]
+    wait_src[dst] = src
+    wait_off[dst] = ts[dst] - end[src]
+    took_over = end[src] >= expected[dst]
+    lat[dst] = np.where(took_over, np.minimum(lat[dst], lat_nat), lat[dst])
+    gap[dst] = np.where(took_over & ~stream_head[dst], np.minimum(gap[dst], gap_nat), gap[dst])
+    unexplained = np.flatnonzero(has_launch & (ts - expected > UNEXPLAINED_NS) & (wait_src < 0))
     if unexplained.size:
         ends = gpu.select("device", "stream", pl.col("end_ns"), pl.col("row").alias("src")).sort("end_ns")
         probe = gpu[unexplained].select("device", pl.col("stream").alias("dst_stream"), pl.col("ts_ns").alias("end_ns"), "row").sort("end_ns")
