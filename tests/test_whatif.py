@@ -60,8 +60,12 @@ def scenario(tmp_path: Path, *, sync: bool, steps: int = 6) -> ti.Trace:
     return ti.load(path, cache=False)
 
 
-def _us(result: ti.WhatIfResult) -> tuple[float, float]:
-    return result.before_ns / 1000, result.after_ns / 1000
+def _us(result: ti.WhatIfResult, step: int | None = 3) -> tuple[float, float]:
+    """Before and after in µs: of one steady step, or the mean over steps (step=None)."""
+    if step is None:
+        return result.before_ns / 1000, result.after_ns / 1000
+    row = result.steps.filter(pl.col("step") == step).row(0, named=True)
+    return row["before_ns"] / 1000, row["after_ns"] / 1000
 
 
 def test_serialized_steps(tmp_path: Path) -> None:
@@ -71,7 +75,10 @@ def test_serialized_steps(tmp_path: Path) -> None:
     assert _us(whatif(trace, [ShrinkHost(None, 0.5)])) == (before, before - H / 2)
     assert _us(whatif(trace, [ScaleKernels("gemm", 0.5)])) == (before, before - G / 2)
     # without the sync the host runs ahead: steps are as long as the host's period
-    assert _us(whatif(trace, [Remove("cudaDeviceSynchronize")])) == (before, H + LAUNCH)
+    removed = whatif(trace, [Remove("cudaDeviceSynchronize")])
+    assert _us(removed) == (before, H + LAUNCH)
+    # the mean: the first step still holds its whole GEMM, the five others the host's period
+    assert _us(removed, None) == (before, pytest.approx((before + 5 * (H + LAUNCH)) / 6, abs=1e-3))
 
 
 def test_overlapped_steps(tmp_path: Path) -> None:
@@ -208,4 +215,4 @@ def test_stream_wait_named_by_cuda_sync(tmp_path: Path) -> None:
     graph = build(trace)
     assert graph.stats["stream_waits"] == 1
     result = whatif(trace, [ScaleKernels("gemm", 0.5)], graph)
-    assert _us(result) == (140.0, 90.0)
+    assert _us(result, 1) == (140.0, 90.0)

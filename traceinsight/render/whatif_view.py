@@ -21,7 +21,7 @@ def render_terminal(result: WhatIfResult) -> RenderableType:
     head = Text.assemble(
         ("what if: ", "bold"), changes, "\n",
         ("step time ", "bold"), f"{ns(result.before_ns)} → {ns(result.after_ns)}",
-        f"  ({pct(result.saving_pct, 1)} saved, median step)" if result.saving_ns >= 0 else f"  ({pct(-result.saving_pct, 1)} slower)",
+        f"  ({pct(result.saving_pct, 1)} saved, mean step)" if result.saving_ns >= 0 else f"  ({pct(-result.saving_pct, 1)} slower)",
     )
     rows: list[Sequence[Cell]] = [
         (str(r["step"]) if r["step"] != -1 else "trace", ns(r["before_ns"]), ns(r["after_ns"]), ns(r["saving_ns"]))
@@ -33,7 +33,7 @@ def render_terminal(result: WhatIfResult) -> RenderableType:
     if result.path_after.height:
         top = (
             result.path_after.group_by("kind", "name").agg(pl.col("dur_ns").sum())
-            .sort("dur_ns", descending=True).head(8)
+            .sort(["dur_ns", "kind", "name"], descending=[True, False, False]).head(8)
         )
         parts.append(FitTable([Col("kind"), Col("on the path", "label", max_width=60), Col("time")],
                               [(r["kind"], str(r["name"])[:80], ns(r["dur_ns"])) for r in top.iter_rows(named=True)],

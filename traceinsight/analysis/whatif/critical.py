@@ -10,7 +10,9 @@ Each piece is one of:
 - ``gpu``: kernels (and the gaps between back-to-back work on a stream, waits on other streams);
 - ``copy``: memcpys and memsets;
 - ``comm``: communication kernels (NCCL/RCCL);
-- ``sync``: synchronising calls: their own cost and their latency after the device finished.
+- ``sync``: synchronising calls: their own cost and their latency after the device finished;
+- ``other``: where the walk cannot go on before the window starts: a thread's first span (a
+  thread handed work by another, which the trace does not link), work launched before the trace.
 
 The pieces tile the window, so their shares add up to 100 %.
 """
@@ -30,7 +32,7 @@ from traceinsight.analysis.whatif.graph import (
 )
 from traceinsight.analysis.whatif.replay import Timeline
 
-KINDS = ("host", "launch", "gpu", "copy", "comm", "sync")
+KINDS = ("host", "launch", "gpu", "copy", "comm", "sync", "other")
 PATH_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
     "kind": pl.String, "node": pl.String, "index": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64,
 }
@@ -103,6 +105,9 @@ def walk(graph: StepGraph, tl: Timeline, lo_ns: int, end_gpu: int | None, end_ho
             if graph.host_anchor_ns[i] > NEG:
                 break
             state, i = "host_end", i - 1
+    first = min(starts) if starts else (int(gend[end_gpu]) if end_gpu is not None else int(hend[end_host or 0]) if graph.host_nodes else lo_ns)
+    if first > lo_ns:
+        add("other", "none", -1, lo_ns, first)
     frame = pl.DataFrame({"kind": kinds, "node": nodes, "index": index, "start_ns": starts, "end_ns": ends}, schema=PATH_SCHEMA)
     return frame.reverse()
 
@@ -122,7 +127,7 @@ def with_names(graph: StepGraph, path: pl.DataFrame) -> pl.DataFrame:
         graph.host_events.select("id", pl.col("name").cast(pl.String)), on="id", how="left"
     ).sort("index")["name"].to_list()
     names = [
-        "host" if k == "host" else ("launch latency" if k == "launch" and n == "gpu" else (gpu_names[i] if n == "gpu" else owners[i]))
+        k if k in ("host", "other") else ("launch latency" if k == "launch" and n == "gpu" else (gpu_names[i] if n == "gpu" else owners[i]))
         for k, n, i in zip(path["kind"].to_list(), path["node"].to_list(), path["index"].to_list(), strict=True)
     ]
     return path.with_columns(name=pl.Series(names, dtype=pl.String), dur_ns=pl.col("end_ns") - pl.col("start_ns"))

@@ -169,7 +169,7 @@ def _gpu_frame(trace: Trace) -> pl.DataFrame:
             pl.col("kind").cast(pl.String), "device", pl.col("stream").fill_null(-1), "collective_name",
             "launch_id", "launch_ts_ns", "launch_end_ns", "launch_name", "step",
         )
-        .sort("device", "stream", "ts_ns")
+        .sort("device", "stream", "ts_ns", "id")
         .with_columns(end_ns=pl.col("ts_ns") + pl.col("dur_ns"), row=pl.int_range(pl.len(), dtype=pl.Int64))
     )
 
@@ -187,7 +187,7 @@ def build(trace: Trace) -> StepGraph:
     launch_ids = gpu["launch_id"].drop_nulls().unique().implode()
     # blocking copies: a copy call that returned only after its own copy ended
     own_end = gpu.filter(pl.col("launch_id").is_not_null()).group_by("launch_id").agg(
-        pl.col("end_ns").max().alias("own_end"), pl.col("row").sort_by("end_ns").last().alias("own_row")
+        pl.col("end_ns").max().alias("own_end"), pl.col("row").sort_by(["end_ns", "row"]).last().alias("own_row")
     )
     host = host.join(own_end.rename({"launch_id": "id"}), on="id", how="left")
     name = pl.col("name").cast(pl.String)
@@ -222,11 +222,11 @@ def build(trace: Trace) -> StepGraph:
         pl.col("step"), "pid", "tid", pl.col("ts_ns").alias("host_start_ns"), pl.col("end_ns").alias("host_end_ns")
     ).drop_nulls("step").sort("host_start_ns")
     first = step_ev.sort("host_start_ns").join_asof(
-        segs.select("pid", "tid", pl.col("start").alias("host_start_ns"), pl.col("seg").alias("start_seg")).sort("host_start_ns"),
+        segs.select("pid", "tid", pl.col("start").alias("host_start_ns"), pl.col("seg").alias("start_seg")).sort("host_start_ns", "start_seg"),
         on="host_start_ns", by=["pid", "tid"], strategy="forward", check_sortedness=False,
     )
     steps = first.sort("host_end_ns").join_asof(
-        segs.select("pid", "tid", pl.col("end").alias("host_end_ns"), pl.col("seg").alias("end_seg")).sort("host_end_ns"),
+        segs.select("pid", "tid", pl.col("end").alias("host_end_ns"), pl.col("seg").alias("end_seg")).sort("host_end_ns", "end_seg"),
         on="host_end_ns", by=["pid", "tid"], strategy="backward", check_sortedness=False,
     ).sort("host_start_ns")
     marked = pl.concat([steps["start_seg"], steps["end_seg"]]).drop_nulls().implode()
@@ -295,8 +295,8 @@ def build(trace: Trace) -> StepGraph:
     gap[dst] = np.where(took_over & ~stream_head[dst], np.minimum(gap[dst], gap_nat), gap[dst])
     unexplained = np.flatnonzero(has_launch & (ts - expected > UNEXPLAINED_NS) & (wait_src < 0))
     if unexplained.size:
-        ends = gpu.select("device", "stream", pl.col("end_ns"), pl.col("row").alias("src")).sort("end_ns")
-        probe = gpu[unexplained].select("device", pl.col("stream").alias("dst_stream"), pl.col("ts_ns").alias("end_ns"), "row").sort("end_ns")
+        ends = gpu.select("device", "stream", pl.col("end_ns"), pl.col("row").alias("src")).sort("end_ns", "src")
+        probe = gpu[unexplained].select("device", pl.col("stream").alias("dst_stream"), pl.col("ts_ns").alias("end_ns"), "row").sort("end_ns", "row")
         found = probe.join_asof(ends, on="end_ns", by="device", strategy="backward", tolerance=WAIT_MATCH_NS, check_sortedness=False)
         found = found.filter(pl.col("src").is_not_null() & (pl.col("stream") != pl.col("dst_stream")))
         dst = found["row"].to_numpy()
@@ -312,8 +312,8 @@ def build(trace: Trace) -> StepGraph:
     sync_calls = segs.filter(pl.col("is_sync")).group_by("owner").agg(pl.col("seg").max(), pl.col("start").min(), pl.col("end").max())
     sync_calls = sync_calls.join(host.select(pl.col("id").alias("owner"), "own_row", "name"), on="owner", how="left")
     if sync_calls.height and gpu.height:
-        by_end = gpu.select(pl.col("end_ns").alias("end"), pl.col("row").alias("latest_row")).sort("end")
-        sync_calls = sync_calls.sort("end").join_asof(by_end, on="end", strategy="backward")
+        by_end = gpu.select(pl.col("end_ns").alias("end"), pl.col("row").alias("latest_row")).sort("end", "latest_row")
+        sync_calls = sync_calls.sort("end", "owner").join_asof(by_end, on="end", strategy="backward")
         sync_calls = sync_calls.with_columns(src=pl.coalesce("own_row", "latest_row")).drop_nulls("src")
         s_seg = sync_calls["seg"].to_numpy()
         s_src = sync_calls["src"].to_numpy().astype(np.int64)

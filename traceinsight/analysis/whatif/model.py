@@ -82,7 +82,7 @@ class WhatIfResult(Result):
     name = "whatif"
     transformations: tuple[dict[str, Any], ...] = ()
     steps: pl.DataFrame = field(default_factory=pl.DataFrame)  # step, before_ns, after_ns, saving_ns
-    before_ns: int = 0  # median step (or the whole trace without steps)
+    before_ns: int = 0  # mean step (or the whole trace without steps)
     after_ns: int = 0
     saving_pct: float = 0.0
     critical_after: pl.DataFrame = field(default_factory=pl.DataFrame)
@@ -98,8 +98,10 @@ class WhatIfResult(Result):
         return self.before_ns - self.after_ns
 
 
-def _median(values: pl.Series) -> int:
-    return int(values.median() or 0) if values.len() else 0  # type: ignore[arg-type]
+def _mean(values: pl.Series) -> int:
+    # the mean, not the median: a change can move time between neighbouring steps' windows,
+    # and the mean (the windows' total over their number) is what the run's length follows
+    return round(float(values.mean() or 0)) if values.len() else 0  # type: ignore[arg-type]
 
 
 def whatif(trace: Trace, transformations: tuple[Transformation, ...] | list[Transformation], graph: StepGraph | None = None) -> WhatIfResult:
@@ -122,7 +124,7 @@ def whatif(trace: Trace, transformations: tuple[Transformation, ...] | list[Tran
             explained = False
             notes.append(f"the replay misses the recorded device time of {bad.height} step(s) by more than {TOLERANCE:.0%}: this trace is outside what the model explains")
     crit, path = critical_paths(g, after)
-    b, a = _median(steps["before_ns"]), _median(steps["after_ns"])
+    b, a = _mean(steps["before_ns"]), _mean(steps["after_ns"])
     return WhatIfResult(
         transformations=tuple(t.to_dict() for t in transformations),
         steps=steps,
@@ -137,5 +139,5 @@ def whatif(trace: Trace, transformations: tuple[Transformation, ...] | list[Tran
 
 
 def saving_ns(trace: Trace, transformations: tuple[Transformation, ...], graph: StepGraph | None = None) -> int:
-    """Median step time saved by ``transformations`` (what a finding's ``saving_ns`` reads)."""
+    """Mean step time saved by ``transformations`` (what a finding's ``saving_ns`` reads)."""
     return whatif(trace, transformations, graph).saving_ns

@@ -59,7 +59,7 @@ def run(trace: Trace, config: AnalysisConfig, inputs: Inputs = NO_INPUTS) -> Cri
     shares = {k: (100.0 * int(crit[f"{k}_ns"].sum()) / total if total else 0.0) for k in critical.KINDS}
     top = (
         path.group_by("kind", "name").agg(pl.col("dur_ns").sum(), pl.len().alias("pieces"))
-        .sort("dur_ns", descending=True).head(config.top_n or TOP_PIECES)
+        .sort(["dur_ns", "kind", "name"], descending=[True, False, False]).head(config.top_n or TOP_PIECES)
         .with_columns(share_pct=pl.col("dur_ns") / max(total, 1) * 100)
         if path.height else pl.DataFrame()
     )

@@ -33,13 +33,13 @@ def stream_waits(trace: Trace, gpu: pl.DataFrame) -> tuple[np.ndarray, np.ndarra
         on="wait_on_event_correlation", how="left",
     ).with_columns(ref_ts=pl.coalesce("record_ts", "wait_ts"), device=pl.col("device").fill_null(0))
     launched = gpu.filter(pl.col("launch_ts_ns").is_not_null()).select("row", "device", "stream", "launch_ts_ns")
-    src = waits.sort("ref_ts").join_asof(
-        launched.rename({"stream": "wait_on_stream", "row": "src"}).sort("launch_ts_ns"),
+    src = waits.sort("ref_ts", "correlation").join_asof(
+        launched.rename({"stream": "wait_on_stream", "row": "src"}).sort("launch_ts_ns", "src"),
         left_on="ref_ts", right_on="launch_ts_ns", by=["device", "wait_on_stream"], strategy="backward",
         check_sortedness=False,
     )
-    both = src.sort("wait_ts").join_asof(
-        launched.rename({"row": "dst"}).sort("launch_ts_ns"),
+    both = src.sort("wait_ts", "correlation").join_asof(
+        launched.rename({"row": "dst"}).sort("launch_ts_ns", "dst"),
         left_on="wait_ts", right_on="launch_ts_ns", by=["device", "stream"], strategy="forward",
         check_sortedness=False,
     ).drop_nulls(["src", "dst"])
