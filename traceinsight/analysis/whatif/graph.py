@@ -174,6 +174,16 @@ def _gpu_frame(trace: Trace) -> pl.DataFrame:
     )
 
 
+def _thread_cummax(chain: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Running maximum of ``values`` within each run of equal ``chain`` (sorted by chain)."""
+    if values.size == 0:
+        return values
+    lo = int(values.min())
+    span = int(values.max()) - lo + 1
+    out: np.ndarray = np.maximum.accumulate((values - lo) + chain * span) - chain * span + lo
+    return out
+
+
 def _median(values: np.ndarray, default: int) -> int:
     return int(np.median(values)) if values.size else default
 
@@ -199,23 +209,28 @@ def build(trace: Trace) -> StepGraph:
     )
     segs = _segments(host)
     # The segments that become nodes.
-    thread_key = pl.struct("pid", "tid")
-    segs = segs.with_columns(
-        seg=pl.int_range(pl.len(), dtype=pl.Int64),
-        last_of_thread=thread_key != thread_key.shift(-1),
-        first_of_thread=thread_key != thread_key.shift(1),
-    ).with_columns(pl.col("last_of_thread").fill_null(True), pl.col("first_of_thread").fill_null(True))
+    pid, tid = segs["pid"].to_numpy(), segs["tid"].to_numpy()
+    first_t = np.ones(segs.height, dtype=bool)
+    first_t[1:] = (pid[1:] != pid[:-1]) | (tid[1:] != tid[:-1])
+    last_t = np.ones(segs.height, dtype=bool)
+    last_t[:-1] = first_t[1:]
     # Spans that do not nest cleanly (Python frames around ops) would overlap on the thread:
     # each segment keeps only the time no earlier segment of its thread covers.
-    covered = pl.col("end").cum_max().shift(1).over("pid", "tid")
-    segs = segs.with_columns(covered=covered)
-    overlap = int(segs.filter(pl.col("start") < pl.col("covered")).height)
+    start, stop = segs["start"].to_numpy(), segs["end"].to_numpy()
+    covered = np.concatenate([[NEG], _thread_cummax(np.cumsum(first_t) - 1, stop)[:-1]]) if segs.height else stop
+    covered = np.where(first_t, NEG, covered)
+    overlap = int((start < covered).sum())
     if overlap:
         notes.append(f"{overlap} host segments overlap earlier ones on their thread (imperfect nesting): only their uncovered time is kept")
-    segs = segs.with_columns(start=pl.max_horizontal("start", pl.col("covered").fill_null(pl.col("start"))))
-    segs = segs.with_columns(end=pl.max_horizontal("end", "start"))
+    start = np.maximum(start, covered)
+    stop = np.maximum(stop, start)
     segs = segs.with_columns(
-        gap=pl.when(pl.col("first_of_thread")).then(0).otherwise(pl.max_horizontal(pl.col("start") - pl.col("covered"), pl.lit(0)))
+        seg=pl.int_range(pl.len(), dtype=pl.Int64),
+        first_of_thread=pl.Series(first_t),
+        last_of_thread=pl.Series(last_t),
+        start=pl.Series(start),
+        end=pl.Series(stop),
+        gap=pl.Series(np.where(first_t, 0, np.maximum(start - covered, 0))),
     )
     # Step bounds: first segment at/after a step's start, last ending at/before its end.
     step_ev = host.filter(pl.col("kind") == "user_annotation", name.str.starts_with(PROFILER_STEP_PREFIX)).select(
