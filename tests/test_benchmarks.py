@@ -52,3 +52,8 @@ def test_bench_job_compares_the_pool_sizes(tmp_path: Path) -> None:
     assert re.search(r"^2 ranks, --jobs 1: [\d.]+ s", out, re.M)
     assert re.search(r"^2 ranks, --jobs 2: [\d.]+ s", out, re.M)
     assert re.search(r"^jobs 2 / jobs 1 time: [\d.]+$", out, re.M)
+
+
+def test_bench_whatif_puts_graph_and_replay_against_the_cold_load(tmp_path: Path) -> None:
+    out = _run("bench_whatif.py", str(sample_path("train_eager")), cwd=tmp_path)
+    assert re.search(r"^graph \+ replay = \d+\.\d % of the cold load", out, re.M), out

@@ -10,7 +10,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING
 
-from traceinsight.api import analyze, compare, diff, load, load_job
+from traceinsight.api import analyze, compare, diff, load, load_job, whatif
 from traceinsight.version import __version__
 
 if TYPE_CHECKING:
@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from traceinsight.analysis.sections.ops import OpsResult
     from traceinsight.analysis.sections.overview import OverviewResult
     from traceinsight.analysis.sections.steps import StepsResult
+    from traceinsight.analysis.whatif.model import WhatIfResult
+    from traceinsight.analysis.whatif.section import CriticalPathResult
     from traceinsight.engine.job import Job
     from traceinsight.trace.model import Trace, TraceMeta
 
@@ -51,6 +53,8 @@ _LAZY = {
     "OpsResult": "traceinsight.analysis.sections.ops",
     "OverviewResult": "traceinsight.analysis.sections.overview",
     "StepsResult": "traceinsight.analysis.sections.steps",
+    "WhatIfResult": "traceinsight.analysis.whatif.model",
+    "CriticalPathResult": "traceinsight.analysis.whatif.section",
 }
 
 __all__ = [
@@ -58,6 +62,7 @@ __all__ = [
     "BoundResult",
     "BreakdownResult",
     "CompileResult",
+    "CriticalPathResult",
     "DiffResult",
     "GapsResult",
     "Job",
@@ -72,12 +77,14 @@ __all__ = [
     "StepsResult",
     "Trace",
     "TraceMeta",
+    "WhatIfResult",
     "__version__",
     "analyze",
     "compare",
     "diff",
     "load",
     "load_job",
+    "whatif",
 ]
 
 

@@ -19,10 +19,12 @@ if TYPE_CHECKING:
     from traceinsight.analysis.job.report import JobReport
     from traceinsight.analysis.job.series import SeriesResult
     from traceinsight.analysis.report import Report
+    from traceinsight.analysis.whatif.model import WhatIfResult
+    from traceinsight.analysis.whatif.transforms import Transformation
     from traceinsight.engine.job import Job
     from traceinsight.trace.model import Trace
 
-__all__ = ["PathOrTrace", "analyze", "compare", "diff", "load", "load_job"]
+__all__ = ["PathOrTrace", "analyze", "compare", "diff", "load", "load_job", "whatif"]
 
 PathOrTrace = Union["Trace", str, "os.PathLike[str]"]
 
@@ -222,3 +224,35 @@ def diff(
         drop_outliers=drop_outliers,
     )
     return diff_traces(_as_trace(before, cache=cache), _as_trace(after, cache=cache), options)
+
+
+def whatif(
+    trace: PathOrTrace,
+    *transformations: Transformation,
+    scale: Sequence[str] = (),
+    remove: Sequence[str] = (),
+    host: Sequence[str] = (),
+    graphs: bool = False,
+    overlap_comm: bool = False,
+    async_copies: bool = False,
+    cache: bool = True,
+) -> WhatIfResult:
+    """Predicted step time before and after a change, with the critical path after it.
+
+    Changes are transformation objects (``traceinsight.analysis.whatif.transforms``) or the
+    command's written forms: ``scale=["gemm=0.5", "name~nccl=2x faster"]``,
+    ``remove=["cudaStreamSynchronize"]``, ``host=["0.5"]`` or ``host=["optimizer=0.5"]``,
+    ``graphs=True``, ``overlap_comm=True``, ``async_copies=True``. All apply together.
+    """
+    from traceinsight.analysis.whatif.model import whatif as run_whatif
+    from traceinsight.analysis.whatif.syntax import parse
+    from traceinsight.analysis.whatif.transforms import TransformError
+    from traceinsight.errors import UsageError
+
+    try:
+        written = parse(
+            list(scale), list(remove), list(host), graphs=graphs, overlap_comm=overlap_comm, async_copies=async_copies
+        )
+        return run_whatif(_as_trace(trace, cache=cache), (*transformations, *written))
+    except TransformError as exc:
+        raise UsageError(str(exc)) from None

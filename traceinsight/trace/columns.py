@@ -61,6 +61,8 @@ _GPU_ARG_FIELDS = (
     "group_size",
     "comm_dtype",
     "process_group",
+    "wait_on_stream",
+    "wait_on_event_correlation",
 )
 _GROUP_FIELDS = (_OP_ARG_FIELDS, _HOST_ARG_FIELDS, _GPU_ARG_FIELDS)
 _RAW_JSON_FIELDS = frozenset({"input_dims", "input_types", "concrete_inputs"})
@@ -107,6 +109,8 @@ _RAW_DTYPES: dict[str, Any] = {
     "occupancy_pct": pl.Float64,
     "bytes": pl.Int64,
     "bandwidth_gbps": pl.Float64,
+    "wait_on_stream": pl.Int64,
+    "wait_on_event_correlation": pl.Int64,
 }
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1

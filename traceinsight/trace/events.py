@@ -50,6 +50,10 @@ class EventArgs(msgspec.Struct, gc=False):
     group_size: int | None = msgspec.field(default=None, name="Group size")
     comm_dtype: str | None = msgspec.field(default=None, name="dtype")
     process_group: str | None = msgspec.field(default=None, name="Process Group Name")
+    # cuda_sync "Stream Wait Event": the stream waited on, and (recent Kineto) the correlation
+    # of the cudaEventRecord whose event is waited on
+    wait_on_stream: int | None = None
+    wait_on_event_correlation: int | None = msgspec.field(default=None, name="wait_on_cuda_event_record_corr_id")
     # profile_memory "[memory]" instant events
     memory_device_type: int | None = msgspec.field(default=None, name="Device Type")
     memory_device: int | None = msgspec.field(default=None, name="Device Id")

@@ -122,6 +122,8 @@ EVENT_COLUMNS: dict[str, pl.DataType | type[pl.DataType]] = {
     "group_size": pl.Int64,
     "comm_dtype": pl.Categorical,
     "process_group": pl.String,
+    "wait_on_stream": pl.Int64,
+    "wait_on_event_correlation": pl.Int64,
 }
 
 # Columns of `Trace.kernels`: GPU work joined to the call that launched it and its host context.

@@ -25,6 +25,7 @@ _MODULES = (
     "sections.bound",
     "sections.compile",
     "window.spec",
+    "whatif.section",
     "findings.spec",
     # Cross-rank analyses (kind="job"): they take a job's rank summaries in place of a trace.
     "job.specs",

@@ -1,0 +1,209 @@
+"""Transformations: typed changes to a graph's durations and waits, applied together.
+
+Each transformation says what it changes and nothing else: durations of the rest of the
+trace stay as recorded (the replay's assumption). A finding can carry one and get its saving
+from :func:`traceinsight.analysis.whatif.api.saving_ns`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from typing import ClassVar
+
+import numpy as np
+import polars as pl
+
+from traceinsight.analysis.classify import FAMILIES, classify_names
+from traceinsight.analysis.lib import intervals
+from traceinsight.analysis.whatif.graph import GPU_COMM, SEG_LAUNCH, SEG_SYNC, StepGraph
+from traceinsight.analysis.whatif.replay import Durations
+
+
+class TransformError(ValueError):
+    """A transformation that cannot be applied as written (bad pattern, factor or family)."""
+
+
+def _regex(pattern: str) -> str:
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise TransformError(f"bad regular expression {pattern!r}: {exc}") from exc
+    return pattern
+
+
+def _factor(value: float, what: str) -> float:
+    if not np.isfinite(value) or value < 0:
+        raise TransformError(f"{what} must be a finite number ≥ 0, got {value}")
+    return float(value)
+
+
+def _gpu_selected(graph: StepGraph, target: str) -> np.ndarray:
+    """Device nodes named by ``target``: a kernel family (``gemm``) or ``name~REGEX``."""
+    names = graph.gpu_work["name"].cast(pl.String).fill_null("")
+    if target.startswith("name~"):
+        return names.str.contains(_regex(target[5:])).to_numpy()
+    if target not in FAMILIES:
+        raise TransformError(f"unknown kernel family {target!r}: use one of {', '.join(FAMILIES)}, or name~REGEX")
+    unique = names.unique()
+    families = classify_names(unique).select("name", "family")
+    fam = pl.DataFrame({"name": names}).join(families, on="name", how="left", maintain_order="left")["family"]
+    return (fam == target).fill_null(False).to_numpy()
+
+
+def _segments_in(graph: StepGraph, pattern: str | None) -> np.ndarray:
+    """Host segments inside a span whose name matches ``pattern`` (all when None), on its thread."""
+    if pattern is None:
+        return np.ones(graph.seg_node.size, dtype=bool)
+    host = graph.host_events
+    spans = host.filter(pl.col("name").cast(pl.String).str.contains(_regex(pattern))).select(
+        "pid", "tid", pl.col("ts_ns").alias("start_ns"), "end_ns"
+    )
+    if spans.height == 0:
+        return np.zeros(graph.seg_node.size, dtype=bool)
+    merged = intervals.union(spans, by=["pid", "tid"]).rename({"start_ns": "seg_start", "end_ns": "span_end"})
+    segs = pl.DataFrame({"owner": graph.seg_owner, "seg_start": graph.seg_start_ns, "i": np.arange(graph.seg_node.size)})
+    segs = segs.join(host.select(pl.col("id").alias("owner"), "pid", "tid"), on="owner", how="left").sort("seg_start")
+    found = segs.join_asof(merged.sort("seg_start").with_columns(span_start=pl.col("seg_start")), on="seg_start",
+                           by=["pid", "tid"], strategy="backward", check_sortedness=False)
+    inside = found.filter(pl.col("seg_start") < pl.col("span_end"))["i"].to_numpy()
+    mask = np.zeros(graph.seg_node.size, dtype=bool)
+    mask[inside] = True
+    return mask
+
+
+@dataclass(frozen=True)
+class Transformation:
+    """A change to durations or waits; subclasses implement ``apply`` and ``describe``."""
+
+    kind: ClassVar[str] = "transformation"
+
+    def apply(self, graph: StepGraph, d: Durations) -> Durations:
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        raise NotImplementedError
+
+    def to_dict(self) -> dict[str, object]:
+        fields = {k: v for k, v in self.__dict__.items()}
+        return {"kind": self.kind, **fields, "description": self.describe()}
+
+
+@dataclass(frozen=True)
+class ScaleKernels(Transformation):
+    """Device work of a family (``gemm``) or matching ``name~REGEX`` takes ``factor`` × its time."""
+
+    kind: ClassVar[str] = "scale"
+    target: str
+    factor: float
+
+    def apply(self, graph: StepGraph, d: Durations) -> Durations:
+        factor = _factor(self.factor, "a scale factor")
+        sel = _gpu_selected(graph, self.target)
+        dur = np.where(sel, np.rint(d.gpu_dur_ns * factor).astype(np.int64), d.gpu_dur_ns)
+        return replace(d, gpu_dur_ns=dur)
+
+    def describe(self) -> str:
+        return f"device work {self.target} × {self.factor:g}"
+
+
+@dataclass(frozen=True)
+class Remove(Transformation):
+    """Host spans matching ``pattern`` (with what they contain) and device work of that name
+    take no time, and a synchronising call among them no longer waits."""
+
+    kind: ClassVar[str] = "remove"
+    pattern: str
+
+    def apply(self, graph: StepGraph, d: Durations) -> Durations:
+        segs = _segments_in(graph, self.pattern)
+        nodes_hit = segs[graph.host_seg]
+        names = graph.gpu_work["name"].cast(pl.String).fill_null("")
+        gpu = names.str.contains(_regex(self.pattern)).to_numpy()
+        # the gap before a removed segment stays (it is time of whatever came before)
+        return replace(
+            d,
+            seg_dur_ns=np.where(segs, 0, d.seg_dur_ns),
+            seg_gap_ns=np.where(segs & np.roll(segs, 1), 0, d.seg_gap_ns),
+            sync_on=d.sync_on & ~nodes_hit,
+            gpu_dur_ns=np.where(gpu, 0, d.gpu_dur_ns),
+        )
+
+    def describe(self) -> str:
+        return f"remove {self.pattern}"
+
+
+@dataclass(frozen=True)
+class ShrinkHost(Transformation):
+    """Host time (ops, Python, untraced gaps; not the waits of syncs) inside spans matching
+    ``region`` (all host time when None) takes ``factor`` × its time."""
+
+    kind: ClassVar[str] = "host"
+    region: str | None
+    factor: float
+
+    def apply(self, graph: StepGraph, d: Durations) -> Durations:
+        factor = _factor(self.factor, "a host factor")
+        segs = _segments_in(graph, self.region) & (graph.seg_class != SEG_SYNC)
+        return replace(
+            d,
+            seg_dur_ns=np.where(segs, np.rint(d.seg_dur_ns * factor).astype(np.int64), d.seg_dur_ns),
+            seg_gap_ns=np.where(segs, np.rint(d.seg_gap_ns * factor).astype(np.int64), d.seg_gap_ns),
+        )
+
+    def describe(self) -> str:
+        return f"host time in {self.region or 'every span'} × {self.factor:g}"
+
+
+@dataclass(frozen=True)
+class MakeAsync(Transformation):
+    """Blocking calls matching ``pattern`` (default: copies) stop waiting for the device."""
+
+    kind: ClassVar[str] = "async"
+    pattern: str = r"(?i)memcpy"
+
+    def apply(self, graph: StepGraph, d: Durations) -> Durations:
+        owners = graph.seg_owner[graph.host_seg]
+        names = pl.DataFrame({"id": owners}).join(
+            graph.host_events.select("id", pl.col("name").cast(pl.String)), on="id", how="left", maintain_order="left"
+        )["name"].fill_null("")
+        hit = names.str.contains(_regex(self.pattern)).to_numpy()
+        return replace(d, sync_on=d.sync_on & ~hit)
+
+    def describe(self) -> str:
+        return f"make {self.pattern} asynchronous"
+
+
+@dataclass(frozen=True)
+class CollapseLaunches(Transformation):
+    """CUDA graphs: the host cost of each launch call → 0 (one graph launch per step remains
+    negligible); device work keeps its duration and stream order."""
+
+    kind: ClassVar[str] = "graphs"
+
+    def apply(self, graph: StepGraph, d: Durations) -> Durations:
+        return replace(d, seg_dur_ns=np.where(graph.seg_class == SEG_LAUNCH, 0, d.seg_dur_ns))
+
+    def describe(self) -> str:
+        return "collapse launches (CUDA graphs)"
+
+
+@dataclass(frozen=True)
+class OverlapComm(Transformation):
+    """Communication kernels are hidden behind compute: they take no time on their stream."""
+
+    kind: ClassVar[str] = "overlap_comm"
+
+    def apply(self, graph: StepGraph, d: Durations) -> Durations:
+        return replace(d, gpu_dur_ns=np.where(graph.gpu_class == GPU_COMM, 0, d.gpu_dur_ns))
+
+    def describe(self) -> str:
+        return "communication fully overlapped"
+
+
+def apply_all(graph: StepGraph, transformations: tuple[Transformation, ...], d: Durations | None = None) -> Durations:
+    """The durations after every transformation in order (each sees the previous ones' result)."""
+    out = d or Durations.recorded(graph)
+    for t in transformations:
+        out = t.apply(graph, out)
+    return out

@@ -1,0 +1,59 @@
+"""``traceinsight whatif TRACE``: predicted step time after a change, and the critical path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from traceinsight.cli.app import app
+from traceinsight.errors import UsageError
+
+
+@app.command("whatif")
+def whatif_command(
+    trace: Annotated[Path, typer.Argument(help="Kineto trace: .json or .json.gz")],
+    scale: Annotated[list[str] | None, typer.Option("--scale", help="Scale device work: FAMILY=FACTOR or 'name~REGEX=FACTOR'; FACTOR is a time multiplier (0.5) or a speed-up (2x, '2x faster', '2x slower'). Repeatable")] = None,
+    remove: Annotated[list[str] | None, typer.Option("--remove", help="Remove host spans or device work whose name matches REGEX (e.g. cudaStreamSynchronize). Repeatable")] = None,
+    host: Annotated[list[str] | None, typer.Option("--host", help="Scale host time: FACTOR (all) or REGION=FACTOR (inside spans matching REGION). Repeatable")] = None,
+    graphs: Annotated[bool, typer.Option("--graphs", help="Collapse launches as CUDA graphs do: launch calls cost ~0")] = False,
+    overlap_comm: Annotated[bool, typer.Option("--overlap-comm", help="Communication kernels fully overlapped (no time on their stream)")] = False,
+    async_copies: Annotated[bool, typer.Option("--async-copies", help="Blocking copies no longer make the host wait")] = False,
+    format: Annotated[str, typer.Option("--format", "-f", help="terminal or json")] = "terminal",
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Parse the file even if a cached copy exists")] = False,
+) -> None:
+    """Replay the trace with a change and predict the step time before and after it."""
+    if format not in ("terminal", "json"):
+        raise UsageError(f"--format {format!r}: choose terminal or json")
+    from traceinsight.analysis.whatif.syntax import parse
+    from traceinsight.analysis.whatif.transforms import TransformError
+
+    try:
+        changes = parse(scale or [], remove or [], host or [], graphs=graphs, overlap_comm=overlap_comm, async_copies=async_copies)
+    except TransformError as exc:
+        raise UsageError(str(exc)) from None
+    if not changes:
+        raise UsageError("name a change: --scale, --remove, --host, --graphs, --overlap-comm or --async-copies")
+    from traceinsight.analysis.whatif.model import whatif
+    from traceinsight.trace.loader import load
+
+    loaded = load(trace, cache=not no_cache)
+    try:
+        result = whatif(loaded, changes)
+    except TransformError as exc:
+        raise UsageError(str(exc)) from None
+    if format == "json":
+        import json
+
+        from traceinsight.analysis.core.base import jsonable
+        from traceinsight.version import __version__
+
+        doc = {"kind": "whatif", "traceinsight_version": __version__, "trace": loaded.meta.path, "result": jsonable(result)}
+        typer.echo(json.dumps(doc, indent=2, allow_nan=False))
+        return
+    from rich.console import Console
+
+    from traceinsight.render.whatif_view import render_terminal
+
+    Console().print(render_terminal(result))
