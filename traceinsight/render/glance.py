@@ -156,7 +156,7 @@ def glance_renderable(report: Report, *, narrow: bool = False) -> RenderableType
     """Verdict, findings, one line per section, and how to see more."""
     parts: list[RenderableType] = [headline_renderable(report.headline, narrow=narrow)]
     sections = ordered(report.sections)
-    for name, result in sections:
+    for _name, result in sections:
         if isinstance(result, FindingsResult):
             parts.append(panel(findings_block(result), "[bold]Findings[/bold]", narrow=narrow))
     grid = Table.grid(padding=(0, 2))
