@@ -8,7 +8,7 @@ from html import escape
 
 from traceinsight.analysis.core.base import Result
 from traceinsight.render import generic
-from traceinsight.render.fit import shorten_middle
+from traceinsight.render.fit import shorten_distinct
 from traceinsight.render.html.styles import CSS
 from traceinsight.version import __version__
 
@@ -30,16 +30,18 @@ def figure_html(fig: Figure) -> str:
 NAME_CELL = 60
 
 
-def _cell(value: str) -> str:
-    """A cell; a long name shortened in the middle, whole in its tooltip."""
-    if len(value) <= NAME_CELL:
+def _cell(value: str, shown: str) -> str:
+    """A cell; a long name shortened (``shown``), whole in its tooltip."""
+    if shown == value:
         return f"<td>{escape(value)}</td>"
-    return f"<td title='{escape(value, quote=True)}'>{escape(shorten_middle(value, NAME_CELL))}</td>"
+    return f"<td title='{escape(value, quote=True)}'>{escape(shown)}</td>"
 
 
 def table_html(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     head = "".join(f"<th>{escape(c)}</th>" for c in columns)
-    body = "".join("<tr>" + "".join(_cell(v) for v in row) + "</tr>" for row in rows)
+    # Shortened a column at a time, so that names that differ never read the same.
+    cut = [shorten_distinct([row[i] for row in rows], NAME_CELL) for i in range(len(columns))] if rows else []
+    body = "".join("<tr>" + "".join(_cell(v, cut[i][r]) for i, v in enumerate(row)) + "</tr>" for r, row in enumerate(rows))
     return f"<div class='scroll'><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
 
 
