@@ -297,7 +297,9 @@ class FitTable:
             line = Text(indent, style=style or "")
             prose: list[Text] = []
             for i, col in enumerate(self.columns):
-                if i in names:
+                # Stacked is the narrowest layout: optional columns go, as in a narrow table
+                # (an unnamed one, a row's mark, stays).
+                if i in names or (col.optional and col.header):
                     continue
                 value = _plain(row[i])
                 if value == "" or (value == "-" and not col.header):

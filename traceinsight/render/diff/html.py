@@ -98,8 +98,6 @@ def render_diff_html(diff_result: DiffResult, *, title: str = "traceinsight diff
         text += f", not significant: {note}"
     notes = "".join(f"<li>{escape(n)}</li>" for n in diff_result.notes)
     parts.append(f"<div class='verdict'><p>{escape(text)}</p><ul><li>{escape(step_time.verdict_reason)}</li>{notes}</ul></div>")
-    gv = generic.view(diff_result, max_rows=MAX_TABLE_ROWS, max_cols=12)
-    parts.append(facts_html(gv.facts))
     parts.append(step_stats_html(step_time, before, after))
     chart = _step_chart(diff_result)
     if chart is not None:
@@ -114,6 +112,12 @@ def render_diff_html(diff_result: DiffResult, *, title: str = "traceinsight diff
         cols, body = generic.table(frame, max_rows=MAX_TABLE_ROWS, max_cols=12)
         section.append(table_html(cols, body) + "</section>")
         parts.append("".join(section))
+    # The raw figures behind the cards, for reference: after them, not before, and only the
+    # ones with a value.
+    gv = generic.view(diff_result, max_rows=MAX_TABLE_ROWS, max_cols=12)
+    facts = [(k, v) for k, v in gv.facts if v not in ("", "-", "None")]
+    if facts:
+        parts.append(f"<section><details><summary>All figures ({len(facts)})</summary>{facts_html(facts)}</details></section>")
     return page(title, "".join(parts))
 
 

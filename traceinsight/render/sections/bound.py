@@ -74,12 +74,11 @@ def _shown_regions(regions: pl.DataFrame) -> pl.DataFrame:
     return pl.concat(parts) if parts else regions
 
 
-# On a narrow terminal the optional columns go, leaving one line per region (name, window,
-# busy share, label, % of roofline); wide, each row also says why (the label's reason).
+# Wide, each row also says why (the label's reason); narrower, the reason and the kind go
+# (every figure stays), and a narrow terminal stacks each region's figures under its name.
 REGION_COLUMNS = (
-    Col("region", "name"), Col("kind", "label", optional=True), Col("window"), Col("GPU busy", optional=True),
-    Col("busy"), Col("label", "label"), Col("TFLOP/s", optional=True), Col("TB/s", optional=True),
-    Col("FLOP/B", optional=True), Col("ridge", optional=True), Col("roofline"),
+    Col("region", "name"), Col("kind", "label", optional=True), Col("window"), Col("GPU busy"),
+    Col("busy"), Col("label", "label"), Col("TFLOP/s"), Col("TB/s"), Col("FLOP/B"), Col("ridge"), Col("roofline"),
     Col("why", "text", max_width=60, optional=True),
 )
 
