@@ -92,11 +92,19 @@ def _window(text: str, start: int, width: int) -> str:
     if cell_len(text) <= width:
         return text
     head = min(max(1, width // 4), start)
+    # Never next to a digit (as in shorten_middle): a number split by an ellipsis misreads.
+    while head > 1 and text[head - 1].isdigit():
+        head -= 1
+    start = max(start, head)
+    while start < len(text) and text[start].isdigit():
+        start += 1
     rest = width - head - 1
-    body = text[start : start + rest]
-    if start + rest < len(text):
-        body = body[: max(0, rest - 1)] + ELLIPSIS
-    return text[:head] + ELLIPSIS + body
+    if start + rest >= len(text):
+        return text[:head] + ELLIPSIS + text[start:]
+    end = start + rest - 1
+    while end > start and text[end - 1].isdigit():
+        end -= 1
+    return text[:head] + ELLIPSIS + text[start:end] + ELLIPSIS
 
 
 def shorten_distinct(names: Sequence[str], width: int) -> list[str]:

@@ -74,12 +74,12 @@ def _shown_regions(regions: pl.DataFrame) -> pl.DataFrame:
     return pl.concat(parts) if parts else regions
 
 
-# Wide, each row also says why (the label's reason); narrower, the reason and the kind go
-# (every figure stays), and a narrow terminal stacks each region's figures under its name.
+# One row per region: the figures behind its label (the label's reason and the evidence in
+# words are in the JSON). Narrow, the kind goes; narrower, each region's figures stack under
+# its name. Every figure stays at every width.
 REGION_COLUMNS = (
     Col("region", "name"), Col("kind", "label", optional=True), Col("window"), Col("GPU busy"),
     Col("busy"), Col("label", "label"), Col("TFLOP/s"), Col("TB/s"), Col("FLOP/B"), Col("ridge"), Col("roofline"),
-    Col("why", "text", max_width=60, optional=True),
 )
 
 
@@ -98,7 +98,7 @@ def region_names(names: list[str]) -> list[str]:
 
 
 def regions_table(result: BoundResult, *, limit: int | None = None) -> FitTable:
-    """One row per region: its figures, its label and why (the label's reason), in one form."""
+    """One row per region: its figures and its label, in one form."""
     rows = _shown_regions(result.regions)
     if limit is not None:
         rows = rows.head(limit)
@@ -107,7 +107,7 @@ def regions_table(result: BoundResult, *, limit: int | None = None) -> FitTable:
     cells = [
         (
             name, r["kind"], ns(r["dur_ns"]), ns(r["busy_ns"]), pct(r["busy_pct"], 0), _label(r["label"], r["confidence"]),
-            _num(r["tflops"]), _num(r["tbps"], 2), _num(r["intensity"]), _num(r["ridge"]), _roof(r), r["reason"] or "",
+            _num(r["tflops"]), _num(r["tbps"], 2), _num(r["intensity"]), _num(r["ridge"]), _roof(r),
         )
         for name, r in zip(names, records, strict=True)
     ]
