@@ -242,13 +242,43 @@ def test_busy_region_after_idle_reads_busy(monkeypatch: pytest.MonkeyPatch) -> N
     assert s.util_gpu_mean > 95 and s.util_gpu_p50 == 100
 
 
+class StepClock:
+    """A clock the test moves by hand: what the sampler, the monitor and the fake NVML read as
+    ``time``, so that a test counts ticks it made rather than ones a busy host let through."""
+
+    def __init__(self, start_ns: int) -> None:
+        self.now_ns = start_ns
+
+    def time_ns(self) -> int:
+        return self.now_ns
+
+    def perf_counter_ns(self) -> int:
+        return self.now_ns
+
+    def sleep(self, seconds: float) -> None:
+        self.now_ns += int(seconds * S)
+
+
 def test_without_driver_samples_drops_trailing_readings(monkeypatch: pytest.MonkeyPatch) -> None:
     # No nvmlDeviceGetSamples: the polled readings of the first TRAILING_WINDOW_S are left out.
+    import fake_pynvml
+
+    from traceinsight.capture import nvml
+
+    clock = StepClock(time.time_ns())
+    for module in (monitor, nvml, fake_pynvml):
+        monkeypatch.setattr(module, "time", clock)
+    monkeypatch.setattr(nvml.NvmlSampler, "_run", lambda self: None)  # no timer thread: ticks below
     monkeypatch.setattr(monitor, "TRAILING_WINDOW_S", 0.3)
-    t0 = time.time_ns()
+    t0 = clock.time_ns()
     install(monkeypatch, util_gpu=trailing(t0, busy_then=True, lag_s=0.25))
-    with GpuMonitor(device=0, interval_s=0.02) as mon:
-        time.sleep(0.7)
+    ticks = 35  # every 20 ms over 0.7 s, 20 of them after the trailing window
+    with GpuMonitor(device=0, interval_s=0.02, gpm=False) as mon:
+        sampler = mon._sampler
+        assert sampler is not None
+        for _ in range(ticks):
+            sampler._tick()
+            clock.sleep(0.02)
     s = mon.summary
     assert s is not None and s.util_gpu_mean == 0 and s.n_samples >= 10
     assert s.note is not None and "first 0.3 s" in s.note and "nvmlDeviceGetSamples" in s.note

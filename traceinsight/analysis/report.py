@@ -69,6 +69,11 @@ class Report:
     def __iter__(self) -> Any:
         return iter(self.sections)
 
+    def __repr__(self) -> str:
+        # Short at a Python prompt: the verdict and the section names, not every frame's data.
+        names = ", ".join(self.sections)
+        return f"<Report {self.trace_path}: {self.headline.verdict!r}; sections: {names}>"
+
     def __getstate__(self) -> dict[str, Any]:
         # A weak reference cannot be pickled, and the trace is not sent along with the report.
         state = dict(self.__dict__)

@@ -43,6 +43,9 @@ def analyze_command(
     address: Annotated[
         str | None, typer.Option("--address", help="Job: Ray cluster address (default: RAY_ADDRESS, else a local Ray)")
     ] = None,
+    full: Annotated[
+        bool, typer.Option("--full", help="On a terminal, the whole report rather than its first screen (piped output is always whole)")
+    ] = False,
     cycle: Annotated[
         str,
         typer.Option("--cycle", metavar="N|latest|all", help="Directory or glob with several profiler cycles: the one to analyse (1 the oldest, -1 the latest), or all to compare them"),
@@ -54,9 +57,13 @@ def analyze_command(
     kernels, memory, bound regions and torch.compile. Several rank traces: the job analyses
     (per-rank table, stragglers, collective wait, job findings); exit code 4 when some rank
     could not be read.
+
+    On a terminal it prints the first screen: the verdict, the findings and a line per
+    section; --full prints the whole report, --only the sections named. Piped or written
+    to a file (-o), the report is always whole.
     """
     from traceinsight.cli.compare import analyze_job_cli, compare_cli, resolve_inputs
-    from traceinsight.render.formats import check, render, show
+    from traceinsight.render.formats import check, on_terminal, render, show
 
     inputs = resolve_inputs(traces, cycle)
     if inputs.kind == "series":
@@ -103,6 +110,7 @@ def analyze_command(
         # terminal view is printed after it, once the spinner is gone.
         text = None if fmt == "terminal" and output is None else render(report, fmt, trace=loaded)
     if text is None:
-        show(report)
+        # A person at a terminal gets the answer on one screen; a pipe or a file gets it all.
+        show(report, glance=not full and only is None and on_terminal())
         return
     write_output(text, output, force=True)

@@ -97,6 +97,8 @@ def _plain_help(cmd: Any, *, sections: bool) -> None:
     their upper-case name (``TRACE``), and ``--only``/``--skip`` the registered section names."""
     for sub in getattr(cmd, "commands", {}).values():
         _plain_help(sub, sections=sections)
+    if cmd.help:
+        cmd.help = reflow(cmd.help)
     for param in cmd.params:
         if param.param_type_name == "argument":
             if param.metavar is None:
@@ -117,6 +119,17 @@ def _plain_help(cmd: Any, *, sections: bool) -> None:
         return option
 
     cmd.get_help_option = help_option
+
+
+def reflow(text: str) -> str:
+    """A docstring's paragraphs as one line each, so that help wraps at the terminal's width
+    rather than where the source was wrapped; list items and indented lines stay as written."""
+    paragraphs = []
+    for para in text.strip().split("\n\n"):
+        lines = para.splitlines()
+        kept = any(line.startswith((" ", "-", "*", "\b")) for line in lines)
+        paragraphs.append(para if kept else " ".join(line.strip() for line in lines))
+    return "\n\n".join(paragraphs)
 
 
 def section_names() -> list[str]:

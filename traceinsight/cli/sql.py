@@ -44,7 +44,12 @@ def run_polars(trace_path: Path, query: str, *, cache: bool) -> pl.DataFrame:
         return trace.sql(query)
     except pl.exceptions.PolarsError as exc:
         # The query is input like the trace: a bad one is a data error (exit 1), not CLI misuse.
-        raise TraceInsightError(f"{trace_path}: SQL error: {str(exc).strip().splitlines()[0]}") from exc
+        message = str(exc).strip().splitlines()[0]
+        if "relation" in message or "table" in message.lower():  # "relation 'kernel' was not found": name the ones there are
+            from traceinsight.trace.schema import FRAME_SCHEMAS
+
+            message += f" (tables: {', '.join(FRAME_SCHEMAS)})"
+        raise TraceInsightError(f"{trace_path}: SQL error: {message}") from exc
 
 
 def run_perfetto(trace_path: Path, query: str, *, binary: str | None) -> pl.DataFrame:

@@ -78,6 +78,62 @@ def shorten_middle(text: str, width: int) -> str:
     return text[:head] + ELLIPSIS + (text[-tail:] if tail else "")
 
 
+def _common_prefix(texts: Sequence[str]) -> int:
+    first, last = min(texts), max(texts)
+    n = 0
+    while n < min(len(first), len(last)) and first[n] == last[n]:
+        n += 1
+    return n
+
+
+def _window(text: str, start: int, width: int) -> str:
+    """``width`` cells of ``text`` from about ``start``: its head, then the part from ``start``
+    on, each cut marked by an ellipsis."""
+    if cell_len(text) <= width:
+        return text
+    head = min(max(1, width // 4), start)
+    # Never next to a digit (as in shorten_middle): a number split by an ellipsis misreads.
+    while head > 1 and text[head - 1].isdigit():
+        head -= 1
+    start = max(start, head)
+    while start < len(text) and text[start].isdigit():
+        start += 1
+    rest = width - head - 1
+    if start + rest >= len(text):
+        return text[:head] + ELLIPSIS + text[start:]
+    end = start + rest - 1
+    while end > start and text[end - 1].isdigit():
+        end -= 1
+    return text[:head] + ELLIPSIS + text[start:end] + ELLIPSIS
+
+
+def shorten_distinct(names: Sequence[str], width: int) -> list[str]:
+    """Each name cut to ``width`` cells (see :func:`shorten_middle`) so that names which differ
+    still read differently: where two cut names collide, the names of that group are shown
+    from a little before the first place they differ (their common template noise dropped)."""
+    out = [shorten_middle(n, width) for n in names]
+    for _ in range(4):
+        groups: dict[str, list[int]] = {}
+        for i, short in enumerate(out):
+            groups.setdefault(short, []).append(i)
+        clashes = [idx for idx in groups.values() if len({names[i] for i in idx}) > 1]
+        if not clashes:
+            return out
+        for idx in clashes:
+            texts = [names[i] for i in idx]
+            start = max(0, _common_prefix(texts) - max(4, width // 5))
+            for i in idx:
+                out[i] = _window(names[i], start, width)
+    # Still the same (names differing only far apart): number them.
+    seen: dict[str, int] = {}
+    for i, short in enumerate(out):
+        seen[short] = seen.get(short, 0) + 1
+        if seen[short] > 1 and width > 6:
+            tag = f" #{seen[short]}"
+            out[i] = shorten_middle(names[i], width - len(tag)) + tag
+    return out
+
+
 def _plain(cell: Cell) -> str:
     return cell.plain if isinstance(cell, Text) else cell
 
@@ -86,6 +142,12 @@ def _text(cell: Cell, style: str | None = None) -> Text:
     if isinstance(cell, Text):
         return cell.copy()
     return Text(cell, style=style or "")
+
+
+def _restyled(cell: Cell, text: str) -> Text:
+    if isinstance(cell, Text) and cell.plain == text:
+        return cell.copy()
+    return Text(text, style=cell.style if isinstance(cell, Text) else "")
 
 
 def _shortened(cell: Cell, width: int) -> Text:
@@ -131,14 +193,24 @@ class FitTable:
         """(shown column indexes, their widths, gap) that fit ``width``; None: stack instead.
 
         Tried in order: everything with two-cell gaps, then one-cell gaps, then the same
-        without the optional columns."""
-        everything = list(range(len(self.columns)))
-        required = [i for i in everything if not self.columns[i].optional]
-        for shown, gap in ((everything, GAP), (everything, 1), (required, GAP), (required, 1)):
-            widths = self.layout(width, shown, gap)
-            if widths is not None:
-                return shown, widths, gap
-        return None
+        without the optional columns, the rightmost optional one left out first, until the
+        names fit whole (or no optional column is left)."""
+        shown = list(range(len(self.columns)))
+        optional = [i for i in shown if self.columns[i].optional]
+        natural = self.natural_widths()
+        while True:
+            for gap in (GAP, 1):
+                widths = self.layout(width, shown, gap)
+                # An optional column is kept only where the names need not be cut for it.
+                names_whole = all(
+                    w >= natural[i] for i, w in zip(shown, widths or [], strict=False) if self.columns[i].kind == "name"
+                )
+                if widths is not None and (names_whole or not optional):
+                    return shown, widths, gap
+            if not optional:
+                return None
+            dropped = optional.pop()
+            shown = [i for i in shown if i != dropped]
 
     def layout(self, width: int, shown: Sequence[int] | None = None, gap: int = GAP) -> list[int] | None:
         """Widths of the ``shown`` columns that fit ``width``, or None when they cannot."""
@@ -154,7 +226,7 @@ class FitTable:
         want = [n - f for n, f in zip(natural, floor, strict=True)]
         total_want = sum(want)
         if total_want <= spare:
-            return natural
+            return self._widen_names(natural, shown, spare - total_want)
         widths = list(floor)
         given = 0
         for i, w in enumerate(want):
@@ -169,6 +241,21 @@ class FitTable:
                 widths[i] += 1
                 given += 1
         return widths
+
+    def _widen_names(self, widths: list[int], shown: Sequence[int], spare: int) -> list[int]:
+        """Room left over goes to the names cut at ``NAME_MAX``, up to their whole length:
+        a wide terminal shows more of a long kernel name instead of empty columns."""
+        out = list(widths)
+        for k, i in enumerate(shown):
+            if spare <= 0:
+                break
+            if self.columns[i].kind != "name" or self.columns[i].max_width:
+                continue
+            full = max([cell_len(self.columns[i].header)] + [cell_len(_plain(r[i])) for r in self.rows])
+            extra = min(spare, max(0, full - out[k]))
+            out[k] += extra
+            spare -= extra
+        return out
 
     # -- rendering ------------------------------------------------------------------------
     def _table(self, shown: list[int], widths: list[int], gap: int) -> Table:
@@ -185,9 +272,15 @@ class FitTable:
                 overflow="fold",
                 header_style="bold",
             )
-        for row, style in zip(self.rows, self.row_styles, strict=True):
+        # Names are cut a column at a time, so that names that differ never read the same.
+        cut: dict[int, list[str]] = {
+            i: shorten_distinct([_plain(row[i]) for row in self.rows], w)
+            for i, col, w in zip(shown, cols, widths, strict=True)
+            if col.kind == "name"
+        }
+        for r, (row, style) in enumerate(zip(self.rows, self.row_styles, strict=True)):
             cells = [
-                _shortened(row[i], w) if col.kind == "name" else _text(row[i])
+                _restyled(row[i], cut[i][r]) if i in cut else _text(row[i])
                 for i, col, w in zip(shown, cols, widths, strict=True)
             ]
             table.add_row(*cells, style=style)
@@ -197,6 +290,7 @@ class FitTable:
         lines: list[RenderableType] = []
         names = [i for i, c in enumerate(self.columns) if c.kind == "name"] or [0]
         indent = "  "
+        heads = []
         for row, style in zip(self.rows, self.row_styles, strict=True):
             head = Text(style=style or "")
             for k, i in enumerate(names):
@@ -204,11 +298,16 @@ class FitTable:
                     head.append("  ")
                 head.append_text(_text(row[i]))
             head.stylize("bold")
-            lines.append(_shortened(head, width) if cell_len(head.plain) > width else head)
+            heads.append(head)
+        cut = shorten_distinct([h.plain for h in heads], width)
+        for row, style, head, short in zip(self.rows, self.row_styles, heads, cut, strict=True):
+            lines.append(head if short == head.plain else Text(short, style=f"{style or ''} bold".strip()))
             line = Text(indent, style=style or "")
             prose: list[Text] = []
             for i, col in enumerate(self.columns):
-                if i in names:
+                # Stacked is the narrowest layout: optional columns go, as in a narrow table
+                # (an unnamed one, a row's mark, stays).
+                if i in names or (col.optional and col.header):
                     continue
                 value = _plain(row[i])
                 if value == "" or (value == "-" and not col.header):

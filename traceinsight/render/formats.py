@@ -7,6 +7,7 @@ or :func:`write` (a file, written atomically); nothing else picks a renderer.
 from __future__ import annotations
 
 import io
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -123,6 +124,7 @@ def _series_html(obj: SeriesResult, trace: Trace | None) -> str:
 def check(kind: Kind, fmt: str, *, names: dict[str, Format] | None = None) -> Format:
     """``fmt`` as a format of ``kind`` (``names`` maps a command's own spellings), else a usage error."""
     spelled = {f: f for f in FORMATS[kind]} | ({k: v for k, v in names.items() if v in FORMATS[kind]} if names else {})
+    fmt = fmt.strip().lower()  # -f HTML, -f Json: a format's name is no case-sensitive token
     if fmt not in spelled:
         choices = list(names) if names else list(FORMATS[kind])
         raise UsageError(f"unknown format {fmt!r}; choose from {', '.join(choices)}")
@@ -193,10 +195,23 @@ def renderable(obj: Document, *, narrow: bool = False) -> RenderableType:
     return document_kind(obj).terminal(obj, narrow)
 
 
-def show(obj: Document, console: Console | None = None) -> None:
-    """Print ``obj`` on a live terminal (stdout unless ``console`` is given), colours and width of it."""
+def on_terminal() -> bool:
+    """Whether stdout is a terminal a person reads (not a pipe or a file)."""
+    return sys.stdout.isatty()
+
+
+def show(obj: Document, console: Console | None = None, *, glance: bool = False) -> None:
+    """Print ``obj`` on a live terminal (stdout unless ``console`` is given), colours and width of it.
+
+    ``glance``: a report's first screen only (verdict, findings, a line per section)."""
     console = console or make_console()
-    console.print(renderable(obj, narrow=console.width < NARROW))
+    narrow = console.width < NARROW
+    if glance and isinstance(obj, Report):
+        from traceinsight.render.glance import glance_renderable
+
+        console.print(glance_renderable(obj, narrow=narrow))
+        return
+    console.print(renderable(obj, narrow=narrow))
 
 
 def terminal_text(obj: Document, *, width: int | None = None) -> str:

@@ -11,7 +11,7 @@ import html
 
 from traceinsight.analysis.report import Report
 from traceinsight.render import generic
-from traceinsight.render.fit import shorten_middle
+from traceinsight.render.fit import shorten_distinct, shorten_middle
 from traceinsight.render.shared import ordered, section_title
 from traceinsight.render.views import view_of
 
@@ -27,14 +27,25 @@ def _html(text: str) -> str:
     return html.escape(text).replace("|", "&#124;")
 
 
-def name_cell(name: str, width: int = NAME_CELL) -> str:
+def name_cells(names: list[str], width: int = NAME_CELL) -> list[str]:
+    """Name cells of one column, shortened so that names which differ never read the same."""
+    from traceinsight.render.sections.kernels import kernel_label
+
+    labels = [name if len(name) <= width else kernel_label(name) or name for name in names]
+    clash = {label for label in labels if labels.count(label) > 1}
+    labels = [name if label in clash else label for name, label in zip(names, labels, strict=True)]
+    shorts = shorten_distinct(labels, width)
+    return [name_cell(name, width, short) for name, short in zip(names, shorts, strict=True)]
+
+
+def name_cell(name: str, width: int = NAME_CELL, short: str | None = None) -> str:
     """A name for a table cell: whole in code style when short, else shortened in the middle
-    with the full name one click away."""
+    (or as ``short``) with the full name one click away."""
     from traceinsight.render.sections.kernels import kernel_label
 
     if len(name) <= width:
         return f"<code>{_html(name)}</code>" if "<" in name or "`" in name else f"`{name}`"
-    short = shorten_middle(kernel_label(name) or name, width)
+    short = short or shorten_middle(kernel_label(name) or name, width)
     return f"<details><summary><code>{_html(short)}</code></summary><code>{_html(name)}</code></details>"
 
 
@@ -65,7 +76,8 @@ def render_markdown(report: Report, *, max_rows: int = 10) -> str:
             out.append("")
         if gv.rows:
             names = [i for i, c in enumerate(gv.columns) if c in _NAME_COLUMNS]
-            rows = [tuple(name_cell(v) if i in names and v != "-" else v for i, v in enumerate(r)) for r in gv.rows]
+            cells = {i: name_cells([r[i] for r in gv.rows]) for i in names}
+            rows = [tuple(cells[i][k] if i in names and v != "-" else v for i, v in enumerate(r)) for k, r in enumerate(gv.rows)]
             out.extend([md_table(gv.columns, rows), ""])
             if gv.total_rows > len(gv.rows):
                 out.extend([f"_{gv.total_rows - len(gv.rows)} more rows in the JSON report._", ""])

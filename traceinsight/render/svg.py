@@ -246,8 +246,10 @@ def lines(
     width: int = 900,
     height: int = 220,
     label: str = "line chart",
+    x_range: tuple[float, float] | None = None,
 ) -> str:
-    """Line chart of (x, y) series over shared axes (dots mark the samples)."""
+    """Line chart of (x, y) series over shared axes (dots mark the samples); ``x_range`` fixes
+    the x axis (e.g. the trace window, so that the chart lines up with the timeline)."""
     left, right, bottom = 56, 10, 30
     body, legend_h = legend([(name, color(i)) for i, (name, _) in enumerate(series)], left, width - right)
     top = legend_h + 8
@@ -255,7 +257,7 @@ def lines(
     plot_w, plot_h = width - left - right, height - top - bottom
     xs = [x for _, pts in series for x, _ in pts]
     ys = [y for _, pts in series for _, y in pts]
-    x0, x1 = (min(xs), max(xs)) if xs else (0.0, 1.0)
+    x0, x1 = x_range if x_range is not None else (min(xs), max(xs)) if xs else (0.0, 1.0)
     y1 = y_max if y_max is not None else nice_max(max(ys) if ys else 1.0)
     x1 = x1 if x1 > x0 else x0 + 1.0
     y1 = y1 if y1 > 0 else 1.0
@@ -281,6 +283,10 @@ def lines(
         fill = color(i)
         if not pts:
             continue
+        if x_range is not None:  # samples outside the window are not drawn beside the axes
+            pts = [(x, y) for x, y in pts if x0 <= x <= x1]
+            if not pts:
+                continue
         path = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in pts)
         body.append(f"<polyline points='{path}' fill='none' stroke='{fill}' stroke-width='1.8'/>")
         for x, y in pts:

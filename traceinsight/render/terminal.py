@@ -69,7 +69,7 @@ def generic_renderable(result: Result) -> RenderableType:
 NARROW = 80
 
 
-def _panel(body: RenderableType, title: str, *, narrow: bool, **kw: Any) -> Panel:
+def panel(body: RenderableType, title: str, *, narrow: bool, **kw: Any) -> Panel:
     if narrow:
         return Panel(body, title=title, title_align="left", expand=True, box=box.HORIZONTALS, padding=(0, 0), **kw)
     return Panel(body, title=title, title_align="left", expand=True, **kw)
@@ -81,12 +81,12 @@ def section_renderable(name: str, result: Result, *, narrow: bool = False) -> Re
     else:
         view = view_of(result).terminal
         body = generic_renderable(result) if view is None else view(result)
-    return _panel(body, f"[bold]{section_title(name)}[/bold]", narrow=narrow)
+    return panel(body, f"[bold]{section_title(name)}[/bold]", narrow=narrow)
 
 
 def headline_renderable(head: Headline, *, narrow: bool = False) -> RenderableType:
     body = Text(head.verdict, style="bold")
-    return _panel(body, "[bold]Verdict[/bold]", narrow=narrow, border_style="cyan")
+    return panel(body, "[bold]Verdict[/bold]", narrow=narrow, border_style="cyan")
 
 
 def report_renderable(report: Report, *, narrow: bool = False) -> RenderableType:

@@ -38,6 +38,14 @@ class JobReport(CommandFiles):
     def findings(self) -> tuple[Finding, ...]:
         return self.job_findings.findings
 
+    def __repr__(self) -> str:
+        # Short at a Python prompt: ranks, findings and section names, not every frame's data.
+        failed = f", {len(self.failed)} failed" if self.failed else ""
+        return (
+            f"<JobReport {len(self.paths) or len(self.summaries)} rank(s){failed}; "
+            f"{len(self.findings)} finding(s); sections: {', '.join(self.sections)}>"
+        )
+
     @property
     def ranks(self) -> list[int]:
         return [s.rank for s in self.summaries]

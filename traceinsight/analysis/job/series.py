@@ -94,6 +94,12 @@ class SeriesResult(CommandFiles, Result):
     def to_polars(self) -> pl.DataFrame:
         return self.runs
 
+    def __repr__(self) -> str:
+        # Short at a Python prompt: the runs and the fastest, not the whole table.
+        fastest = f"; fastest run {self.fastest}" if self.fastest is not None else ""
+        failed = f", {len(self.failed)} failed" if self.failed else ""
+        return f"<SeriesResult {self.runs.height} run(s){failed}{fastest}; sections: {', '.join(self.sections)}>"
+
     def to_dict(self) -> dict[str, Any]:
         """As every result, but each row holds only the columns of the chosen sections."""
         data = super().to_dict()

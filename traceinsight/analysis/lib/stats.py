@@ -174,6 +174,50 @@ def min_rank_p(m: int, n: int) -> float:
     return min(1.0, 2.0 / math.comb(m + n, m))
 
 
+# A change of the step time this large (as a fraction) deserves a word when it is not significant.
+LARGE_CHANGE = 0.05
+
+
+def steps_needed(alpha: float = DEFAULT_ALPHA, min_samples: int = MIN_SAMPLES) -> int:
+    """The fewest steps per run (both runs alike) with which the rank test can reach p < ``alpha``."""
+    n = max(min_samples, 2)
+    while min_rank_p(n, n) >= alpha and n < 1000:
+        n += 1
+    return n
+
+
+def why_not_significant(
+    n_before: int,
+    n_after: int,
+    ratio: float | None,
+    ci_low: float | None,
+    ci_high: float | None,
+    p_value: float | None,
+    *,
+    alpha: float = DEFAULT_ALPHA,
+    min_samples: int = MIN_SAMPLES,
+) -> str | None:
+    """Why a large change (``LARGE_CHANGE`` or more) was not called significant, in a few words
+    for a headline; None for a small change. Few steps come first: with 3 steps a run, no
+    difference however large gets the rank test below 0.05."""
+    if ratio is None or abs(ratio - 1.0) < LARGE_CHANGE:
+        return None
+    need = steps_needed(alpha, min_samples)
+    if n_before < min_samples or n_after < min_samples:
+        return f"too few steps to test ({n_before} and {n_after}; the test needs {min_samples} per run, {need} to reach p < {alpha:g})"
+    floor = min_rank_p(n_before, n_after)
+    if floor >= alpha:
+        return (
+            f"{n_before} and {n_after} steps cannot reach significance: the rank test's smallest "
+            f"possible p is {floor:.2g}, not below {alpha:g}; record {need} or more steps per run"
+        )
+    if ci_low is not None and ci_high is not None and ci_low <= 1.0 <= ci_high:
+        return f"the steps vary too much: the interval of the ratio [{ci_low:.2f}, {ci_high:.2f}] contains 1"
+    if p_value is not None and p_value >= alpha:
+        return f"the rank test gives p={p_value:.2g}, not below {alpha:g}; more steps would tell"
+    return None
+
+
 def _describe(values: npt.NDArray[np.float64]) -> tuple[float | None, float | None]:
     if values.size == 0:
         return None, None

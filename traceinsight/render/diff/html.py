@@ -10,7 +10,7 @@ import polars as pl
 from traceinsight.analysis.diff.compare import DiffResult, StepTimeDiff
 from traceinsight.render import generic, svg
 from traceinsight.render.diff.findings import render_html as findings_html
-from traceinsight.render.diff.view import signed_ns, step_rows
+from traceinsight.render.diff.view import not_significant_note, signed_ns, step_rows
 from traceinsight.render.html.page import (
     MAX_TABLE_ROWS,
     Figure,
@@ -93,10 +93,11 @@ def render_diff_html(diff_result: DiffResult, *, title: str = "traceinsight diff
     text = diff_result.verdict.replace("_", " ")
     if change is not None:
         text += f": step time {change:+.1f} %"
+    note = not_significant_note(diff_result)
+    if note:
+        text += f", not significant: {note}"
     notes = "".join(f"<li>{escape(n)}</li>" for n in diff_result.notes)
     parts.append(f"<div class='verdict'><p>{escape(text)}</p><ul><li>{escape(step_time.verdict_reason)}</li>{notes}</ul></div>")
-    gv = generic.view(diff_result, max_rows=MAX_TABLE_ROWS, max_cols=12)
-    parts.append(facts_html(gv.facts))
     parts.append(step_stats_html(step_time, before, after))
     chart = _step_chart(diff_result)
     if chart is not None:
@@ -111,6 +112,12 @@ def render_diff_html(diff_result: DiffResult, *, title: str = "traceinsight diff
         cols, body = generic.table(frame, max_rows=MAX_TABLE_ROWS, max_cols=12)
         section.append(table_html(cols, body) + "</section>")
         parts.append("".join(section))
+    # The raw figures behind the cards, for reference: after them, not before, and only the
+    # ones with a value.
+    gv = generic.view(diff_result, max_rows=MAX_TABLE_ROWS, max_cols=12)
+    facts = [(k, v) for k, v in gv.facts if v not in ("", "-", "None")]
+    if facts:
+        parts.append(f"<section><details><summary>All figures ({len(facts)})</summary>{facts_html(facts)}</details></section>")
     return page(title, "".join(parts))
 
 

@@ -15,11 +15,13 @@ from traceinsight.render.diff.view import (
     delta_rows,
     kernel_counts,
     memory_rows,
+    not_significant_note,
     ratio_of,
     region_speedups,
     short,
     step_stats,
 )
+from traceinsight.render.fit import shorten_distinct
 from traceinsight.render.units import ns
 
 VERDICT_ICON = {"faster": "🟢", "slower": "🔴", "no_significant_change": "⚪"}
@@ -47,9 +49,11 @@ def _delta_section(title: str, diff: TableDiff, key: str, b: str, a: str) -> lis
 def _contrib_section(title: str, frame: pl.DataFrame, keys: list[str], b: str, a: str, top: int) -> list[str]:
     if frame.height == 0:
         return []
+    listed = contrib_rows(frame.head(top), keys)
+    names = shorten_distinct([r.names[0] for r in listed], 60)
     rows = [
-        [f"`{short(r.names[0], 60)}`{f' ({r.status})' if r.status else ''}", *r.names[1:], r.before, r.after, r.delta_text, r.calls]
-        for r in contrib_rows(frame.head(top), keys)
+        [f"`{name}`{f' ({r.status})' if r.status else ''}", *r.names[1:], r.before, r.after, r.delta_text, r.calls]
+        for name, r in zip(names, listed, strict=True)
     ]
     header = [*keys, b, a, "Δ /step", "kernels /step"]
     align = ["---"] * len(keys) + ["---:"] * 4
@@ -60,6 +64,9 @@ def render_markdown(result: DiffResult, *, top: int = 8) -> str:
     b, a = result.before_label, result.after_label
     st = result.step_time
     lines = [f"### {VERDICT_ICON[result.verdict]} traceinsight diff: `{b}` → `{a}`: {VERDICT_TEXT[result.verdict].lower()}", ""]
+    note = not_significant_note(result)
+    if note:
+        lines += [f"**{st.statistic} step {change_pct(st.ratio)}, not significant**: {note}.", ""]
     if st.available:
         stats = {label: (bv, av) for label, bv, av in step_stats(st)}
         rows = []

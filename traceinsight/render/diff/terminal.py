@@ -19,6 +19,7 @@ from traceinsight.render.diff.view import (
     delta_rows,
     kernel_counts,
     memory_rows,
+    not_significant_note,
     region_speedups,
     regions_in_both,
     short,
@@ -40,6 +41,9 @@ def _verdict_line(result: DiffResult) -> Text:
     if st.ratio is not None:
         text.append(f"  {result.after_label} vs {result.before_label}: {st.statistic} step ")
         text.append(change_pct(st.ratio), style=delta_style(st.ratio - 1.0) if result.verdict != "no_significant_change" else "")
+    note = not_significant_note(result)
+    if note:
+        text.append(f", not significant: {note}", style="yellow")
     text.append(f"\n{st.verdict_reason}" if st.verdict_reason else "", style="dim")
     return text
 
@@ -84,9 +88,13 @@ def _contrib_table(title: str, frame: pl.DataFrame, keys: list[str], b: str, a: 
     columns = [Col(k, "label" if k == "family" else "name", max_width=None if i == 0 else 32) for i, k in enumerate(keys)]
     columns += [Col(f"{b} /step"), Col(f"{a} /step"), Col("Δ /step"), Col("kernels /step"), Col("", "label")]
     rows: list[tuple[Cell, ...]] = []
-    for row in contrib_rows(frame, keys):
+    listed = contrib_rows(frame, keys)
+    labels = [kernel_label(r.names[0]) if keys[0] == "name" else r.names[0] for r in listed]
+    # Two kernels that differ only in their argument lists keep them: their labels would match.
+    clash = {label for label in labels if labels.count(label) > 1}
+    for row, label in zip(listed, labels, strict=True):
         names = list(row.names)
-        names[0] = kernel_label(names[0]) if keys[0] == "name" else names[0]
+        names[0] = names[0].removeprefix("void ") if label in clash else label
         rows.append((*names, row.before, row.after, Text(row.delta_text, style=delta_style(row.delta)), row.calls, row.status))
     return FitTable(columns, rows, title=title)
 

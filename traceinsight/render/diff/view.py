@@ -11,11 +11,23 @@ import polars as pl
 from traceinsight.analysis.diff.compare import DURATION_METRICS, DiffResult, StepTimeDiff
 from traceinsight.analysis.diff.compile import CompileDiff
 from traceinsight.analysis.diff.tables import TableDiff
+from traceinsight.analysis.lib.stats import why_not_significant
 from traceinsight.render.fit import shorten_middle
 from traceinsight.render.units import ns, size
 
 VERDICT_TEXT = {"faster": "FASTER", "slower": "SLOWER", "no_significant_change": "NO SIGNIFICANT CHANGE"}
 STATUS_WORD = {"added": "new", "removed": "gone"}
+
+
+def not_significant_note(result: DiffResult) -> str | None:
+    """Why a large change of the step time is not called significant (few steps, the test's
+    floor, noisy steps), for the headline; None when the verdict is made or the change small."""
+    st = result.step_time
+    if result.verdict != "no_significant_change" or not st.available:
+        return None
+    return why_not_significant(
+        st.n_before, st.n_after, st.ratio, st.ci_low, st.ci_high, st.p_value, alpha=round(1.0 - st.confidence, 6)
+    )
 
 
 def signed_ns(value: float | None) -> str:

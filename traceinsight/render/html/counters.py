@@ -9,11 +9,13 @@ from traceinsight.render.html.page import Figure
 from traceinsight.trace.model import Trace
 
 
-def memory_figure(trace: Trace) -> Figure | None:
+def memory_figure(trace: Trace, window: tuple[int, int] | None = None) -> Figure | None:
+    """Allocated memory over time; with ``window`` (start_ns, end_ns) on the timeline's axis."""
     mem = trace.memory
     if mem.height == 0:
         return None
-    lo = int(mem["ts_ns"].min())  # type: ignore[arg-type]
+    lo = window[0] if window else int(mem["ts_ns"].min())  # type: ignore[arg-type]
+    x_range = ((0.0, (window[1] - window[0]) / 1e6)) if window else None
     series = []
     for (device_type, device), part in mem.sort("ts_ns").group_by("device_type", "device", maintain_order=True):
         if part.height < 2:
@@ -24,14 +26,19 @@ def memory_figure(trace: Trace) -> Figure | None:
         series.append((f"{where} allocated (MiB)", pts))
     if not series:
         return None
-    return Figure("Allocated memory", svg.lines(series, x_label="ms", y_label="MiB", label="allocated memory"))
+    x_label = "ms since the trace window start (as the timeline)" if window else "ms"
+    return Figure("Allocated memory", svg.lines(series, x_label=x_label, y_label="MiB", label="allocated memory", x_range=x_range))
 
 
-def counter_figures(trace: Trace) -> list[Figure]:
+def counter_figures(trace: Trace, window: tuple[int, int] | None = None) -> list[Figure]:
+    """NVML/GPM counters over time; with ``window`` (start_ns, end_ns) on the timeline's axis,
+    so that a dip in a counter lines up with the gap above it."""
     counters = trace.counters
     if counters.height == 0:
         return []
-    lo = int(counters["ts_ns"].min())  # type: ignore[arg-type]
+    lo = window[0] if window else int(counters["ts_ns"].min())  # type: ignore[arg-type]
+    x_range = ((0.0, (window[1] - window[0]) / 1e6)) if window else None
+    x_label = "ms since the trace window start (as the timeline)" if window else "ms since first sample"
     frame = counters.with_columns(pl.col("name").cast(pl.String), pl.col("series").cast(pl.String))
     figures = []
     pct_rows = frame.filter(pl.col("series").str.ends_with("_pct"))
@@ -55,7 +62,7 @@ def counter_figures(trace: Trace) -> list[Figure]:
         if not series:
             continue
         extra = f" Always 0, not drawn: {', '.join(silent)}." if silent else ""
-        chart = svg.lines(series, x_label="ms since first sample", y_label="%", y_max=100.0, label=title.lower())
+        chart = svg.lines(series, x_label=x_label, y_label="%", y_max=100.0, label=title.lower(), x_range=x_range)
         figures.append(Figure(title, chart, (note + extra).strip()))
     for unit_suffix, title, unit in (("_w", "Power", "W"), ("_mhz", "Clocks", "MHz"), ("_c", "Temperature", "°C")):
         rows = frame.filter(pl.col("series").str.ends_with(unit_suffix))
@@ -65,5 +72,5 @@ def counter_figures(trace: Trace) -> list[Figure]:
             (f"{name}.{ser}", [((t - lo) / 1e6, v) for t, v in part.select("ts_ns", "value").iter_rows() if v is not None])
             for (name, ser), part in rows.sort("ts_ns").group_by("name", "series", maintain_order=True)
         ]
-        figures.append(Figure(title, svg.lines(series, x_label="ms since first sample", y_label=unit, label=title.lower())))
+        figures.append(Figure(title, svg.lines(series, x_label=x_label, y_label=unit, label=title.lower(), x_range=x_range)))
     return figures

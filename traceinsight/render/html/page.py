@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 
 from traceinsight.analysis.core.base import Result
 from traceinsight.render import generic
-from traceinsight.render.fit import shorten_middle
+from traceinsight.render.fit import shorten_distinct
 from traceinsight.render.html.styles import CSS
 from traceinsight.version import __version__
 
@@ -30,16 +31,30 @@ def figure_html(fig: Figure) -> str:
 NAME_CELL = 60
 
 
-def _cell(value: str) -> str:
-    """A cell; a long name shortened in the middle, whole in its tooltip."""
-    if len(value) <= NAME_CELL:
+_WORD = re.compile(r"^[A-Za-z][a-z]*[,.:;)]?$")
+
+
+def is_prose(value: str) -> bool:
+    """Words rather than a name: several plain words (a C++ name's spaces separate template
+    arguments, not words). Prose wraps at spaces and is never cut."""
+    return sum(bool(_WORD.match(token)) for token in value.split()) >= 3
+
+
+def _cell(value: str, shown: str) -> str:
+    """A cell; a long name shortened (``shown``), whole in its tooltip; prose whole, wrapped."""
+    if is_prose(value):
+        return f"<td class='prose'>{escape(value)}</td>"
+    if shown == value:
         return f"<td>{escape(value)}</td>"
-    return f"<td title='{escape(value, quote=True)}'>{escape(shorten_middle(value, NAME_CELL))}</td>"
+    return f"<td title='{escape(value, quote=True)}'>{escape(shown)}</td>"
 
 
 def table_html(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     head = "".join(f"<th>{escape(c)}</th>" for c in columns)
-    body = "".join("<tr>" + "".join(_cell(v) for v in row) + "</tr>" for row in rows)
+    # Shortened a column at a time, so that names that differ never read the same.
+    width = len(rows[0]) if rows else 0
+    cut = [shorten_distinct([row[i] for row in rows], NAME_CELL) for i in range(width)]
+    body = "".join("<tr>" + "".join(_cell(v, cut[i][r]) for i, v in enumerate(row)) + "</tr>" for r, row in enumerate(rows))
     return f"<div class='scroll'><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
 
 

@@ -13,7 +13,7 @@ from html import escape
 from traceinsight.analysis.report import Report
 from traceinsight.render.html.counters import counter_figures, memory_figure
 from traceinsight.render.html.page import figure_html, page
-from traceinsight.render.html.timeline import timeline_figure
+from traceinsight.render.html.timeline import timeline_figure, timeline_window
 from traceinsight.render.shared import ordered, section_title
 from traceinsight.render.views import section_html
 from traceinsight.trace.model import Trace
@@ -46,7 +46,8 @@ def render_html(report: Report, trace: Trace | None = None) -> str:
     for name, result in ordered(report.sections):
         parts.append(f"<section id='{escape(name)}'><h2>{escape(section_title(name))}</h2>{section_html(result)}</section>")
     if trace is not None:
-        extra = [f for f in (memory_figure(trace), *counter_figures(trace)) if f is not None]
+        window = timeline_window(report, trace)
+        extra = [f for f in (memory_figure(trace, window), *counter_figures(trace, window)) if f is not None]
         if extra:
             parts.append("<section id='counters'><h2>Memory and GPU counters</h2>" + "".join(figure_html(f) for f in extra) + "</section>")
     return page(f"traceinsight: {report.trace_path}", "".join(parts))

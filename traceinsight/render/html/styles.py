@@ -49,13 +49,28 @@ svg.chart { display: block; max-width: 100%; height: auto; }
 svg .muted, .note { fill: var(--muted); color: var(--muted); font-size: 12px; }
 dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: 2px 14px; margin: 8px 0; }
 dl.facts dt { font-weight: 600; }
-dl.facts dd { margin: 0; word-break: break-word; }
+dl.facts dd { margin: 0; overflow-wrap: break-word; }
 .scroll { overflow-x: auto; }
 table { border-collapse: collapse; font-size: 13px; margin: 6px 0; }
 th, td { border-bottom: 1px solid var(--line); padding: 3px 8px; text-align: left; white-space: nowrap; }
 td { max-width: 420px; overflow: hidden; text-overflow: ellipsis; }
+td.prose { white-space: normal; min-width: 14em; max-width: 520px; overflow: visible; }
 th { background: #f3f3f3; position: sticky; top: 0; }
 .unavailable { color: #8a5a00; background: #fff8e6; padding: 6px 10px; border-radius: 4px; }
 footer { color: var(--muted); font-size: 12px; margin-top: 24px; }
+/* Nothing wider than its card: a wide table or chart scrolls inside it, long code breaks. */
+section, .verdict { min-width: 0; overflow-x: auto; }
+.verdict, .finding, dd, li, p { overflow-wrap: break-word; }
+code { overflow-wrap: anywhere; }
+figure { overflow-x: auto; }
+@media (max-width: 640px) {
+  main { padding: 10px 8px 30px; }
+  section { padding: 10px 10px; }
+  /* Label above value: a long label no longer squeezes the value to a letter a line. */
+  dl.facts { grid-template-columns: minmax(0, 1fr); gap: 0; }
+  dl.facts dd { margin: 0 0 6px 10px; }
+  svg.chart { min-width: 560px; }
+  td { max-width: 260px; }
+}
 """
 

@@ -94,15 +94,24 @@ def _device_lane(trace: Trace, report: Report, device: int, lo: int, hi: int, bi
     return spans, set(table.select(pl.col("state").unique()).to_series().to_list()) - {"busy"}
 
 
-def timeline_figure(report: Report, trace: Trace) -> Figure | None:
+def timeline_window(report: Report, trace: Trace) -> tuple[int, int] | None:
+    """(start_ns, end_ns) of the timeline's axis: the trace window, else the kernels' span;
+    the counter and memory charts share it."""
+    overview = section_of(report, OverviewResult)
+    if overview is not None and overview.window_ns:
+        return overview.window_start_ns, max(overview.window_end_ns, overview.window_start_ns + 1)
     if not trace.has_gpu:
         return None
     lo = int(trace.kernels["ts_ns"].min())  # type: ignore[arg-type]
-    hi = int(trace.kernels["end_ns"].max())  # type: ignore[arg-type]
-    overview = section_of(report, OverviewResult)
-    if overview is not None and overview.window_ns:
-        lo, hi = overview.window_start_ns, overview.window_end_ns
-    hi = max(hi, lo + 1)
+    return lo, max(int(trace.kernels["end_ns"].max()), lo + 1)  # type: ignore[arg-type]
+
+
+def timeline_figure(report: Report, trace: Trace) -> Figure | None:
+    if not trace.has_gpu:
+        return None
+    window = timeline_window(report, trace)
+    assert window is not None
+    lo, hi = window
     lanes: list[tuple[str, Sequence[svg.Span]]] = []
     steps = trace.events.filter(pl.col("name").cast(pl.String).str.starts_with("ProfilerStep#") & (pl.col("kind") == "user_annotation"))
     if steps.height:

@@ -10,6 +10,7 @@ import polars as pl
 
 from traceinsight.analysis.job.report import JobReport
 from traceinsight.analysis.job.series import SeriesResult
+from traceinsight.analysis.lib.stats import why_not_significant
 from traceinsight.render.units import ns, pct
 
 Rows = Sequence[tuple[str, ...]]
@@ -220,4 +221,21 @@ def series_headline(result: SeriesResult) -> str:
         return result.reason or "no run was analysed"
     fastest = result.fastest
     row = result.runs.filter(pl.col("run") == fastest).row(0, named=True)
-    return f"{result.runs.height} runs; fastest: run {fastest} ({run_name(str(row['path']))}), median step {ns(row['step_median_ns'])}"
+    text = f"{result.runs.height} runs; fastest: run {fastest} ({run_name(str(row['path']))}), median step {ns(row['step_median_ns'])}"
+    return "; ".join([text, *unproven_changes(result)])
+
+
+def unproven_changes(result: SeriesResult) -> list[str]:
+    """One clause per run whose large change against run 0 is not significant, saying why."""
+    rows = result.runs.sort("run").to_dicts()
+    if not rows:
+        return []
+    base = rows[0]
+    out = []
+    for r in rows[1:]:
+        if r["verdict"] != "no_significant_change":
+            continue
+        why = why_not_significant(base["steps"], r["steps"], r["ratio"], r["ci_low"], r["ci_high"], r["p_value"])
+        if why:
+            out.append(f"run {r['run']} {100 * (r['ratio'] - 1):+.1f} % by the median step, not significant: {why}")
+    return out

@@ -74,22 +74,42 @@ def _shown_regions(regions: pl.DataFrame) -> pl.DataFrame:
     return pl.concat(parts) if parts else regions
 
 
+# One row per region: the figures behind its label (the label's reason and the evidence in
+# words are in the JSON). Narrow, the kind goes; narrower, each region's figures stack under
+# its name. Every figure stays at every width.
 REGION_COLUMNS = (
-    Col("region", "name"), Col("kind", "label"), Col("window"), Col("GPU busy"), Col("busy"), Col("label", "label"),
-    Col("TFLOP/s"), Col("TB/s"), Col("FLOP/B"), Col("ridge"), Col("roofline"),
+    Col("region", "name"), Col("kind", "label", optional=True), Col("window"), Col("GPU busy"),
+    Col("busy"), Col("label", "label"), Col("TFLOP/s"), Col("TB/s"), Col("FLOP/B"), Col("ridge"), Col("roofline"),
 )
 
 
+def region_names(names: list[str]) -> list[str]:
+    """Region names, each repeated one numbered (``Optimizer.step (2 of 5)``), so that the
+    rows of a region seen once a step never read the same."""
+    total: dict[str, int] = {}
+    for name in names:
+        total[name] = total.get(name, 0) + 1
+    seen: dict[str, int] = {}
+    out = []
+    for name in names:
+        seen[name] = seen.get(name, 0) + 1
+        out.append(f"{name} ({seen[name]} of {total[name]})" if total[name] > 1 else name)
+    return out
+
+
 def regions_table(result: BoundResult, *, limit: int | None = None) -> FitTable:
+    """One row per region: its figures and its label, in one form."""
     rows = _shown_regions(result.regions)
     if limit is not None:
         rows = rows.head(limit)
+    records = list(rows.iter_rows(named=True))
+    names = region_names([r["name"] for r in records])
     cells = [
         (
-            r["name"], r["kind"], ns(r["dur_ns"]), ns(r["busy_ns"]), pct(r["busy_pct"], 0), _label(r["label"], r["confidence"]),
+            name, r["kind"], ns(r["dur_ns"]), ns(r["busy_ns"]), pct(r["busy_pct"], 0), _label(r["label"], r["confidence"]),
             _num(r["tflops"]), _num(r["tbps"], 2), _num(r["intensity"]), _num(r["ridge"]), _roof(r),
         )
-        for r in rows.iter_rows(named=True)
+        for name, r in zip(names, records, strict=True)
     ]
     return FitTable(REGION_COLUMNS, cells)
 
@@ -99,18 +119,6 @@ def _roof(r: dict[str, object]) -> str:
     value = r["pct_of_roofline"]
     text = pct(value if isinstance(value, float) else None, 0)
     return text + " ↑" if r.get("above_peak_reason") else text
-
-
-def evidence_lines(result: BoundResult, *, limit: int = 8) -> list[Text]:
-    rows = _shown_regions(result.regions).filter(pl.col("kind") != "op").head(limit)
-    lines = []
-    for r in rows.iter_rows(named=True):
-        line = Text(f"{r['name']}: ", style="bold")
-        line.append_text(_label(r["label"], r["confidence"]))
-        line.append(f" — {r['reason']}. ")
-        line.append(r["evidence"] or "", style="dim")
-        lines.append(line)
-    return lines
 
 
 # Short tags for the terminal; the full reason is in the JSON output.
@@ -157,8 +165,9 @@ def render_by(result: BoundResult, by: str, *, limit: int = 20, all_regions: boo
     report's own view, ``all_regions``, shows every kind of region instead)."""
     parts: list[RenderableType] = [_header(result)]
     if by == "region":
+        # One form per region: the table row carries the label's reason; the full evidence
+        # (kernel counts, exact windows) is in the JSON output.
         parts.append(regions_table(result, limit=None if all_regions else limit))
-        parts.extend(evidence_lines(result, limit=limit))
     else:
         frame = result.table(by)
         parts.append(group_table(frame, what=by, limit=limit))
