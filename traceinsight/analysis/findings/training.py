@@ -109,9 +109,23 @@ def detect_unfused_optimizer(ctx: FindingContext) -> Estimate | None:
             pl.len().alias("kernels"),
             pl.col("dur_ns").sum().alias("kernel_ns"),
             (pl.col("end_ns").max() - pl.col("ts_ns").min()).alias("span_ns"),
+            pl.col("ts_ns").min().alias("start_ns"),
+            pl.col("end_ns").max().alias("stop_ns"),
         )
         .sort("step")
     )
+    if ctx.window is not None and ctx.window.excluded.height:
+        # An optimizer step that overlaps one-time work (start-up, compilation, capture) is not
+        # the steady state: its span holds the first call's idle, which fusing would not save.
+        one_time = ctx.window.excluded.select(pl.col("start_ns").alias("once_start_ns"), pl.col("end_ns").alias("once_end_ns"))
+        hit = (
+            per_step.select("step", "start_ns", "stop_ns")
+            .join(one_time, how="cross")
+            .filter((pl.col("start_ns") < pl.col("once_end_ns")) & (pl.col("once_start_ns") < pl.col("stop_ns")))
+        )
+        per_step = per_step.filter(~pl.col("step").is_in(hit["step"].to_list()))
+        if per_step.height == 0:
+            return None
     steady = per_step
     if ctx.steps is not None and ctx.steps.warmup_step is not None and per_step.height > 1:
         steady = per_step.filter(pl.col("step") != ctx.steps.warmup_step)
