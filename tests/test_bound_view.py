@@ -21,7 +21,10 @@ def test_each_region_is_shown_once(width: int, sample_trace) -> None:  # type: i
     for step in ("ProfilerStep#3", "ProfilerStep#4"):
         assert sum(step in line for line in text.splitlines()) == 1, (step, text)
     rows = [line for line in text.splitlines() if " of 5)" in line]
-    assert len(rows) == len(set(rows)) == 10
+    # Regions seen once per step are numbered (the optimizer's step and zero_grad at least),
+    # and no two of their rows read the same.
+    assert len(rows) >= 10 and len(rows) % 5 == 0
+    assert len(rows) == len(set(rows))
     assert "—" not in text  # no sentence repeating a row
 
 
