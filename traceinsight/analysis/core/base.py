@@ -7,15 +7,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, is_dataclass
 from datetime import date, datetime
 from enum import Enum
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar
+from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 import polars as pl
 
 from traceinsight.analysis.core import display
 from traceinsight.trace.model import Trace
-
-if TYPE_CHECKING:
-    pass
 
 RESULT_SCHEMA_VERSION = 1
 
