@@ -22,12 +22,15 @@ import json
 import os
 import shutil
 import sys
-import time
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from sample_traces.cuda_timing import time_step
 
 PROMPT, NEW = 16, 64
 
@@ -106,21 +109,6 @@ def decode_loop(model: Decoder, dev: torch.device, graph: bool):  # type: ignore
     return run
 
 
-def timed(fn, dev: torch.device) -> float:  # type: ignore[no-untyped-def]
-    fn()  # warm-up run
-    if dev.type != "cuda":
-        t0 = time.perf_counter()
-        fn()
-        return (time.perf_counter() - t0) * 1e3
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    fn()
-    end.record()
-    end.synchronize()
-    return float(start.elapsed_time(end))
-
-
 def profiled(fn, path: Path, dev: torch.device) -> Path:  # type: ignore[no-untyped-def]
     acts = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if dev.type == "cuda" else [])
     with torch.profiler.profile(activities=acts, record_shapes=True) as prof:
@@ -153,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     loops = [("decode_eager", False)] + ([("decode_graph", True)] if cuda else [])
     for name, graph in loops:
         run = decode_loop(model, dev, graph)
-        ms = timed(run, dev)
+        ms = time_step(run, cuda, warmup=1, iters=1)  # one timed run after a warm-up run
         path = profiled(run, args.out / f"{name}.json.gz", dev)
         tokens = PROMPT + NEW
         rows.append({"name": name, "forwards": tokens, "ms_total": round(ms, 3), "ms_per_token": round(ms / tokens, 4), "bytes": path.stat().st_size})
@@ -169,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         def generate() -> None:
             hf.generate(ids, max_new_tokens=NEW, min_new_tokens=NEW, do_sample=False, pad_token_id=0)
 
-        ms = timed(generate, dev)
+        ms = time_step(generate, cuda, warmup=1, iters=1)
         path = profiled(generate, args.out / "hf_generate.json.gz", dev)
         rows.append({"name": "hf_generate", "forwards": NEW, "ms_total": round(ms, 3), "ms_per_token": round(ms / NEW, 4), "bytes": path.stat().st_size})
         print(f"hf_generate: {ms / NEW:.4f} ms/token ({NEW} new tokens after a 32-token prompt, {ms:.2f} ms)  {path.name}", flush=True)

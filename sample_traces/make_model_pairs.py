@@ -20,7 +20,6 @@ import argparse
 import json
 import os
 import sys
-import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -30,28 +29,11 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from sample_traces.cuda_timing import time_step
 from traceinsight.capture import Schedule, profile
 
 Step = Callable[[], object]
 SCHEDULE = Schedule(wait=1, warmup=2, active=4)
-
-
-def time_step(step: Step, cuda: bool, warmup: int = 3, iters: int = 10) -> float:
-    for _ in range(warmup):
-        step()
-    if not cuda:
-        t0 = time.perf_counter()
-        for _ in range(iters):
-            step()
-        return (time.perf_counter() - t0) * 1e3 / iters
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(iters):
-        step()
-    end.record()
-    end.synchronize()
-    return float(start.elapsed_time(end)) / iters
 
 
 def train_step(model: nn.Module, opt: torch.optim.Optimizer, batch: Callable[[], object], *, set_to_none: bool = True) -> Step:

@@ -25,6 +25,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from sample_traces.cuda_timing import time_step
 from traceinsight.capture import Schedule, profile
 
 SCHEDULE = Schedule(wait=1, warmup=2, active=6)
@@ -85,24 +86,6 @@ def make_step(loop: Loop, device: torch.device, n: int, unit_ms: float):  # type
     return step, kernels
 
 
-def time_step(step, device: torch.device, warmup: int = 5, iters: int = 20) -> float:  # type: ignore[no-untyped-def]
-    for _ in range(warmup):
-        step()
-    if device.type != "cuda":
-        t0 = time.perf_counter()
-        for _ in range(iters):
-            step()
-        return (time.perf_counter() - t0) * 1e3 / iters
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(iters):
-        step()
-    end.record()
-    end.synchronize()
-    return float(start.elapsed_time(end)) / iters
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "whatif")
@@ -134,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for loop in loops:
         step, kernels = make_step(loop, device, n, unit_ms)
-        ms = time_step(step, device)
+        ms = time_step(step, cuda, warmup=5, iters=20)
         path = args.out / f"{loop.name}.json.gz"
         n_steps = SCHEDULE.skip_first + SCHEDULE.wait + SCHEDULE.warmup + SCHEDULE.active
         with profile(path, schedule=SCHEDULE, record_shapes=True) as prof:
