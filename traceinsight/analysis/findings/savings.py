@@ -11,10 +11,14 @@ window, so the capped savings never add up to more than the analysed time.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from traceinsight.analysis.findings.catalogue import CATALOGUE, MATERIALITY_PCT
 from traceinsight.analysis.findings.context import FindingContext
 from traceinsight.analysis.findings.model import Confidence, Evidence, Finding, Pool
+
+if TYPE_CHECKING:
+    from traceinsight.analysis.whatif.transforms import Transformation
 
 POOLS: tuple[Pool, ...] = ("idle", "compute", "communication", "memcpy")
 
@@ -28,6 +32,9 @@ class Estimate:
     # (pool, finding id): this claim on the pool is part of that finding's claim (the same
     # idle seen from a narrower cause); the wider finding gives that part up.
     within: tuple[tuple[Pool, str, int | None], ...] = ()  # (pool, parent, ns or all)
+    # The fix as a change to the step's dependency graph: where the trace replays, the
+    # saving is the replayed change of step time (the claims are the fallback).
+    transforms: tuple[Transformation, ...] = ()
 
 
 def estimate(
@@ -45,6 +52,7 @@ def estimate(
     per_step: bool = True,
     within: dict[Pool, str] | None = None,
     within_parts: tuple[tuple[Pool, str, int], ...] = (),
+    transforms: tuple[Transformation, ...] = (),
 ) -> Estimate:
     entry = CATALOGUE[finding_id]
     clean = tuple((pool, max(0, int(ns))) for pool, ns in claims.items())
@@ -68,7 +76,7 @@ def estimate(
     nested: tuple[tuple[Pool, str, int | None], ...] = tuple(
         (pool, parent, None) for pool, parent in (within or {}).items()
     )
-    return Estimate(finding, clean, nested + within_parts)
+    return Estimate(finding, clean, nested + within_parts, transforms)
 
 
 def _nest(estimates: list[Estimate]) -> tuple[list[Estimate], dict[str, list[str]]]:
@@ -93,7 +101,7 @@ def _nest(estimates: list[Estimate]) -> tuple[list[Estimate], dict[str, list[str
             if note not in notes[est.finding.id]:
                 notes[est.finding.id].append(note)
     return [
-        Estimate(e.finding, tuple(claims[e.finding.id].items()), e.within) for e in estimates
+        Estimate(e.finding, tuple(claims[e.finding.id].items()), e.within, e.transforms) for e in estimates
     ], notes
 
 
