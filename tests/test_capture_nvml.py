@@ -7,6 +7,8 @@ import statistics
 import sys
 import time
 import warnings
+from collections.abc import Callable
+from types import SimpleNamespace
 
 import pytest
 from fake_pynvml import NVML_ERROR_LIBRARY_NOT_FOUND, NVML_ERROR_NOT_SUPPORTED, NVMLError, install
@@ -42,19 +44,59 @@ def test_samples_every_family_with_units_in_series_names(monkeypatch: pytest.Mon
     assert throttle.values[C.HW_SLOWDOWN] == 0
 
 
+class FakeClock:
+    """Drives the sampler's loop without wall-clock time: ``perf_counter_ns`` reads it, a tick
+    advances it by its cost, and the stop event's ``wait(timeout)`` advances it by the timeout
+    (returning True, "stopped", after ``ticks`` waits)."""
+
+    def __init__(self, ticks: int, tick_cost_ms: Callable[[int], float]) -> None:
+        self.now_ns = 1_000_000_000
+        self.ticks, self.cost = ticks, tick_cost_ms
+        self.tick_starts_ns: list[int] = []
+        self.waits = 0
+
+    def perf_counter_ns(self) -> int:
+        return self.now_ns
+
+    def tick(self) -> None:
+        self.tick_starts_ns.append(self.now_ns)
+        self.now_ns += round(self.cost(len(self.tick_starts_ns) - 1) * 1e6)
+
+    def wait(self, timeout_s: float) -> bool:
+        assert timeout_s >= 0, "the loop never waits a negative time"
+        self.now_ns += round(timeout_s * 1e9)
+        self.waits += 1
+        return self.waits >= self.ticks
+
+
+def drive(monkeypatch: pytest.MonkeyPatch, interval_s: float, clock: FakeClock) -> list[float]:
+    """Run the sampler's loop on ``clock``; the ticks' offsets in ms from the first."""
+    from traceinsight.capture import nvml as nvml_module
+
+    s = NvmlSampler([0], interval_s=interval_s, gpm=False)
+    monkeypatch.setattr(nvml_module, "time", SimpleNamespace(perf_counter_ns=clock.perf_counter_ns, sleep=lambda _s: None))
+    monkeypatch.setattr(s, "_tick", clock.tick)
+    monkeypatch.setattr(s, "_stop", SimpleNamespace(wait=clock.wait))
+    s._run()
+    return [(t - clock.tick_starts_ns[0]) / 1e6 for t in clock.tick_starts_ns]
+
+
 def test_interval_is_drift_corrected(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Each tick costs ~12 ms of (fake) NVML calls. Corrected, ticks stay on the 50 ms grid
-    # laid from the first one; uncorrected, each tick would slip 12 ms further off it.
-    fake = install(monkeypatch, call_latency_s=0.0015)
-    run_sampler(1.0, interval_s=0.05, gpm=False)
-    starts = [c.start_ns for c in fake.calls_named("util")]
-    assert len(starts) >= 10
-    off_grid_ms = []
-    for t in starts[1:]:
-        phase = ((t - starts[0]) / 1e6) % 50
-        off_grid_ms.append(min(phase, 50 - phase))
-    # The median, not the max: a loaded machine may delay a tick now and then.
-    assert statistics.median(off_grid_ms) < 4
+    # Each tick costs 12 ms of NVML calls. Corrected, ticks stay on the 50 ms grid laid from the
+    # first one; uncorrected (sleeping the interval after each tick) the 10th would be 108 ms late.
+    clock = FakeClock(ticks=10, tick_cost_ms=lambda _i: 12.0)
+    offsets = drive(monkeypatch, 0.05, clock)
+    assert offsets == [50.0 * i for i in range(10)]
+
+
+def test_a_slow_tick_skips_missed_ticks_instead_of_bursting(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The third tick takes 130 ms (a busy host): the ticks due at 150 and 200 ms, which it
+    # overran, are skipped, and sampling resumes on the same 50 ms grid; no two ticks are
+    # closer than the interval.
+    clock = FakeClock(ticks=6, tick_cost_ms=lambda i: 130.0 if i == 2 else 5.0)
+    offsets = drive(monkeypatch, 0.05, clock)
+    assert offsets == [0.0, 50.0, 100.0, 250.0, 300.0, 350.0]
+    assert all(b - a >= 50.0 for a, b in itertools.pairwise(offsets))
 
 
 def test_gpm_samples_are_at_least_100ms_apart(monkeypatch: pytest.MonkeyPatch) -> None:
