@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import statistics
 import sys
 import time
 import warnings
