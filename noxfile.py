@@ -17,9 +17,12 @@ LINT_PATHS = ["traceinsight", "tests", "benchmarks", "sample_traces", "docs", "n
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """The test suite (CPU only; GPU tests are skipped without CUDA)."""
+    """The test suite (CPU only; GPU tests are skipped without CUDA), one worker per core.
+
+    Files go to workers whole (``--dist loadfile``): a file's tests share the traces they load.
+    ``nox -s tests -- tests/test_x.py`` runs some files; ``-- -n 0`` runs in one process."""
     session.install("-e", ".[dev,docs]", TORCH_SPEC, "nvidia-ml-py")
-    session.run("python", "-m", "pytest", *session.posargs)
+    session.run("python", "-m", "pytest", "-n", "auto", "--dist", "loadfile", *session.posargs)
 
 
 @nox.session
