@@ -10,6 +10,9 @@
   memory). Moving it into 4 DataLoader workers was measured too and was slower (79.9 vs 148.6
   ms/step on an H100 host with 16 cores: each worker runs single-threaded, the main thread
   used all 16 cores), so the GPU is the fix recorded here.
+- ``gpt2_compile``, ``resnet_compile``: whole training steps of GPT-2 (SDPA) and ResNet-50
+  (channels_last), bf16 autocast, eager vs the model under ``torch.compile``: what fusing the
+  memory-bound work saves on a training step.
 - ``memgrow``: a training loop that keeps every step's logits (and so their memory) in a list
   vs one that keeps only the detached loss; recorded with memory events and Python stacks.
 
@@ -215,7 +218,40 @@ def memgrow(dev: torch.device, smoke: bool, after: bool) -> tuple[Step, str, lis
     return step, what, allocated
 
 
-PAIRS = ("llama", "comm", "host_pre", "memgrow")
+# ---- gpt2_compile / resnet_compile: whole training steps, eager vs torch.compile -------------
+def gpt2_compile(dev: torch.device, smoke: bool, after: bool) -> tuple[Step, str]:
+    from sample_traces.make_model_pairs import gpt2, train_step
+
+    torch.manual_seed(0)
+    model, ids = gpt2(smoke, "sdpa")
+    model, ids = model.to(dev), ids.to(dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=dev.type == "cuda")
+    fwd = torch.compile(model) if after else model
+    step = train_step(fwd, opt, lambda: fwd(input_ids=ids, labels=ids))
+    for _ in range(3 if after else 0):  # compile before timing and profiling
+        step()
+    what = "the same training step with the model under torch.compile" if after else 'GPT-2 (6 layers, d=768, seq 1024, batch 8) training, bf16 autocast, SDPA, fused AdamW, eager'
+    return step, what
+
+
+def resnet_compile(dev: torch.device, smoke: bool, after: bool) -> tuple[Step, str]:
+    import torchvision
+
+    from sample_traces.make_model_pairs import train_step
+
+    torch.manual_seed(0)
+    model = torchvision.models.resnet50(num_classes=1000).to(dev).to(memory_format=torch.channels_last)
+    x = torch.randn(4 if smoke else 64, 3, 64 if smoke else 224, 64 if smoke else 224, device=dev).contiguous(memory_format=torch.channels_last)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, foreach=True)
+    fwd = torch.compile(model) if after else model
+    step = train_step(fwd, opt, lambda: fwd(x))
+    for _ in range(3 if after else 0):
+        step()
+    what = "the same training step with the model under torch.compile" if after else "ResNet-50 training, batch 64, channels_last, bf16 autocast, SGD foreach, eager"
+    return step, what
+
+
+PAIRS = ("llama", "comm", "host_pre", "memgrow", "gpt2_compile", "resnet_compile")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -234,7 +270,8 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict[str, object]] = []
     failed = []
     files = {"llama": ("llama_eager", "llama_compiled"), "host_pre": ("host_pre_main", "host_pre_gpu"),
-             "memgrow": ("memgrow_keep", "memgrow_detach")}
+             "memgrow": ("memgrow_keep", "memgrow_detach"), "gpt2_compile": ("gpt2_eager", "gpt2_compiled"),
+             "resnet_compile": ("resnet_eager", "resnet_compiled")}
     for name in names:
         try:
             if name == "comm":
@@ -251,7 +288,8 @@ def main(argv: list[str] | None = None) -> int:
                     if len(tail) > 1:
                         row["growth_bytes_per_step"] = round((tail[-1] - tail[0]) / (len(tail) - 1))
                 else:
-                    step, what = (llama if name == "llama" else host_pre)(dev, args.smoke, after)
+                    make = {"llama": llama, "host_pre": host_pre, "gpt2_compile": gpt2_compile, "resnet_compile": resnet_compile}[name]
+                    step, what = make(dev, args.smoke, after)
                     ms = time_step(step, cuda)
                     path = record(step, args.out / f"{files[name][after]}.json.gz", cuda)
                 row.update(ms=round(ms, 3), what=what, file=path.name, bytes=path.stat().st_size)
