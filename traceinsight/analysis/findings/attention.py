@@ -100,7 +100,7 @@ def _product(name: str, dims: list[Any]) -> tuple[int, int, int, int] | None:
     return batch * ma[-2] * mb[-1], ma[-2], mb[-1], ma[-1]
 
 
-def _touches(name: str, dims_text: str | None, scores: tuple[Scores, ...]) -> bool:
+def touches(name: str, dims_text: str | None, scores: tuple[Scores, ...]) -> bool:
     """Whether an op reads a score-shaped tensor, or (a matmul) writes one."""
     dims = _parse(dims_text)
     shapes = {(s.numel, s.sq, s.sk) for s in scores}
@@ -154,7 +154,7 @@ def _written_out(ops: pl.DataFrame) -> tuple[Scores, ...]:
     )
     if sdpa.height:
         sm = sm.sort("ts_ns").join_asof(
-            sdpa.sort("sdpa_ts"), left_on="ts_ns", right_on="sdpa_ts", by=["pid", "tid"], strategy="backward"
+            sdpa.sort("sdpa_ts"), left_on="ts_ns", right_on="sdpa_ts", by=["pid", "tid"], strategy="backward", check_sortedness=False
         ).filter(pl.col("sdpa_end").is_null() | (pl.col("sdpa_end") < pl.col("end_ns")))
     side = mm.select(
         "pid", "tid", "ts_ns", pl.col("id").alias("mm_id"), "prod", "first", pl.col("input_types").alias("types")
@@ -214,7 +214,7 @@ def _from_ops(ctx: FindingContext, scores: tuple[Scores, ...]) -> pl.DataFrame:
     keys = k.select("op", "input_dims").unique().drop_nulls("op")
     keys = keys.with_columns(
         hit=pl.struct("op", "input_dims").map_elements(
-            lambda r: _touches(r["op"], r["input_dims"], scores), return_dtype=pl.Boolean
+            lambda r: touches(r["op"], r["input_dims"], scores), return_dtype=pl.Boolean
         )
     ).filter(pl.col("hit"))
     return k.join(keys, on=["op", "input_dims"], how="semi")
