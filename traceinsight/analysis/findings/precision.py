@@ -27,6 +27,9 @@ GEMM_FAMILIES = tuple(f for f in MATRIX_FAMILIES if not f.startswith("attention"
 GEMM_HELPERS = ("splitk_reduce", "epilogue")
 # Operand alignment that lets a tensor-core kernel use 16-byte vector loads.
 ALIGNED_BYTES = 16
+# A projection whose output is this many times its input is a vocabulary (50257 / 768 in
+# GPT-2, 32000 / 4096 in Llama 2); a square 8191 x 8191 GEMM is not.
+VOCAB_OVER_HIDDEN = 4
 
 
 def _kernel_table(ctx: FindingContext) -> pl.DataFrame | None:
@@ -308,9 +311,10 @@ def misaligned_dims(op: str | None, shapes: str | None, multiple: int) -> list[i
 
 
 def _largest_n(ops: pl.DataFrame) -> int | None:
-    """The largest output dimension N of the trace's matmuls: the final (vocabulary) projection
-    of a language model. Convolutions are left out (their dims are channels)."""
-    best = 0
+    """The largest output dimension N of the trace's matmuls when it is several times its
+    inner dimension K: the final (vocabulary) projection of a language model, hidden → vocab.
+    Convolutions are left out (their dims are channels)."""
+    best, inner = 0, 0
     for name, shapes in ops.select("name", "shapes").iter_rows():
         if "conv" in (name or "") or not shapes:
             continue
@@ -319,9 +323,9 @@ def _largest_n(ops: pl.DataFrame) -> int | None:
         except ValueError:
             continue
         mats = [d for d in dims[:3] if isinstance(d, list) and len(d) >= 2 and isinstance(d[-1], int)]
-        if mats:
-            best = max(best, int(mats[-1][-1]))
-    return best or None
+        if mats and int(mats[-1][-1]) > best:
+            best, inner = int(mats[-1][-1]), int(mats[-1][-2])
+    return best if best and best >= VOCAB_OVER_HIDDEN * inner else None
 
 
 def _misaligned_fix(bad_ops: pl.DataFrame, vocab: int | None) -> str:
