@@ -348,8 +348,9 @@ def attention_fix(model: device_model.DeviceModel, dtype: str | None) -> str:
     """SDPA, with the backend this device and dtype allow."""
     base = (
         "Use torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=..., dropout_p=..., "
-        'is_causal=...) instead of matmul, softmax, matmul (Hugging Face: from_pretrained(..., '
-        'attn_implementation="sdpa")); pass a causal mask as is_causal=True rather than a mask tensor'
+        'is_causal=...) instead of matmul, softmax, matmul (Hugging Face, where the model supports it: '
+        'from_pretrained(..., attn_implementation="sdpa")); pass a causal mask as is_causal=True '
+        "rather than a mask tensor, an additive bias as attn_mask"
     )
     backends = model.features.sdpa_backends
     half = dtype in ("bf16", "fp16")
