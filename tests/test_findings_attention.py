@@ -271,3 +271,33 @@ def test_xdit_names_only_the_t5_text_encoders_written_out_attention() -> None:
     assert f is not None and f.saving_pct < 5
     assert any("modeling_t5" in loc for loc in f.evidence.locations)
     assert all("512,512" in (o.shapes or "") or o.name == "aten::bmm" for o in f.evidence.ops)
+
+
+# ---- gemm_misaligned's fix names the dimension and the multiple its dtype needs -------------------
+
+
+def _mm_trace(dims: list[list[int]], types: list[str]) -> HandMadeTrace:
+    t = HandMadeTrace()
+    t.step(1, 0, 4 * 1000 + 100)
+    for i in range(4):
+        ts = 20.0 + i * 1000
+        t.host("aten::mm", ts - 10, 8, args={"Input Dims": dims, "Input type": types})
+        t.gpu(GEMM, ts, 900, launch_ts=ts - 9)
+    return t
+
+
+def test_misaligned_fix_names_a_square_gemms_dimension_not_a_vocabulary(tmp_path: Path) -> None:
+    f = by_id(findings(write_h200(_mm_trace([[8191, 8191], [8191, 8191]], [BF16, BF16]), tmp_path / "sq.json")), "gemm_misaligned")
+    assert f is not None
+    assert "vocab" not in f.fix and "8191 (bf16: multiples of 8) → 8192" in f.fix
+
+
+def test_misaligned_fix_of_tf32_uses_multiples_of_4(tmp_path: Path) -> None:
+    tf32 = "sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas"
+    t = _mm_trace([[4096, 4094], [4094, 4096]], ["float", "float"])
+    for e in t.events:
+        if e.get("name") == GEMM:
+            e["name"] = tf32
+    f = by_id(findings(write_h200(t, tmp_path / "tf32.json")), "gemm_misaligned")
+    assert f is not None
+    assert "tf32: multiples of 4" in f.fix and "4094) → 4096" in f.fix or "4094 (tf32: multiples of 4) → 4096" in f.fix
