@@ -73,13 +73,20 @@ def test_gpt2_eager_attention_is_named_with_the_measured_saving() -> None:
 
 def test_gpt2_eager_attention_carries_its_fix_as_a_fusion() -> None:
     trace = load(MODELS / "model_attention_before.json.gz", cache=False)
-    est = detect_eager_attention(context(trace))
+    ctx = context(trace)
+    est = detect_eager_attention(ctx)
     assert est is not None
     (fuse,) = est.transforms
     assert isinstance(fuse, FuseKernels)
     chosen = trace.kernels.filter(pl.col("id").is_in(list(fuse.kernel_ids)))
     assert int(chosen["dur_ns"].sum()) == dict(est.finding.evidence.figures)["attention_subgraph_ns"]
     assert fuse.fused_ns == dict(est.finding.evidence.figures)["fused_estimate_ns"]
+    # 6 layers x 4 steps of [96 x 1024 x 1024] scores, head dim 64: forward 4·BH·S²·D, backward
+    # 2.5x that, at the fused kernels' share of the bf16 peak (FLOPs outweigh the bytes here)
+    peak = ctx.peak_tflops("bf16")
+    assert peak is not None
+    flops = 4 * 96 * 1024 * 1024 * 64 * (24 + 2.5 * 24)
+    assert fuse.fused_ns == pytest.approx(flops / (peak * FUSED_ATTENTION_EFFICIENCY * 1e12) * 1e9, rel=0.01)
     # the host ops that launched only attention kernels shrink to one fused call per attention
     assert fuse.host_op_ids and 0 < fuse.host_factor < 0.5
 
