@@ -307,4 +307,4 @@ def test_misaligned_fix_of_tf32_uses_multiples_of_4(tmp_path: Path) -> None:
             e["name"] = tf32
     f = by_id(findings(write_h200(t, tmp_path / "tf32.json")), "gemm_misaligned")
     assert f is not None
-    assert "tf32: multiples of 4" in f.fix and "4094) → 4096" in f.fix or "4094 (tf32: multiples of 4) → 4096" in f.fix
+    assert "tf32: multiples of 4 elements" in f.fix and "4094 (tf32: multiples of 4) → 4096" in f.fix
