@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
+from traceinsight.analysis.findings.attention import detect_eager_attention
 from traceinsight.analysis.findings.batching import detect_sequential_small_gemms
 from traceinsight.analysis.findings.catalogue import CATALOGUE, MATERIALITY_PCT
 from traceinsight.analysis.findings.compiled import (
@@ -73,6 +74,7 @@ DETECTORS: tuple[Detector, ...] = (
     detect_exposed_communication,
     detect_allocator_churn,
     detect_memory_pressure,
+    detect_eager_attention,
 )
 
 

@@ -139,6 +139,13 @@ _ENTRIES = (
         "with gradient accumulation, mixed precision, set_to_none=True in zero_grad, "
         "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.",
     ),
+    Entry(
+        "eager_attention",
+        "Attention runs as separate matmul, softmax and matmul kernels",
+        "Use torch.nn.functional.scaled_dot_product_attention (Hugging Face: "
+        'attn_implementation="sdpa") so one fused attention kernel replaces the matmuls, softmax, '
+        "scale, mask and dropout kernels and the score matrix never goes to memory.",
+    ),
     # Built from several ranks' results by the job analyses; listed here so ids stay unique.
     Entry("rank_straggler", "One rank is slower than the others", "See the rank's own findings."),
     Entry(
@@ -200,6 +207,7 @@ ACTION: dict[str, str] = {
     "exposed_communication": "overlap the collectives with compute (DDP buckets, no_sync)",
     "allocator_churn": "no torch.cuda.empty_cache() in the loop",
     "memory_pressure": "lower the peak memory",
+    "eager_attention": "fused attention: F.scaled_dot_product_attention / attn_implementation=\"sdpa\"",
     "rank_straggler": "see the slow rank's own findings",
     "collective_wait": "balance the ranks' work",
     "load_imbalance": "balance data and model shards",

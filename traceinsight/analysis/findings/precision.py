@@ -9,6 +9,7 @@ import polars as pl
 
 from traceinsight.analysis.classify import MATRIX_FAMILIES, with_classes
 from traceinsight.analysis.device import model as device_model
+from traceinsight.analysis.findings.attention import find_subgraph, touches
 from traceinsight.analysis.findings.catalogue import (
     GEMM_FLOOR_NS,
     SIMT_EFFICIENCY,
@@ -26,6 +27,9 @@ GEMM_FAMILIES = tuple(f for f in MATRIX_FAMILIES if not f.startswith("attention"
 GEMM_HELPERS = ("splitk_reduce", "epilogue")
 # Operand alignment that lets a tensor-core kernel use 16-byte vector loads.
 ALIGNED_BYTES = 16
+# A projection whose output is this many times its input is a vocabulary (50257 / 768 in
+# GPT-2, 32000 / 4096 in Llama 2); a square 8191 x 8191 GEMM is not.
+VOCAB_OVER_HIDDEN = 4
 
 
 def _kernel_table(ctx: FindingContext) -> pl.DataFrame | None:
@@ -306,13 +310,51 @@ def misaligned_dims(op: str | None, shapes: str | None, multiple: int) -> list[i
     return [int(x) for x in found if isinstance(x, int) and x > 1 and x % multiple != 0]
 
 
-def _pad_text(dims: list[int]) -> str:
-    """``4095 → 4096`` examples: to a multiple of 64 for large (vocabulary-sized) dims, of 8 else."""
-    parts = []
-    for d in sorted(set(dims), reverse=True)[:3]:
-        m = 64 if d >= 1024 else 8
-        parts.append(f"{d} → {-(-d // m) * m}")
-    return ", ".join(parts)
+def _largest_n(ops: pl.DataFrame) -> int | None:
+    """The largest output dimension N of the trace's matmuls when it is several times its
+    inner dimension K: the final (vocabulary) projection of a language model, hidden → vocab.
+    Convolutions are left out (their dims are channels)."""
+    best, inner = 0, 0
+    for name, shapes in ops.select("name", "shapes").iter_rows():
+        if "conv" in (name or "") or not shapes:
+            continue
+        try:
+            dims = json.loads(shapes)
+        except ValueError:
+            continue
+        mats = [d for d in dims[:3] if isinstance(d, list) and len(d) >= 2 and isinstance(d[-1], int)]
+        if mats and int(mats[-1][-1]) > best:
+            best, inner = int(mats[-1][-1]), int(mats[-1][-2])
+    return best if best and best >= VOCAB_OVER_HIDDEN * inner else None
+
+
+def _misaligned_fix(bad_ops: pl.DataFrame, vocab: int | None) -> str:
+    """Which dimensions are off, and what to pad them to: the vocabulary to a multiple of 64,
+    the others to the multiple the dtype's 16-byte alignment needs (8 for 16-bit types, 4 for
+    TF32, 16 for fp8)."""
+    parts: dict[int, str] = {}
+    for name, dtype, off in bad_ops.select("name", "dtype_class", "off").iter_rows():
+        multiple = {"tf32": 4, "fp8": 16}.get(dtype or "", 8)
+        conv = "conv" in (name or "")
+        for d in off or []:
+            if d in parts:
+                continue
+            if vocab is not None and d == vocab and not conv:
+                parts[d] = f"the vocabulary ({d}, the largest output dimension): vocab_size to a multiple of 64, {d} → {-(-d // 64) * 64}"
+            else:
+                what = "channels" if conv else "a hidden/feature dimension"
+                parts[d] = f"{what} {d} ({dtype or '16-bit'}: multiples of {multiple}) → {-(-d // multiple) * multiple}"
+    listed = [parts[d] for d in sorted(parts, reverse=True)[:3]]
+    types = sorted({str(t) for t in bad_ops["dtype_class"].drop_nulls().to_list()}) if bad_ops.height else []
+    rule = (
+        ", ".join(f"{t}: multiples of {ALIGNED_BYTES // {'tf32': 4, 'fp8': 1}.get(t, 2)} elements" for t in types)
+        if types
+        else "multiples of 8 elements for 16-bit types, 4 for TF32, 16 for fp8"
+    )
+    return (
+        f"Pad the misaligned GEMM dimensions so operands are {ALIGNED_BYTES}-byte aligned ({rule})"
+        + (": " + "; ".join(listed) + "." if listed else ".")
+    )
 
 
 def detect_gemm_misaligned(ctx: FindingContext) -> Estimate | None:
@@ -340,6 +382,15 @@ def detect_gemm_misaligned(ctx: FindingContext) -> Estimate | None:
         .otherwise(align <= 2)
     )
     ops = _gemm_ops(ctx, ("bf16", "fp16", "tf32", "fp8"))
+    # The matmuls of written-out attention are eager_attention's: their odd dims (head dim,
+    # sequence length) go away with the fused kernel, padding is not the fix.
+    attention = find_subgraph(ctx)
+    scores = attention.scores if attention is not None else ()
+    if attention is not None:
+        mine = attention.kernels.group_by("name").agg(pl.col("dur_ns").sum().alias("attention_ns"))
+        by_name = by_name.join(mine, on="name", how="left").filter(
+            pl.col("attention_ns").fill_null(0) < pl.col("total_ns")
+        ).drop("attention_ns")
     if ops.height > 0:
         multiple = (
             pl.when(pl.col("dtype_class") == "tf32")
@@ -353,6 +404,13 @@ def detect_gemm_misaligned(ctx: FindingContext) -> Estimate | None:
                 lambda s: misaligned_dims(s["name"], s["shapes"], s["m"]), return_dtype=pl.List(pl.Int64)
             )
         )
+        if scores:  # neither misaligned nor a reference for the aligned rate
+            flagged = flagged.filter(
+                (pl.col("off").list.len() == 0)
+                | ~pl.struct("name", "shapes").map_elements(
+                    lambda r: touches(r["name"], r["shapes"], scores), return_dtype=pl.Boolean
+                )
+            )
         bad_ops = flagged.filter(pl.col("off").list.len() > 0)
         good_ops = flagged.filter(
             (pl.col("off").list.len() == 0) & (pl.col("flops") > 0) & (pl.col("kernel_ns") > 0)
@@ -383,12 +441,7 @@ def detect_gemm_misaligned(ctx: FindingContext) -> Estimate | None:
             else f"an unknown peak ({ctx.device.describe()}): no saving estimated"
         )
     saving = max(0.0, slow_ns - flops / (rate * 1e12) * 1e9) if rate > 0 and flops > 0 else 0.0
-    dims = [d for row in bad_ops["off"].to_list() for d in row] if bad_ops.height else []
-    fix = (
-        "Pad the GEMM dimensions (hidden sizes, vocabulary, batch x sequence) to multiples of 8 "
-        "for 16-bit types (of 4 for TF32, 16 for fp8); a vocabulary-sized dimension to a multiple of 64"
-        + (f": here {_pad_text(dims)}." if dims else ".")
-    )
+    fix = _misaligned_fix(bad_ops, _largest_n(ops)) if bad_ops.height else _misaligned_fix(bad_ops.clear(), None)
     evidence = Evidence(
         kernels=_kernels_evidence(by_name),
         ops=_ops_evidence(ctx, bad_ops) if bad_ops.height else (),
