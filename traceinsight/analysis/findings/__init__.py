@@ -19,6 +19,7 @@ from traceinsight.analysis.findings.compiled import (
     detect_recompile,
 )
 from traceinsight.analysis.findings.context import FindingContext
+from traceinsight.analysis.findings.fusion import detect_unfused_elementwise
 from traceinsight.analysis.findings.idle import (
     detect_allocator_churn,
     detect_dataloader_stall,
@@ -73,6 +74,7 @@ DETECTORS: tuple[Detector, ...] = (
     detect_exposed_communication,
     detect_allocator_churn,
     detect_memory_pressure,
+    detect_unfused_elementwise,
 )
 
 

@@ -139,6 +139,13 @@ _ENTRIES = (
         "with gradient accumulation, mixed precision, set_to_none=True in zero_grad, "
         "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.",
     ),
+    Entry(
+        "unfused_elementwise",
+        "Chains of elementwise and normalization kernels run unfused",
+        "Fuse the chains: torch.compile(model) (Inductor turns each chain of elementwise, "
+        "normalization and cast kernels into one kernel), or fused modules where they exist "
+        "(torch.nn.RMSNorm, F.gelu as one op, a fused rotary embedding).",
+    ),
     # Built from several ranks' results by the job analyses; listed here so ids stay unique.
     Entry("rank_straggler", "One rank is slower than the others", "See the rank's own findings."),
     Entry(
@@ -200,6 +207,7 @@ ACTION: dict[str, str] = {
     "exposed_communication": "overlap the collectives with compute (DDP buckets, no_sync)",
     "allocator_churn": "no torch.cuda.empty_cache() in the loop",
     "memory_pressure": "lower the peak memory",
+    "unfused_elementwise": "torch.compile(model) to fuse the elementwise chains",
     "rank_straggler": "see the slow rank's own findings",
     "collective_wait": "balance the ranks' work",
     "load_imbalance": "balance data and model shards",
