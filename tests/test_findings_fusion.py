@@ -110,6 +110,33 @@ def test_fused_time_comes_from_the_ops_shapes_where_recorded(tmp_path: Path) -> 
     assert f.saving_window_ns == pytest.approx(8 * (300_000 - fused_ns), abs=8)
 
 
+def test_launch_waits_inside_a_chain_go_with_the_fusion_and_leave_launch_bound(tmp_path: Path) -> None:
+    # Each chain kernel after the first is launched after the one before it ended, and starts
+    # 4 µs later: one launch instead of three gives back 2 × 4 µs per chain, which
+    # launch_bound (counting the same idle) gives up.
+    t = HandMadeTrace()
+    for s in range(4):
+        t.step(s + 1, s * 1_500, 1_500)
+        ts = s * 1_500 + 30.0
+        for _ in range(2):
+            t.gpu(GEMM, ts, 400, launch_ts=ts - 20, launch_dur=0.5)
+            ts += 402
+            first = True
+            for name, dur in ((ADD, 100), (GELU, 60), (MUL, 80)):
+                if not first:
+                    ts += 4  # the device waits: the launch returns 1 µs after the last kernel ended
+                t.gpu(name, ts, dur, launch_ts=(ts - 20) if first else ts - 3, launch_dur=2)
+                first = False
+                ts += dur
+            ts += 2
+    trace = write_h200(t, tmp_path / "t.json")
+    r = findings(trace)
+    f = by_id(r, "unfused_elementwise")
+    assert f is not None and dict(f.evidence.figures)["launch_idle_ns"] == 8 * 2 * 4_000
+    launch = by_id(r, "launch_bound")
+    assert launch is not None and "counted under unfused_elementwise" in (launch.overlap or "")
+
+
 def test_a_single_elementwise_kernel_between_gemms_is_no_chain(tmp_path: Path) -> None:
     trace = write_h200(layers_trace([(ADD, 200)]), tmp_path / "t.json")
     assert by_id(findings(trace), "unfused_elementwise") is None
@@ -156,6 +183,17 @@ def test_chains_are_cut_at_copies_between_memories(tmp_path: Path) -> None:
     trace = write_h200(t, trace_path)
     chains = find_chains(trace, "nvidia")
     assert chains.height == 0
+
+
+def test_foreach_kernels_are_no_chain(tmp_path: Path) -> None:
+    # multi_tensor_apply kernels each touch many tensors (an optimizer's, a gradient clip's):
+    # priced by unfused_optimizer, not as a chain one kernel could stream.
+    foreach = (
+        "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous namespace)"
+        "::TensorListMetadata<2>, at::native::(anonymous namespace)::BinaryOpListAlphaFunctor<float, 2, 2, 0> >"
+    )
+    trace = write_h200(layers_trace([(foreach, 100), (foreach, 80)]), tmp_path / "t.json")
+    assert by_id(findings(trace), "unfused_elementwise") is None
 
 
 def test_fuse_chains_gives_each_chain_its_fused_time_in_the_replay(tmp_path: Path) -> None:
