@@ -121,12 +121,11 @@ def test_launch_waits_inside_a_chain_go_with_the_fusion_and_leave_launch_bound(t
         for _ in range(2):
             t.gpu(GEMM, ts, 400, launch_ts=ts - 20, launch_dur=0.5)
             ts += 402
-            first = True
             for name, dur in ((ADD, 100), (GELU, 60), (MUL, 80)):
-                if not first:
-                    ts += 4  # the device waits: the launch returns 1 µs after the last kernel ended
-                t.gpu(name, ts, dur, launch_ts=(ts - 20) if first else ts - 3, launch_dur=2)
-                first = False
+                # the device waits: the launch returns 1 µs after the last kernel ended (the
+                # wait before the chain's first kernel stays: the fused kernel is launched too)
+                ts += 4
+                t.gpu(name, ts, dur, launch_ts=ts - 3, launch_dur=2)
                 ts += dur
             ts += 2
     trace = write_h200(t, tmp_path / "t.json")
