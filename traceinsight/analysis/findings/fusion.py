@@ -37,6 +37,10 @@ _NORM = r"(?i)rsqrt|norm|\bvar\b|aten::mean"
 _GELU = r"(?i)gelu|tanh|\berf\b|aten::erf"
 _SILU = r"(?i)silu|sigmoid"
 _ROTARY = r"(?i)rotary|\brope\b|_rope_"
+_NEG = r"(?i)neg_kernel|aten::neg"
+_CAT = r"(?i)CatArrayBatchedCopy|aten::cat"
+# Sequences holding at least this share of the saving name the fused kernels in the fix.
+ADVICE_SHARE = 0.05
 # The shortest elementwise kernels in the H100/H200 samples take 1.2-2 µs: no fused kernel is
 # counted faster than this (or than the chain's shortest kernel, where that is shorter).
 FUSED_FLOOR_NS = 2_000
@@ -125,9 +129,14 @@ def _top_kernels(chains: pl.DataFrame, key: str, limit: int = 8) -> tuple[Kernel
     )
 
 
-def fusion_advice(ctx: FindingContext, names: list[str]) -> tuple[str, str]:
-    """(fix, action) for the chains whose kernel and op names are ``names``."""
-    text = "\n".join(names)
+def fusion_advice(ctx: FindingContext, sequences: list[str]) -> tuple[str, str]:
+    """(fix, action) for the chains whose kernel and op names are ``sequences`` (one text
+    per sequence, its names one a line)."""
+    text = "\n".join(sequences)
+    # rotate_half written out: a negation and a concatenation in one sequence
+    rotate_half = any(
+        bool(pl.Series([seq]).str.contains(_NEG)[0]) and bool(pl.Series([seq]).str.contains(_CAT)[0]) for seq in sequences
+    )
     vendor = ctx.device.vendor
     compile_line = (
         "torch.compile(model) fuses such chains into one Triton kernel each"
@@ -147,7 +156,7 @@ def fusion_advice(ctx: FindingContext, names: list[str]) -> tuple[str, str]:
         named.append("the activation as one op (torch.nn.functional.gelu(x, approximate='tanh'), not its formula)")
     if pl.Series([text]).str.contains(_SILU)[0]:
         named.append("SiLU and the gate product as one op (F.silu; a fused SwiGLU such as Liger's LigerSiLUMulFunction)")
-    if pl.Series([text]).str.contains(_ROTARY)[0]:
+    if rotate_half or pl.Series([text]).str.contains(_ROTARY)[0]:
         named.append("a fused rotary embedding (flash_attn's apply_rotary_emb, Liger's liger_rotary_pos_emb)")
     fix = f"Fuse the chains of elementwise and normalization kernels: {compile_line}."
     if named:
@@ -185,12 +194,12 @@ def detect_unfused_elementwise(ctx: FindingContext) -> Estimate | None:
         .sort(["saving_ns", "key"], descending=[True, False])
     )
     top = patterns.row(0, named=True)
-    top_names = [n for n in top["names"] if n]
     top_ops = [o for o in top["op_names"] if o]
-    all_names = [*top_names, *top_ops]
-    for row in patterns.head(5).iter_rows(named=True):
-        all_names += [n for n in row["names"] + row["op_names"] if n]
-    fix, action = fusion_advice(ctx, all_names)
+    # the sequences that hold a material part of the saving say what the fused kernels are
+    named = patterns.filter(pl.col("saving_ns") >= ADVICE_SHARE * saving)
+    fix, action = fusion_advice(
+        ctx, ["\n".join(n for n in row["names"] + row["op_names"] if n) for row in named.iter_rows(named=True)]
+    )
     confidence: Confidence = "high" if shaped_share >= SHAPED_SHARE else "medium"
     reason = (
         f"{chains.height} chains of {patterns.height} recurring kernel sequences; "
