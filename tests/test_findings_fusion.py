@@ -15,8 +15,10 @@ import pytest
 from traceinsight.analysis.findings import find
 from traceinsight.analysis.findings.catalogue import BANDWIDTH_EFFICIENCY, MATERIALITY_PCT
 from traceinsight.analysis.findings.chains import find_chains
+from traceinsight.analysis.findings.fusion import detect_unfused_elementwise
 from traceinsight.analysis.whatif.fuse import FuseChains
 from traceinsight.analysis.whatif.graph import build as build_graph
+from traceinsight.analysis.whatif.model import whatif
 from traceinsight.analysis.whatif.replay import Durations
 from traceinsight.trace.loader import load
 
@@ -92,8 +94,6 @@ def test_recurring_chain_between_gemms_is_found_with_the_hand_computed_saving(tm
 
 
 def by_id_transforms(trace, finding_id: str):  # type: ignore[no-untyped-def]
-    from traceinsight.analysis.findings.fusion import detect_unfused_elementwise
-
     est = detect_unfused_elementwise(context(trace))
     assert est is not None and est.finding.id == finding_id
     return est.transforms
@@ -243,6 +243,19 @@ def test_eager_trace_names_it_within_1_5x_of_the_measured_saving(pair: str, befo
     assert saving_ms / 1.5 <= predicted_ms <= saving_ms * 1.5, (predicted_ms, saving_ms)
     assert f.confidence == "high"
     assert "torch.compile(model)" in f.fix and "RMSNorm" in f.fix
+
+
+@pytest.mark.parametrize(("pair", "before", "after"), COMPILE_PAIRS)
+def test_replayed_fusion_saves_what_the_compiled_run_measured(pair: str, before: Path, after: Path) -> None:
+    # The finding's fix as a what-if (its FuseChains), replayed through the step graph.
+    before_ms, after_ms = _measured_ms(pair)
+    trace = load(before, cache=False)
+    est = detect_unfused_elementwise(context(trace))
+    assert est is not None
+    result = whatif(trace, est.transforms)
+    assert result.explained
+    measured_pct = 100.0 * (before_ms - after_ms) / before_ms
+    assert measured_pct / 1.5 <= result.saving_pct <= measured_pct * 1.5, (result.saving_pct, measured_pct)
 
 
 def test_fix_names_the_fused_kernels_the_chains_point_at() -> None:
