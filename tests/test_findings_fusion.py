@@ -137,6 +137,20 @@ def test_launch_waits_inside_a_chain_go_with_the_fusion_and_leave_launch_bound(t
     assert launch is not None and "counted under unfused_elementwise" in (launch.overlap or "")
 
 
+def test_fix_follows_the_device_and_what_is_already_compiled(tmp_path: Path) -> None:
+    # MI300X (ROCm): Inductor's Triton kernels exist there too, and the fix says so.
+    from .test_findings_device import MI300X, write_on
+
+    chain = [(ADD, 100), (GELU, 60), (MUL, 80)]
+    rocm = by_id(findings(write_on(layers_trace(chain), tmp_path / "rocm.json", MI300X)), "unfused_elementwise")
+    assert rocm is not None and "ROCm" in rocm.fix and "torch.compile(model)" in rocm.fix
+    # Inductor kernels elsewhere in the step: the chains are eager code beside the compiled graphs
+    t = layers_trace(chain)
+    t.gpu(TRITON_POI, 1_000_000, 50, launch_ts=999_990)
+    compiled = by_id(findings(write_h200(t, tmp_path / "mixed.json")), "unfused_elementwise")
+    assert compiled is not None and "outside the compiled graphs" in compiled.fix
+
+
 def test_a_single_elementwise_kernel_between_gemms_is_no_chain(tmp_path: Path) -> None:
     trace = write_h200(layers_trace([(ADD, 200)]), tmp_path / "t.json")
     assert by_id(findings(trace), "unfused_elementwise") is None

@@ -33,7 +33,8 @@ from traceinsight.analysis.findings.savings import Estimate, estimate
 from traceinsight.analysis.whatif.fuse import FuseChains
 
 # What the chain does, from its kernels' and ops' names, for the fused kernel to name.
-_NORM = r"(?i)rsqrt|norm|\bvar\b|aten::mean"
+# a normalization written out (x * rsqrt(mean(x²) + eps)); a kernel named for a norm is one already
+_NORM = r"(?i)rsqrt|sqrt_kernel|aten::sqrt"
 _GELU = r"(?i)gelu|tanh|\berf\b|aten::erf"
 _SILU = r"(?i)silu|sigmoid"
 _ROTARY = r"(?i)rotary|\brope\b|_rope_"
@@ -158,10 +159,20 @@ def fusion_advice(ctx: FindingContext, sequences: list[str]) -> tuple[str, str]:
         named.append("SiLU and the gate product as one op (F.silu; a fused SwiGLU such as Liger's LigerSiLUMulFunction)")
     if rotate_half or pl.Series([text]).str.contains(_ROTARY)[0]:
         named.append("a fused rotary embedding (flash_attn's apply_rotary_emb, Liger's liger_rotary_pos_emb)")
-    fix = f"Fuse the chains of elementwise and normalization kernels: {compile_line}."
+    compiled = ctx.compile is not None and (ctx.compile.triton_share or 0.0) > 0
+    if compiled:
+        # the trace already runs Inductor's kernels: these chains are eager code beside them
+        fix = (
+            "Fuse the chains of elementwise and normalization kernels: they run outside the compiled graphs "
+            f"(eager code beside torch.compile's kernels); compile the code that launches them too: {compile_line}."
+        )
+        action = "compile the eager code that runs the elementwise chains"
+    else:
+        fix = f"Fuse the chains of elementwise and normalization kernels: {compile_line}."
+        action = "torch.compile(model) to fuse the elementwise chains"
     if named:
         fix += " Without compiling: " + "; ".join(named) + "."
-    return fix, "torch.compile(model) to fuse the elementwise chains"
+    return fix, action
 
 
 def detect_unfused_elementwise(ctx: FindingContext) -> Estimate | None:
