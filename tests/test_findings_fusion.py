@@ -24,7 +24,7 @@ from traceinsight.trace.loader import load
 
 from .conftest import ROOT
 from .findings_helpers import by_id, context, findings, write_h200
-from .handmade import HandMadeTrace
+from .handmade import HandMadeTrace, kernel, launch
 
 GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_cublas"
 ADD = "void at::native::vectorized_elementwise_kernel<8, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3ul> >"
@@ -223,6 +223,35 @@ def test_fuse_chains_gives_each_chain_its_fused_time_in_the_replay(tmp_path: Pat
     others = ~np.isin(ids, np.concatenate(chains["ids"].to_list()))
     assert (out.gpu_dur_ns[others] == graph.gpu_dur_ns[others]).all()
     assert fuse.to_dict()["kernels"] == 24
+
+
+def test_fuse_chains_drops_the_launches_of_all_but_the_first_kernel(tmp_path: Path) -> None:
+    # one launch call per kernel: the chain's later launches take no host time; a graph
+    # launch (one call for every kernel of the graph) keeps its time
+    trace = write_h200(layers_trace([(ADD, 100), (GELU, 60), (MUL, 80)]), tmp_path / "t.json")
+    graph = build_graph(trace)
+    ids = [tuple(c) for c in find_chains(trace, "nvidia")["ids"].to_list()]
+    out = FuseChains(tuple((c, 90_000) for c in ids)).apply(graph, Durations.recorded(graph))
+    node = {int(i): n for n, i in enumerate(graph.gpu_work["id"].to_list())}
+    for chain in ids:
+        segs = graph.host_seg[graph.gpu_launch[[node[i] for i in chain]]]
+        assert out.seg_dur_ns[segs[0]] == graph.seg_dur_ns[segs[0]] > 0
+        assert (out.seg_dur_ns[segs[1:]] == 0).all()
+
+    t = HandMadeTrace()
+    t.step(1, 0, 2_000)
+    for layer in range(2):
+        base = 100 + layer * 800
+        t.events.append(launch("cudaGraphLaunch", base - 50, 10, 500 + layer, pid=100, tid=1))
+        t.events.append(kernel(GEMM, base, 400, 500 + layer))
+        for i, (name, dur) in enumerate(((ADD, 100), (MUL, 80))):
+            t.events.append(kernel(name, base + 402 + i * 102, dur, 500 + layer))
+    trace = write_h200(t, tmp_path / "graph.json")
+    graph = build_graph(trace)
+    ids = [tuple(c) for c in find_chains(trace, "nvidia")["ids"].to_list()]
+    assert len(ids) == 2
+    out = FuseChains(tuple((c, 50_000) for c in ids)).apply(graph, Durations.recorded(graph))
+    assert (out.seg_dur_ns == graph.seg_dur_ns).all()
 
 
 # -- the recorded pairs: eager vs torch.compile --------------------------------------------

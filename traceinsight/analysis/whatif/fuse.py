@@ -59,6 +59,11 @@ class FuseChains(Transformation):
         rest = idx[~np.isin(idx, first.to_numpy())]
         launch = graph.gpu_launch[rest]
         launch = launch[launch >= 0]
+        # a launch call that also launches other work (cudaGraphLaunch: every kernel of the
+        # graph) stays: the fused kernel would still be in that graph
+        launched = graph.gpu_launch[graph.gpu_launch >= 0]
+        per_launch = np.bincount(launched, minlength=graph.host_nodes)
+        launch = launch[per_launch[launch] == 1]
         segs = graph.host_seg[launch]
         segs = segs[graph.seg_class[segs] == SEG_LAUNCH]
         seg_dur = d.seg_dur_ns.copy()
