@@ -31,6 +31,8 @@ PAIRS = (
     ("fix_launch_before", "fix_launch_after", "launch_bound", "eager → CUDA graphs"),
     ("fix_churn_before", "fix_churn_after", "allocator_churn", "no empty_cache per step"),
     ("models/model_attention_before", "models/model_attention_after", "eager_attention", 'attn_implementation="sdpa"'),
+    ("models/model_fusion_before", "models/model_fusion_after", "unfused_elementwise", "torch.compile"),
+    ("catalogue/llama_eager", "catalogue/llama_compiled", "unfused_elementwise", "torch.compile"),
 )
 
 
@@ -64,7 +66,7 @@ def main() -> None:
         st = d.step_time
         steps = f"{(st.before_median_ns or 0) / 1e6:.2f} → {(st.after_median_ns or 0) / 1e6:.2f} ms"
         remains = saving_of(fa, finding)
-        name = before.removeprefix("models/model_").removeprefix("fix_").removesuffix("_before")
+        name = Path(before).name.removeprefix("fix_").removeprefix("model_").removesuffix("_before")
         print(
             f"| {name} | {change} | `{finding}` | {'-' if predicted is None else f'{predicted:.1f} %'} | "
             f"{'-' if measured is None else f'{measured:.1f} %'} | {steps} | "

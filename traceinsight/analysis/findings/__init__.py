@@ -20,6 +20,7 @@ from traceinsight.analysis.findings.compiled import (
     detect_recompile,
 )
 from traceinsight.analysis.findings.context import FindingContext
+from traceinsight.analysis.findings.fusion import detect_unfused_elementwise
 from traceinsight.analysis.findings.idle import (
     detect_allocator_churn,
     detect_dataloader_stall,
@@ -75,6 +76,7 @@ DETECTORS: tuple[Detector, ...] = (
     detect_allocator_churn,
     detect_memory_pressure,
     detect_eager_attention,
+    detect_unfused_elementwise,
 )
 
 

@@ -29,7 +29,7 @@ from traceinsight.analysis.findings.catalogue import BANDWIDTH_EFFICIENCY, SIMT_
 from traceinsight.analysis.findings.context import FindingContext
 from traceinsight.analysis.findings.model import Evidence, KernelEvidence, OpEvidence
 from traceinsight.analysis.findings.savings import Estimate, estimate
-from traceinsight.analysis.whatif.fuse import FuseKernels
+from traceinsight.analysis.whatif.fuse_kernels import FuseKernels
 
 SOFTMAX_OPS = ("aten::softmax", "aten::_softmax", "aten::_safe_softmax")
 SOFTMAX_BACKWARD_OPS = ("aten::_softmax_backward_data",)

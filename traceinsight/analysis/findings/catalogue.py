@@ -146,6 +146,13 @@ _ENTRIES = (
         'attn_implementation="sdpa") so one fused attention kernel replaces the matmuls, softmax, '
         "scale, mask and dropout kernels and the score matrix never goes to memory.",
     ),
+    Entry(
+        "unfused_elementwise",
+        "Chains of elementwise and normalization kernels run unfused",
+        "Fuse the chains: torch.compile(model) (Inductor turns each chain of elementwise, "
+        "normalization and cast kernels into one kernel), or fused modules where they exist "
+        "(torch.nn.RMSNorm, F.gelu as one op, a fused rotary embedding).",
+    ),
     # Built from several ranks' results by the job analyses; listed here so ids stay unique.
     Entry("rank_straggler", "One rank is slower than the others", "See the rank's own findings."),
     Entry(
@@ -208,6 +215,9 @@ ACTION: dict[str, str] = {
     "allocator_churn": "no torch.cuda.empty_cache() in the loop",
     "memory_pressure": "lower the peak memory",
     "eager_attention": "fused attention: F.scaled_dot_product_attention / attn_implementation=\"sdpa\"",
+    ),
+    Entry(
+    "unfused_elementwise": "torch.compile(model) to fuse the elementwise chains",
     "rank_straggler": "see the slow rank's own findings",
     "collective_wait": "balance the ranks' work",
     "load_imbalance": "balance data and model shards",

@@ -1,102 +1,88 @@
-"""Fusing chosen device work into one kernel: the chosen nodes take, together, a given time.
+"""Fusing chains of kernels: each chain's device work takes a new total time.
 
-A fused kernel (flash attention in place of matmul, softmax, matmul and the elementwise work
-between them) does the work of several recorded kernels in one. The replay keeps the graph's
-nodes, so the fusion is expressed as the chosen nodes sharing the fused kernel's time in
-proportion to their recorded durations: their total becomes the fused cost, their order on
-the stream and the launches stay as recorded.
+A chain is a set of kernels (their event ids) that one fused kernel would replace. The
+replay keeps each kernel as a node and scales their durations so that together they take
+the fused kernel's time; with ``launches`` the launch calls of all but the chain's first
+kernel take no host time (one launch instead of many).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 import numpy as np
 import polars as pl
 
-from traceinsight.analysis.lib import intervals
-from traceinsight.analysis.whatif.graph import SEG_SYNC, StepGraph
+from traceinsight.analysis.whatif.graph import SEG_LAUNCH, StepGraph
 from traceinsight.analysis.whatif.replay import Durations
 from traceinsight.analysis.whatif.transforms import Transformation, TransformError
 
 
 @dataclass(frozen=True)
-class FuseKernels(Transformation):
-    """The device nodes whose event ids are ``kernel_ids`` take ``fused_ns`` in all (over the
-    whole trace), each in proportion to its recorded time; host time (not sync waits) inside
-    the host ops ``host_op_ids`` takes ``host_factor`` × its time."""
+class FuseChains(Transformation):
+    """Each chain (kernel event ids, fused time in ns) runs in its fused time, spread over
+    its kernels in proportion to their durations."""
 
-    kind: ClassVar[str] = "fuse"
-    kernel_ids: tuple[int, ...]
-    fused_ns: int
-    label: str = "chosen kernels"
-    host_op_ids: tuple[int, ...] = ()
-    host_factor: float = 1.0
+    kind: ClassVar[str] = "fuse_chains"
+    chains: tuple[tuple[tuple[int, ...], int], ...]
+    launches: bool = True
 
     def apply(self, graph: StepGraph, d: Durations) -> Durations:
-        if self.fused_ns < 0 or not 0 <= self.host_factor <= 1:
-            raise TransformError(f"a fused time must be ≥ 0 and a host factor in [0, 1], got {self.fused_ns}, {self.host_factor}")
-        d = self._host(graph, d)
-        node_ids = graph.gpu_work["id"].fill_null(-1).to_numpy()
-        sel = np.isin(node_ids, np.asarray(self.kernel_ids, dtype=np.int64))
-        total = int(d.gpu_dur_ns[sel].sum())
-        if total <= 0:
+        if not self.chains:
             return d
-        # Never longer than recorded: a fusion that would be slower is not applied.
-        factor = min(1.0, self.fused_ns / total)
-        dur = np.where(sel, np.rint(d.gpu_dur_ns * factor).astype(np.int64), d.gpu_dur_ns)
-        return Durations(
-            seg_dur_ns=d.seg_dur_ns,
-            seg_gap_ns=d.seg_gap_ns,
-            gpu_dur_ns=dur,
-            sync_on=d.sync_on,
-            wait_on=d.wait_on,
-            launch_scale=d.launch_scale,
+        rows = [(kid, c, fused) for c, (ids, fused) in enumerate(self.chains) for kid in ids]
+        if any(fused < 0 for _, _, fused in rows):
+            raise TransformError("a fused chain's time must be ≥ 0")
+        table = pl.DataFrame(rows, schema={"id": pl.Int64, "chain": pl.Int64, "fused_ns": pl.Int64}, orient="row")
+        nodes = (
+            graph.gpu_work.select(pl.col("id").cast(pl.Int64))
+            .with_row_index("node")
+            .join(table, on="id", how="inner")
         )
-
-    def _host(self, graph: StepGraph, d: Durations) -> Durations:
-        if not self.host_op_ids or self.host_factor >= 1.0:
+        if nodes.height == 0:
             return d
-        host = graph.host_events
-        spans = host.filter(pl.col("id").is_in(list(self.host_op_ids))).select(
-            "pid", "tid", pl.col("ts_ns").alias("start_ns"), "end_ns"
-        )
-        if spans.height == 0:
+        idx = nodes["node"].to_numpy().astype(np.int64)
+        dur = d.gpu_dur_ns[idx].astype(np.float64)
+        chain = nodes["chain"].to_numpy()
+        total = np.bincount(chain, weights=dur, minlength=len(self.chains))
+        fused = nodes["fused_ns"].to_numpy().astype(np.float64)
+        share = np.where(total[chain] > 0, dur / np.maximum(total[chain], 1.0), 0.0)
+        new = np.minimum(np.rint(fused * share), dur).astype(np.int64)
+        out = d.gpu_dur_ns.copy()
+        out[idx] = new
+        d = replace(d, gpu_dur_ns=out)
+        if not self.launches:
             return d
-        merged = intervals.union(spans, by=["pid", "tid"]).rename({"start_ns": "seg_start", "end_ns": "span_end"})
-        segs = pl.DataFrame({"owner": graph.seg_owner, "seg_start": graph.seg_start_ns, "i": np.arange(graph.seg_node.size)})
-        segs = segs.join(host.select(pl.col("id").alias("owner"), "pid", "tid"), on="owner", how="left").sort("seg_start")
-        found = segs.join_asof(
-            merged.sort("seg_start").with_columns(span_start=pl.col("seg_start")),
-            on="seg_start", by=["pid", "tid"], strategy="backward", check_sortedness=False,
-        )
-        inside = found.filter(pl.col("seg_start") < pl.col("span_end"))["i"].to_numpy()
-        mask = np.zeros(graph.seg_node.size, dtype=bool)
-        mask[inside] = True
-        mask &= graph.seg_class != SEG_SYNC
-        f = self.host_factor
-        return Durations(
-            seg_dur_ns=np.where(mask, np.rint(d.seg_dur_ns * f).astype(np.int64), d.seg_dur_ns),
-            seg_gap_ns=np.where(mask, np.rint(d.seg_gap_ns * f).astype(np.int64), d.seg_gap_ns),
-            gpu_dur_ns=d.gpu_dur_ns,
-            sync_on=d.sync_on,
-            wait_on=d.wait_on,
-            launch_scale=d.launch_scale,
-        )
+        # one launch per chain: the launch calls of every kernel but the chain's first
+        first = nodes.sort("node").group_by("chain", maintain_order=True).agg(pl.col("node").first())["node"]
+        rest = idx[~np.isin(idx, first.to_numpy())]
+        launch = graph.gpu_launch[rest]
+        launch = launch[launch >= 0]
+        # a launch call that also launches other work (cudaGraphLaunch: every kernel of the
+        # graph) stays: the fused kernel would still be in that graph
+        launched = graph.gpu_launch[graph.gpu_launch >= 0]
+        per_launch = np.bincount(launched, minlength=graph.host_nodes)
+        launch = launch[per_launch[launch] == 1]
+        segs = graph.host_seg[launch]
+        segs = segs[graph.seg_class[segs] == SEG_LAUNCH]
+        seg_dur = d.seg_dur_ns.copy()
+        seg_dur[segs] = 0
+        return replace(d, seg_dur_ns=seg_dur)
 
     def describe(self) -> str:
-        host = f", host time of {len(self.host_op_ids)} ops × {self.host_factor:.2g}" if self.host_op_ids else ""
-        return f"fuse {len(self.kernel_ids)} device nodes ({self.label}) into {self.fused_ns / 1e6:.3g} ms{host}"
+        kernels = sum(len(ids) for ids, _ in self.chains)
+        return f"fuse {len(self.chains)} kernel chains ({kernels} kernels) into one kernel each" + (
+            ", one launch each" if self.launches else ""
+        )
 
     def to_dict(self) -> dict[str, object]:
-        # The ids are thousands of numbers on a real trace: the report states their count.
+        # the kernel ids are many and mean nothing outside the trace: counts are reported
         return {
             "kind": self.kind,
-            "kernels": len(self.kernel_ids),
-            "fused_ns": self.fused_ns,
-            "host_ops": len(self.host_op_ids),
-            "host_factor": self.host_factor,
-            "label": self.label,
+            "chains": len(self.chains),
+            "kernels": sum(len(ids) for ids, _ in self.chains),
+            "fused_ns": sum(ns for _, ns in self.chains),
+            "launches": self.launches,
             "description": self.describe(),
         }

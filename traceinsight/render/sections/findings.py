@@ -33,7 +33,13 @@ def kernel_name(name: str, width: int = KERNEL_WIDTH) -> str:
         if ch == "(" and depth == 0 and i > 0:
             text = text[:i]
             break
-    return text if len(text) <= width else text[: width - 1] + "…"
+    if len(text) <= width:
+        return text
+    cut = width - 1
+    # never next to a digit: "BFloat1…" would read as another number
+    while cut > 1 and text[cut - 1].isdigit():
+        cut -= 1
+    return text[:cut] + "…"
 
 
 def saving_text(f: Finding, result: FindingsResult) -> str:
