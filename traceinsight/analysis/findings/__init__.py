@@ -19,6 +19,8 @@ from traceinsight.analysis.findings.compiled import (
     detect_recompile,
 )
 from traceinsight.analysis.findings.context import FindingContext
+from traceinsight.analysis.findings.conv import detect_channels_last, detect_input_channels_padding
+from traceinsight.analysis.findings.gradzero import detect_zero_grad_memset
 from traceinsight.analysis.findings.idle import (
     detect_allocator_churn,
     detect_dataloader_stall,
@@ -73,6 +75,9 @@ DETECTORS: tuple[Detector, ...] = (
     detect_exposed_communication,
     detect_allocator_churn,
     detect_memory_pressure,
+    detect_zero_grad_memset,
+    detect_channels_last,
+    detect_input_channels_padding,
 )
 
 
