@@ -56,7 +56,7 @@ def _half_convs(ctx: FindingContext) -> pl.DataFrame:
     return (
         ev.filter((pl.col("kind").cast(pl.String) == "cpu_op") & name.str.contains(CONV_OPS) & half)
         .group_by(name.alias("name"), pl.col("input_dims").alias("shapes"))
-        .agg(pl.len().alias("calls"))
+        .agg(pl.len().alias("calls"), pl.col("input_types").first().alias("types"))
         .sort(["calls", "name", "shapes"], descending=[True, False, False])
     )
 
@@ -75,19 +75,16 @@ def _kernel_evidence(rows: pl.DataFrame) -> tuple[KernelEvidence, ...]:
     )
 
 
-def _half_tensor_cores(ctx: FindingContext) -> str | None:
-    """The 16-bit precision this device has tensor/matrix cores for (None: none, or unknown)."""
-    for p in ("bf16", "fp16"):
-        if ctx.device.has_matrix(p):
-            return p
-    return None
+def _half_tensor_cores(ctx: FindingContext, convs: pl.DataFrame) -> str | None:
+    """The 16-bit precision of these convolutions when this device has tensor/matrix cores
+    for it (None: it has none, or the device is unknown)."""
+    types = " ".join(convs["types"].to_list()) if "types" in convs.columns else ""
+    precision = "fp16" if "c10::Half" in types and "c10::BFloat16" not in types else "bf16"
+    return precision if ctx.device.has_matrix(precision) else None
 
 
 def detect_channels_last(ctx: FindingContext) -> Estimate | None:
     if ctx.kernels is None or ctx.window_ns <= 0:
-        return None
-    precision = _half_tensor_cores(ctx)
-    if precision is None:
         return None
     table = _classified(ctx)
     half_conv_kernels = table.filter(
@@ -95,6 +92,11 @@ def detect_channels_last(ctx: FindingContext) -> Estimate | None:
     )
     convs = _half_convs(ctx)
     if convs.height == 0 and half_conv_kernels.height == 0:
+        return None
+    if convs.height == 0 and not half_conv_kernels.filter(pl.col("precision") == "bf16").height:
+        convs = convs.with_columns(types=pl.lit('["c10::Half"]'))
+    precision = _half_tensor_cores(ctx, convs)
+    if precision is None:
         return None
     layout = table.filter(
         pl.col("name").str.contains(LAYOUT_KERNELS)
@@ -121,12 +123,15 @@ def detect_channels_last(ctx: FindingContext) -> Estimate | None:
     replay = whatif(ctx.trace, transforms) if ctx.step_count > 0 else None
     replayed = replay is not None and replay.available and replay.explained and replay.before_ns > 0
     steps = max(ctx.step_count, 1)
+    busy_ns = ctx.category_ns("compute", "memset")
+    busy_share = f"{100 * device_ns / busy_ns:.0f} % of the GPU's busy time" if busy_ns > 0 else "of the GPU's busy time"
     if replay is not None and replayed:
         claim = min(device_ns, replay.saving_ns * steps) if ctx.steps is not None else device_ns
         how = (
             f"replay of the steps with the layout conversions and their launches removed and the NCHW batch-norm "
             f"kernels at {BN_CHANNELS_LAST_FACTOR:g} × their time: {replay.saving_ns / 1e6:.2f} ms per step of the "
-            f"{device_ns / steps / 1e6:.2f} ms of device time this removes (the rest lands where the GPU waited for the host)"
+            f"{device_ns / steps / 1e6:.2f} ms of device time this removes ({busy_share}); the rest lands where the GPU "
+            "waited for the host, and becomes step time once the step is device-bound (larger batches, CUDA graphs)"
         )
         confidence = "medium"
     else:
@@ -140,7 +145,7 @@ def detect_channels_last(ctx: FindingContext) -> Estimate | None:
     fix = (
         f"Run the convolutions in channels_last: model = model.to(memory_format=torch.channels_last) and each input "
         f"x = x.contiguous(memory_format=torch.channels_last) (torch.compile also picks the layout); "
-        f"{ctx.device.architecture or 'this GPU'} runs {precision} convolutions on tensor cores in NHWC, "
+        f"this GPU ({ctx.device.architecture}) has {precision} tensor cores, whose convolution kernels read NHWC, "
         "so the conversions go and batch norm runs its channels_last kernels."
     )
     return estimate(
@@ -180,11 +185,11 @@ def _channels(shapes: str | None) -> int | None:
 def detect_input_channels_padding(ctx: FindingContext) -> Estimate | None:
     if ctx.kernels is None or ctx.window_ns <= 0:
         return None
-    precision = _half_tensor_cores(ctx)
-    if precision is None:
-        return None
     convs = _half_convs(ctx).filter(pl.col("name").str.contains(FORWARD_CONV_OPS))
     if convs.height == 0:
+        return None
+    precision = _half_tensor_cores(ctx, convs)
+    if precision is None:
         return None
     convs = convs.with_columns(channels=pl.col("shapes").map_elements(_channels, return_dtype=pl.Int64))
     odd = convs.filter(pl.col("channels").is_not_null() & (pl.col("channels") % NHWC_MULTIPLE != 0) & (pl.col("channels") > 1))
