@@ -113,7 +113,7 @@ def training_trace(*, region: bool, zero: bool, accumulate: bool, params: int = 
                 t.gpu(ADD, ts + 9, 1.5, launch_ts=ts + 3)
             ts += 14
         ts += 20
-        t.events[[i for i, e in enumerate(t.events) if e["name"] == f"ProfilerStep#{n}"][0]]["dur"] = ts - start
+        t.events[next(i for i, e in enumerate(t.events) if e["name"] == f"ProfilerStep#{n}")]["dur"] = ts - start
     return t
 
 
@@ -176,7 +176,7 @@ def conv_trace(*, dtype: str, channels: int = 64, layout: bool = True, bn: str =
             gpu_ts += 61
             ts += 15
         ts = max(ts, gpu_ts) + 20
-        t.events[[i for i, e in enumerate(t.events) if e["name"] == f"ProfilerStep#{n}"][0]]["dur"] = ts - start
+        t.events[next(i for i, e in enumerate(t.events) if e["name"] == f"ProfilerStep#{n}")]["dur"] = ts - start
     return t
 
 

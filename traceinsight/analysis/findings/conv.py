@@ -22,7 +22,7 @@ import polars as pl
 
 from traceinsight.analysis.classify import with_classes
 from traceinsight.analysis.findings.context import FindingContext
-from traceinsight.analysis.findings.model import Evidence, KernelEvidence, OpEvidence
+from traceinsight.analysis.findings.model import Confidence, Evidence, KernelEvidence, OpEvidence
 from traceinsight.analysis.findings.savings import Estimate, estimate
 from traceinsight.analysis.whatif.model import whatif
 from traceinsight.analysis.whatif.spans import RemoveSpans
@@ -133,12 +133,14 @@ def detect_channels_last(ctx: FindingContext) -> Estimate | None:
             f"{device_ns / steps / 1e6:.2f} ms of device time this removes ({busy_share}); the rest lands where the GPU "
             "waited for the host, and becomes step time once the step is device-bound (larger batches, CUDA graphs)"
         )
-        confidence = "medium"
+        confidence: Confidence = "medium"
     else:
-        claim = device_ns
+        busy = min(1.0, busy_ns / ctx.window_ns) if busy_ns > 0 else 1.0
+        claim = int(device_ns * busy)
         how = (
             f"device time of the layout conversions plus {1 - BN_CHANNELS_LAST_FACTOR:.0%} of the NCHW batch-norm kernels' "
-            "time (the replay does not explain this trace, so it is not known how much of it is on the critical path)"
+            f"time, times the share of the window the GPU was busy ({busy:.0%}): the replay does not explain this "
+            "trace, so how much of it is on the critical path is estimated from how busy the device was"
         )
         confidence = "low"
     convs_text = f"{int(convs['calls'].sum())} 16-bit convolution calls" if convs.height else "16-bit convolution kernels"
