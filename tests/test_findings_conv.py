@@ -232,3 +232,18 @@ def test_third_party_convolution_traces(name: str) -> None:
         # MIOpen on MI300X: bf16 NCHW convolutions behind batched_transpose conversions
         assert f is not None
         assert any("batched_transpose" in k.name for k in f.evidence.kernels)
+
+
+def test_remove_spans_takes_the_device_work_they_launched(tmp_path: Path) -> None:
+    from traceinsight.analysis.whatif.model import whatif
+    from traceinsight.analysis.whatif.spans import RemoveSpans
+
+    trace = write_h200(conv_trace(dtype="bf16"), tmp_path / "spans.json")
+    k = trace.kernels
+    conversions = k.filter(k["name"].cast(str).str.contains("nchwToNhwc|nhwcToNchw"))
+    launches = tuple(int(i) for i in conversions["launch_id"].drop_nulls().to_list())
+    per_step_ns = int(conversions["dur_ns"].sum()) // 3
+    # device-bound steps: removing the launches takes their kernels' time off each step
+    saved = whatif(trace, (RemoveSpans(launches),)).saving_ns
+    assert 0.8 * per_step_ns <= saved <= 1.05 * per_step_ns, (saved, per_step_ns)
+    assert whatif(trace, (RemoveSpans(()),)).saving_ns == 0
