@@ -26,7 +26,7 @@ from traceinsight.analysis.findings.model import Confidence, Evidence, KernelEvi
 from traceinsight.analysis.findings.savings import Estimate, estimate
 from traceinsight.analysis.whatif.model import whatif
 from traceinsight.analysis.whatif.spans import RemoveSpans
-from traceinsight.analysis.whatif.transforms import Remove, ScaleKernels, Transformation
+from traceinsight.analysis.whatif.transforms import ScaleKernels, Transformation
 
 # Layout conversions convolution libraries run around NHWC kernels for NCHW tensors.
 LAYOUT_KERNELS = r"(?i)(nchwToNhwc|nhwcToNchw|nchw2nhwc|nhwc2nchw|batched_transpose)"
@@ -83,6 +83,11 @@ def _half_tensor_cores(ctx: FindingContext, convs: pl.DataFrame) -> str | None:
     return precision if ctx.device.has_matrix(precision) else None
 
 
+def _exactly(names: pl.Series) -> str:
+    """A ScaleKernels target that selects exactly these kernel names."""
+    return "name~^(" + "|".join(re.escape(str(n)) for n in names.to_list()) + ")$"
+
+
 def detect_channels_last(ctx: FindingContext) -> Estimate | None:
     if ctx.kernels is None or ctx.window_ns <= 0:
         return None
@@ -110,15 +115,16 @@ def detect_channels_last(ctx: FindingContext) -> Estimate | None:
     bn_ns = int(bn["total_ns"].sum() or 0)
     device_ns = layout_ns + int(bn_ns * (1 - BN_CHANNELS_LAST_FACTOR))
     k = ctx.trace.kernels
-    launches = k.filter(pl.col("name").cast(pl.String).str.contains(LAYOUT_KERNELS))["launch_id"].drop_nulls()
+    names = layout["name"].unique().sort()
+    launches = k.filter(pl.col("name").cast(pl.String).is_in(names.implode()))["launch_id"].drop_nulls()
+    # the kernels by their exact names: the conversions go, with their launch calls, and batch
+    # norm's NCHW kernels run at the channels_last rate
     transforms: tuple[Transformation, ...] = (
-        RemoveSpans(tuple(int(i) for i in launches.unique().to_list()), label="the layout conversions' launches"),
-        Remove(LAYOUT_KERNELS),
+        RemoveSpans(tuple(int(i) for i in launches.unique().sort().to_list()), label="the layout conversions' launches"),
+        ScaleKernels(_exactly(names), 0.0),
     )
     if bn.height:
-        # the NCHW kernels by name (their names never say channels_last)
-        exact = "|".join(re.escape(n) for n in bn["name"].unique().sort().to_list())
-        transforms += (ScaleKernels(f"name~^({exact})$", BN_CHANNELS_LAST_FACTOR),)
+        transforms += (ScaleKernels(_exactly(bn["name"].unique().sort()), BN_CHANNELS_LAST_FACTOR),)
     # The step shortens only where the device was on the critical path: replay it.
     replay = whatif(ctx.trace, transforms) if ctx.step_count > 0 else None
     replayed = replay is not None and replay.available and replay.explained and replay.before_ns > 0
@@ -131,7 +137,8 @@ def detect_channels_last(ctx: FindingContext) -> Estimate | None:
             f"replay of the steps with the layout conversions and their launches removed and the NCHW batch-norm "
             f"kernels at {BN_CHANNELS_LAST_FACTOR:g} × their time: {replay.saving_ns / 1e6:.2f} ms per step of the "
             f"{device_ns / steps / 1e6:.2f} ms of device time this removes ({busy_share}); the rest lands where the GPU "
-            "waited for the host, and becomes step time once the step is device-bound (larger batches, CUDA graphs)"
+            "waited on something else (the host's launches, a collective's peers, kept as recorded), and becomes step "
+            "time once the step is device-bound (larger batches, CUDA graphs)"
         )
         confidence: Confidence = "medium"
     else:
