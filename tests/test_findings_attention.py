@@ -25,7 +25,7 @@ from traceinsight.analysis.findings.attention import (
     detect_eager_attention,
 )
 from traceinsight.analysis.report import analyze
-from traceinsight.analysis.whatif.fuse import FuseKernels
+from traceinsight.analysis.whatif.fuse_kernels import FuseKernels
 from traceinsight.analysis.whatif.model import whatif
 from traceinsight.trace.loader import load
 from traceinsight.trace.model import Trace

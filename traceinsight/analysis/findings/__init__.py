@@ -21,6 +21,8 @@ from traceinsight.analysis.findings.compiled import (
 )
 from traceinsight.analysis.findings.context import FindingContext
 from traceinsight.analysis.findings.fusion import detect_unfused_elementwise
+from traceinsight.analysis.findings.conv import detect_channels_last, detect_input_channels_padding
+from traceinsight.analysis.findings.gradzero import detect_zero_grad_memset
 from traceinsight.analysis.findings.idle import (
     detect_allocator_churn,
     detect_dataloader_stall,
@@ -77,6 +79,9 @@ DETECTORS: tuple[Detector, ...] = (
     detect_memory_pressure,
     detect_eager_attention,
     detect_unfused_elementwise,
+    detect_zero_grad_memset,
+    detect_channels_last,
+    detect_input_channels_padding,
 )
 
 

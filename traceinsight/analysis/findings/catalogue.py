@@ -153,6 +153,27 @@ _ENTRIES = (
         "normalization and cast kernels into one kernel), or fused modules where they exist "
         "(torch.nn.RMSNorm, F.gelu as one op, a fused rotary embedding).",
     ),
+    Entry(
+        "zero_grad_memset",
+        "Gradients are zeroed in place every step",
+        "Set gradients to None instead of zeroing them: optimizer.zero_grad(set_to_none=True) "
+        "(the default since torch 2.0) or model.zero_grad(set_to_none=True); backward then writes "
+        "each new gradient instead of adding it into a zeroed one.",
+    ),
+    Entry(
+        "channels_last",
+        "16-bit convolutions run on NCHW tensors and convert their layout",
+        "Run the convolutions in channels_last: model = model.to(memory_format=torch.channels_last) "
+        "and each input x = x.contiguous(memory_format=torch.channels_last) (torch.compile also "
+        "picks the layout); batch norm then runs its channels_last kernels too.",
+    ),
+    Entry(
+        "input_channels_padding",
+        "The first convolution's input channels are not a multiple of 8",
+        "Pad the input's channels with zeros (3 → 4 for the NHWC fast path, or → 8): "
+        "torch.nn.functional.pad(x, (0, 0, 0, 0, 0, 1)) and a conv with in_channels=4 whose "
+        "extra weight channel is zero.",
+    ),
     # Built from several ranks' results by the job analyses; listed here so ids stay unique.
     Entry("rank_straggler", "One rank is slower than the others", "See the rank's own findings."),
     Entry(
@@ -221,4 +242,7 @@ ACTION: dict[str, str] = {
     "rank_straggler": "see the slow rank's own findings",
     "collective_wait": "balance the ranks' work",
     "load_imbalance": "balance data and model shards",
+    "zero_grad_memset": "zero_grad(set_to_none=True)",
+    "channels_last": "channels_last model and inputs",
+    "input_channels_padding": "pad the input channels to 4 or 8",
 }

@@ -25,11 +25,21 @@ GEMM_FAMILIES = tuple(f for f in MATRIX_FAMILIES if not f.startswith("attention"
 # Parts of a GEMM that are not the product itself: split-K reductions and cuBLASLt epilogues
 # run on CUDA cores whatever path the product took.
 GEMM_HELPERS = ("splitk_reduce", "epilogue")
+# GEMM findings about matmuls only: convolutions' channels are another finding's.
+MATMUL_FAMILIES = tuple(f for f in GEMM_FAMILIES if not f.startswith("conv"))
+CONV_OP = r"(?i)conv"
 # Operand alignment that lets a tensor-core kernel use 16-byte vector loads.
 ALIGNED_BYTES = 16
 # A projection whose output is this many times its input is a vocabulary (50257 / 768 in
 # GPT-2, 32000 / 4096 in Llama 2); a square 8191 x 8191 GEMM is not.
 VOCAB_OVER_HIDDEN = 4
+
+
+def _conv_launched(ctx: FindingContext) -> pl.Series:
+    """Names of kernels that only convolution ops launched."""
+    k = ctx.trace.kernels.select(pl.col("name").cast(pl.String), pl.col("op_name").cast(pl.String).fill_null(""))
+    by = k.group_by("name").agg(pl.col("op_name").str.contains(CONV_OP).all().alias("conv"))
+    return by.filter(pl.col("conv"))["name"]
 
 
 def _kernel_table(ctx: FindingContext) -> pl.DataFrame | None:
@@ -362,8 +372,12 @@ def detect_gemm_misaligned(ctx: FindingContext) -> Estimate | None:
     if table is None:
         return None
     prec = pl.col("precision").fill_null("unknown")
+    # Convolutions are not GEMMs here: their channels are input_channels_padding's, and the
+    # implicit-GEMM kernels a convolution runs (align1/align2 for a 3-channel input) follow them.
+    conv_kernels = _conv_launched(ctx)
     gemm = table.filter(
-        pl.col("family").is_in(GEMM_FAMILIES)
+        pl.col("family").is_in(MATMUL_FAMILIES)
+        & ~pl.col("name").is_in(conv_kernels.implode())
         & (pl.col("tensor_core") == True)  # noqa: E712 - null (unknown) must not match
         & (prec != "fp64")
         & (
@@ -391,6 +405,7 @@ def detect_gemm_misaligned(ctx: FindingContext) -> Estimate | None:
         by_name = by_name.join(mine, on="name", how="left").filter(
             pl.col("attention_ns").fill_null(0) < pl.col("total_ns")
         ).drop("attention_ns")
+    ops = ops.filter(~pl.col("name").str.contains(CONV_OP))
     if ops.height > 0:
         multiple = (
             pl.when(pl.col("dtype_class") == "tf32")
