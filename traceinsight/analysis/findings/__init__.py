@@ -13,12 +13,18 @@ from dataclasses import replace
 
 from traceinsight.analysis.findings.batching import detect_sequential_small_gemms
 from traceinsight.analysis.findings.catalogue import CATALOGUE, MATERIALITY_PCT
+from traceinsight.analysis.findings.comm import (
+    detect_allreduce_per_parameter,
+    detect_exposed_all_to_all,
+    detect_exposed_communication,
+)
 from traceinsight.analysis.findings.compiled import (
     detect_compile_in_window,
     detect_graph_break,
     detect_recompile,
 )
 from traceinsight.analysis.findings.context import FindingContext
+from traceinsight.analysis.findings.host_comm import detect_cpu_collectives, host_only
 from traceinsight.analysis.findings.idle import (
     detect_allocator_churn,
     detect_dataloader_stall,
@@ -42,7 +48,6 @@ from traceinsight.analysis.findings.precision import (
 )
 from traceinsight.analysis.findings.savings import Estimate, settle
 from traceinsight.analysis.findings.training import (
-    detect_exposed_communication,
     detect_memory_pressure,
     detect_unfused_optimizer,
 )
@@ -73,12 +78,19 @@ DETECTORS: tuple[Detector, ...] = (
     detect_exposed_communication,
     detect_allocator_churn,
     detect_memory_pressure,
+    # communication by what it is
+    detect_exposed_all_to_all,
+    detect_allreduce_per_parameter,
+    detect_cpu_collectives,
 )
 
 
 def find(ctx: FindingContext) -> FindingsResult:
     """Run every detector, cap and rank the savings."""
     if ctx.window_ns <= 0:
+        host = host_only(ctx)  # a CPU-only job: its host collectives can still be diagnosed
+        if host is not None:
+            return host
         return FindingsResult(
             available=False, reason="no analysed window: the trace has no GPU activity to diagnose"
         )

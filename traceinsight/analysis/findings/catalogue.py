@@ -139,6 +139,27 @@ _ENTRIES = (
         "with gradient accumulation, mixed precision, set_to_none=True in zero_grad, "
         "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.",
     ),
+    # Communication by what it is (exposed all-to-all, per-parameter all-reduce, host collectives).
+    Entry(
+        "exposed_all_to_all",
+        "All-to-all collectives run while no compute overlaps them",
+        "Overlap the all-to-all with dense compute: pipeline the embedding lookup of the next "
+        "batch with the dense part of this one (TorchRec's TrainPipelineSparseDist); for "
+        "mixture-of-experts layers, dispatch one chunk of tokens while the experts compute the "
+        "previous one.",
+    ),
+    Entry(
+        "allreduce_per_parameter",
+        "One small all-reduce per parameter instead of a few buckets",
+        "Bucket the gradient all-reduce: DistributedDataParallel (25 MB buckets, reduced during "
+        "backward), or flatten the gradients and call dist.all_reduce once.",
+    ),
+    Entry(
+        "cpu_collectives",
+        "Collectives run on the host (gloo) and fill much of the step",
+        "Run collectives on the GPUs: init_process_group('nccl') (or 'cpu:gloo,cuda:nccl'), and "
+        "make them fewer and larger (DDP buckets, one flat tensor per call).",
+    ),
     # Built from several ranks' results by the job analyses; listed here so ids stay unique.
     Entry("rank_straggler", "One rank is slower than the others", "See the rank's own findings."),
     Entry(
@@ -203,4 +224,7 @@ ACTION: dict[str, str] = {
     "rank_straggler": "see the slow rank's own findings",
     "collective_wait": "balance the ranks' work",
     "load_imbalance": "balance data and model shards",
+    "exposed_all_to_all": "overlap the all-to-all with dense compute",
+    "allreduce_per_parameter": "bucket the all-reduces (DDP, or flatten + one all_reduce)",
+    "cpu_collectives": "collectives on the GPUs (NCCL), fewer and larger",
 }
