@@ -218,3 +218,29 @@ def test_gloo_on_cuda_tensors_names_nccl(tmp_path: Path) -> None:
     # ~6 ms of GPU idle per 8 ms step under gloo, less the NCCL floor for 2 MiB
     assert 4.5e6 < f.saving_ns < 6.2e6
     assert by_id(result, "allreduce_per_parameter") is None
+
+
+# Kernel names as they appear in public profiles (vLLM/SGLang on ROCm, aiter, torch's
+# symmetric memory); they carry no "Collective name" arg, so only the name says what they are.
+CUSTOM_ALLREDUCE = (
+    "quickreduce::allreduce_prototype_twoshot<AllReduceTwoshot<__half, CodecQ4<__half,4>, true>, __half>",
+    "aiter::cross_device_reduce_2stage",
+    "void vllm::cross_device_reduce_1stage<__nv_bfloat16, 8>(vllm::RankData*, vllm::RankSignals, vllm::Signal*, __nv_bfloat16*, int, int)",
+)
+
+
+@pytest.mark.parametrize("name", CUSTOM_ALLREDUCE)
+def test_custom_allreduce_kernels_count_as_communication(tmp_path: Path, name: str) -> None:
+    from traceinsight.analysis.core.base import AnalysisConfig
+    from traceinsight.analysis.sections import breakdown
+
+    t = HandMadeTrace()
+    t.step(1, 0, 2_000)
+    t.gpu(ADD, 10, 500, launch_ts=2)
+    t.gpu(name, 600, 1_000, launch_ts=590, stream=20)
+    trace = write_h200(t, tmp_path / "custom.json")
+    shares = {r["category"]: r["dur_ns"] for r in breakdown.run(trace, AnalysisConfig()).by_device.iter_rows(named=True)}
+    assert shares["communication"] == 1_000_000
+    assert set(comm_kernels(trace)["collective"]) == {"allreduce"}
+    f = by_id(findings(trace), "exposed_communication")
+    assert f is not None and f.evidence.regions[0].name == "allreduce"
