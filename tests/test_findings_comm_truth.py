@@ -71,3 +71,42 @@ def test_gloo_on_cuda_tensors_is_named_on_both_sides(rank: int) -> None:
     assert after.material
     # never more than the step the fix was measured at
     assert _saving_ms(after) < measured_ms("comm", "after", rank)
+
+
+# ---- third-party: the HTA sample of a DLRM-like job (2 of its 128 ranks, A100) ------------------
+
+HTA = Path("/work/shared/third_party/hta")
+
+
+def hta(name: str) -> Path:
+    path = HTA / name
+    if not path.exists():
+        pytest.skip(f"{path} not available")
+    return path
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_sampled_rank_all_to_all_gets_the_embedding_fix(rank: int) -> None:
+    found = analyze(load(hta(f"sampled_rank-{rank}.json.gz"), cache=False)).sections["findings"]
+    assert isinstance(found, FindingsResult)
+    a2a = by_id(found, "exposed_all_to_all")
+    assert a2a is not None and a2a.material
+    # NCCL ran the all-to-all as SendRecv kernels; the nccl:all_to_all span says what it was
+    assert a2a.evidence.regions[0].name == "all_to_all"
+    assert "TrainPipelineSparseDist" in a2a.fix and "bucket_cap_mb" not in a2a.fix
+    rest = by_id(found, "exposed_communication")
+    assert rest is not None
+    assert {r.name for r in rest.evidence.regions} == {"allgather", "allreduce"}
+    # the two split the exposed time that one finding held, never more
+    comm = found.window_ns and (a2a.saving_window_ns + rest.saving_window_ns) / found.window_ns
+    assert 0 < comm <= 1
+
+
+def test_sampled_ranks_job_names_the_all_to_all() -> None:
+    import traceinsight as ti
+
+    hta("sampled_rank-0.json.gz")
+    job = ti.load_job([str(HTA / "sampled_rank-0.json.gz"), str(HTA / "sampled_rank-1.json.gz")], allow_missing=True, cache=False)
+    report = ti.analyze(job)
+    exposed = next(f for f in report.job_findings.findings if f.id == "exposed_communication")  # type: ignore[union-attr]
+    assert exposed.fix.startswith("all-to-all:") and "TrainPipelineSparseDist" in exposed.fix
