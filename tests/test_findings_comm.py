@@ -40,9 +40,10 @@ def _allreduce(t: HandMadeTrace, ts: float, elements: int, dur: float, *, stream
     t.gpu(ALLREDUCE, ts + 8, dur, launch_ts=ts + 2, stream=stream, args={"Collective name": "allreduce"})
 
 
-def per_parameter_trace(calls: int) -> HandMadeTrace:
-    """Three steps: 2 ms of backward compute, then ``calls`` 4 KiB all-reduces one after the
-    other (one per parameter: as many AccumulateGrad ops), nothing overlapping them."""
+def per_parameter_trace(calls: int, elements: int = 1_024) -> HandMadeTrace:
+    """Three steps: 2 ms of backward compute, then ``calls`` all-reduces of ``elements`` fp32
+    values one after the other (one per parameter: as many AccumulateGrad ops), nothing
+    overlapping them."""
     t = HandMadeTrace()
     step_us = 2_200 + calls * 30 + 200
     for s in range(3):
@@ -52,7 +53,7 @@ def per_parameter_trace(calls: int) -> HandMadeTrace:
         for i in range(calls):
             t.host("autograd::engine::evaluate_function: torch::autograd::AccumulateGrad", base + 20 + i * 5, 2)
         for i in range(calls):
-            _allreduce(t, base + 2_200 + i * 30, 1_024, 20)
+            _allreduce(t, base + 2_200 + i * 30, elements, 20)
     return t
 
 
@@ -102,6 +103,18 @@ def test_two_hundred_tiny_allreduces_after_backward(tmp_path: Path) -> None:
     # The exposed collectives are this finding's: the generic one does not double count them.
     exposed = by_id(result, "exposed_communication")
     assert exposed is None or exposed.saving_ns + f.saving_ns <= 6.1e6 + 2.2e6
+
+
+def test_buckets_but_the_last_hide_under_backward(tmp_path: Path) -> None:
+    # 64 calls of 4 MiB: 11 buckets of 25 MiB. DDP reduces all but the last under the 2 ms of
+    # backward compute, so the saving is the whole ~1.92 ms span less one bucket's call.
+    result = findings(write_h200(per_parameter_trace(64, 1_048_576), tmp_path / "big.json"))
+    f = by_id(result, "allreduce_per_parameter")
+    assert f is not None
+    figures = dict(f.evidence.figures)
+    assert figures["buckets"] == 11
+    assert figures["hidden_by_backward_ns_per_step"] == pytest.approx(10 * figures["call_ns"], rel=0.01)
+    assert 1.7e6 <= f.saving_ns <= 1.95e6, f.saving_ns  # without the hidden part: ~1.5 ms
 
 
 def test_a_few_allreduces_are_not_per_parameter(tmp_path: Path) -> None:
