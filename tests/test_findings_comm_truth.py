@@ -109,4 +109,5 @@ def test_sampled_ranks_job_names_the_all_to_all() -> None:
     job = ti.load_job([str(HTA / "sampled_rank-0.json.gz"), str(HTA / "sampled_rank-1.json.gz")], allow_missing=True, cache=False)
     report = ti.analyze(job)
     exposed = next(f for f in report.job_findings.findings if f.id == "exposed_communication")  # type: ignore[union-attr]
-    assert exposed.fix.startswith("all-to-all:") and "TrainPipelineSparseDist" in exposed.fix
+    assert exposed.fix.startswith("overlap the collectives with compute, by kind: all-to-all:")
+    assert "TrainPipelineSparseDist" in exposed.fix

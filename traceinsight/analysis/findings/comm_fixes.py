@@ -116,4 +116,4 @@ def job_exposed_fix(kinds: list[str | None]) -> str | None:
     """The job finding's fix for exposed collectives of these kinds (largest first); None when
     no kind is known."""
     parts = [_JOB_TEXTS.get(k or "", f"{k}: issue it with async_op=True and wait where the result is used") for k in kinds if k]
-    return "; ".join(parts) if parts else None
+    return "overlap the collectives with compute, by kind: " + "; ".join(parts) if parts else None
