@@ -199,6 +199,27 @@ def test_hand_written_names(name: str, family: str, precision: str, tensor_core:
     assert (k.family, k.precision, k.tensor_core, k.library) == (family, precision, tensor_core, library), k
 
 
+@pytest.mark.parametrize(
+    ("name", "library", "collective"),
+    [
+        # c10d backends without kernels leave host spans (recorded gloo samples)
+        ("gloo:all_reduce", "gloo", "allreduce"),
+        ("gloo:broadcast", "gloo", "broadcast"),
+        ("nccl:all_to_all", "nccl", "all_to_all"),
+        ("nccl:_all_gather_base", "nccl", "allgather"),
+        # torch symmetric memory (CUDASymmetricMemoryOps.cu, nvshmem all_to_all_vdev)
+        ("allToAllV", "symmetric_memory", "all_to_all"),
+        ("multimem_all_gather_kernel", "symmetric_memory", "allgather"),
+        # quick all-reduce on ROCm (vLLM/SGLang through aiter), aiter's custom all-reduce
+        ("quickreduce::allreduce_prototype_twoshot<AllReduceTwoshot<__half, CodecQ4<__half,4>, true>, __half>", "custom_allreduce", "allreduce"),
+        ("aiter::cross_device_reduce_2stage", "custom_allreduce", "allreduce"),
+    ],
+)
+def test_communication_names_and_their_collective(name: str, library: str, collective: str) -> None:
+    k = classify(name)
+    assert (k.family, k.library, k.collective) == ("communication", library, collective), k
+
+
 def test_collectives_from_names_and_args() -> None:
     assert classify("ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)").collective == "allgather"
     assert classify("ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)").collective == "reduce_scatter"

@@ -121,7 +121,9 @@ RULES: tuple[Rule, ...] = (
     # ---- communication
     _r("nccl.kernel", r"nccl", "communication", "nccl", "scheme:nccl", False, "scheme:collective"),
     _r("rccl.kernel", r"(?i)rccl", "communication", "rccl", "scheme:nccl", False, "scheme:collective"),
-    _r("symm_mem.allreduce", r"one_shot_all_reduce|two_shot_all_reduce|multimem_all_reduce|multimem_one_shot|multimem_all_gather|symm_mem", "communication", "symmetric_memory", "scheme:template", False, "scheme:collective"),
+    # gloo/MPI/UCC leave host spans, not kernels ("gloo:all_reduce"): communication all the same.
+    _r("c10d.host_backend", r"^(?:gloo|mpi|ucc|xccl):\w+$", "communication", "scheme:hint", _NONE, False, "scheme:collective"),
+    _r("symm_mem.allreduce", r"one_shot_all_reduce|two_shot_all_reduce|multimem_all_reduce|multimem_one_shot|multimem_all_gather|symm_mem|allToAllV|exchangeSplitAndOffset", "communication", "symmetric_memory", "scheme:template", False, "scheme:collective"),
     _r("custom_ar.vllm", r"cross_device_reduce|customAllReduce|custom_all_reduce|oneShotAllReduce|twoShotAllReduce|quickreduce|QuickReduce", "communication", "custom_allreduce", "scheme:template", False, "allreduce"),
     # ---- Inductor (torch.compile) Triton kernels: the prefix says the kind
     _r("inductor.pointwise", r"^triton_poi_", "elementwise", "inductor", _NONE, False, "pointwise"),
@@ -257,6 +259,8 @@ RULES: tuple[Rule, ...] = (
 # ---- library hints: the first pattern found in the name names the library -----------------
 
 LIBRARY_HINTS: tuple[tuple[str, str], ...] = (
+    (r"^gloo:", "gloo"),
+    (r"^(?:mpi|ucc|xccl):", "c10d"),
     (r"aiter", "aiter"),
     (r"vllm|paged_attention_ll4mi", "vllm"),
     (r"ck_tile|_ZN2ck|ck::|\bck_", "composable_kernel"),

@@ -14,6 +14,11 @@ from dataclasses import replace
 from traceinsight.analysis.findings.attention import detect_eager_attention
 from traceinsight.analysis.findings.batching import detect_sequential_small_gemms
 from traceinsight.analysis.findings.catalogue import CATALOGUE, MATERIALITY_PCT
+from traceinsight.analysis.findings.comm import (
+    detect_allreduce_per_parameter,
+    detect_exposed_all_to_all,
+    detect_exposed_communication,
+)
 from traceinsight.analysis.findings.compiled import (
     detect_compile_in_window,
     detect_graph_break,
@@ -23,6 +28,7 @@ from traceinsight.analysis.findings.context import FindingContext
 from traceinsight.analysis.findings.fusion import detect_unfused_elementwise
 from traceinsight.analysis.findings.conv import detect_channels_last, detect_input_channels_padding
 from traceinsight.analysis.findings.gradzero import detect_zero_grad_memset
+from traceinsight.analysis.findings.host_comm import detect_cpu_collectives, host_only
 from traceinsight.analysis.findings.idle import (
     detect_allocator_churn,
     detect_dataloader_stall,
@@ -46,7 +52,6 @@ from traceinsight.analysis.findings.precision import (
 )
 from traceinsight.analysis.findings.savings import Estimate, settle
 from traceinsight.analysis.findings.training import (
-    detect_exposed_communication,
     detect_memory_pressure,
     detect_unfused_optimizer,
 )
@@ -82,12 +87,19 @@ DETECTORS: tuple[Detector, ...] = (
     detect_zero_grad_memset,
     detect_channels_last,
     detect_input_channels_padding,
+    # communication by what it is
+    detect_exposed_all_to_all,
+    detect_allreduce_per_parameter,
+    detect_cpu_collectives,
 )
 
 
 def find(ctx: FindingContext) -> FindingsResult:
     """Run every detector, cap and rank the savings."""
     if ctx.window_ns <= 0:
+        host = host_only(ctx)  # a CPU-only job: its host collectives can still be diagnosed
+        if host is not None:
+            return host
         return FindingsResult(
             available=False, reason="no analysed window: the trace has no GPU activity to diagnose"
         )

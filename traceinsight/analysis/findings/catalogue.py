@@ -174,6 +174,27 @@ _ENTRIES = (
         "torch.nn.functional.pad(x, (0, 0, 0, 0, 0, 1)) and a conv with in_channels=4 whose "
         "extra weight channel is zero.",
     ),
+    # Communication by what it is (exposed all-to-all, per-parameter all-reduce, host collectives).
+    Entry(
+        "exposed_all_to_all",
+        "All-to-all collectives run while no compute overlaps them",
+        "Overlap the all-to-all with dense compute: pipeline the embedding lookup of the next "
+        "batch with the dense part of this one (TorchRec's TrainPipelineSparseDist); for "
+        "mixture-of-experts layers, dispatch one chunk of tokens while the experts compute the "
+        "previous one.",
+    ),
+    Entry(
+        "allreduce_per_parameter",
+        "One small all-reduce per parameter instead of a few buckets",
+        "Bucket the gradient all-reduce: DistributedDataParallel (25 MB buckets, reduced during "
+        "backward), or flatten the gradients and call dist.all_reduce once.",
+    ),
+    Entry(
+        "cpu_collectives",
+        "Collectives run on the host (gloo) and fill much of the step",
+        "Run collectives on the GPUs: init_process_group('nccl') (or 'cpu:gloo,cuda:nccl'), and "
+        "make them fewer and larger (DDP buckets, one flat tensor per call).",
+    ),
     # Built from several ranks' results by the job analyses; listed here so ids stay unique.
     Entry("rank_straggler", "One rank is slower than the others", "See the rank's own findings."),
     Entry(
@@ -236,8 +257,6 @@ ACTION: dict[str, str] = {
     "allocator_churn": "no torch.cuda.empty_cache() in the loop",
     "memory_pressure": "lower the peak memory",
     "eager_attention": "fused attention: F.scaled_dot_product_attention / attn_implementation=\"sdpa\"",
-    ),
-    Entry(
     "unfused_elementwise": "torch.compile(model) to fuse the elementwise chains",
     "rank_straggler": "see the slow rank's own findings",
     "collective_wait": "balance the ranks' work",
@@ -245,4 +264,7 @@ ACTION: dict[str, str] = {
     "zero_grad_memset": "zero_grad(set_to_none=True)",
     "channels_last": "channels_last model and inputs",
     "input_channels_padding": "pad the input channels to 4 or 8",
+    "exposed_all_to_all": "overlap the all-to-all with dense compute",
+    "allreduce_per_parameter": "bucket the all-reduces (DDP, or flatten + one all_reduce)",
+    "cpu_collectives": "collectives on the GPUs (NCCL), fewer and larger",
 }

@@ -1,4 +1,4 @@
-"""Findings about the training loop's structure: optimizer step, communication, memory."""
+"""Findings about the training loop's structure: optimizer step, memory."""
 
 from __future__ import annotations
 
@@ -209,48 +209,6 @@ def detect_unfused_optimizer(ctx: FindingContext) -> Estimate | None:
             ),
             locations=ctx.locations_of([str(k["annotation"][0])]),
             figures=(("kernels_per_step", kernels_per_step), ("params", float(params or 0))),
-        ),
-    )
-
-
-def detect_exposed_communication(ctx: FindingContext) -> Estimate | None:
-    exposed = ctx.category_ns("communication")
-    if exposed <= 0:
-        return None
-    k = ctx.trace.kernels.filter(pl.col("collective_name").is_not_null())
-    by = (
-        k.group_by(pl.col("collective_name").cast(pl.String).alias("name"))
-        .agg(pl.len().alias("calls"), pl.col("dur_ns").sum())
-        .sort(["dur_ns", "name"], descending=[True, False])
-    )
-    kernels = (
-        k.group_by(pl.col("name").cast(pl.String))
-        .agg(pl.len().alias("calls"), pl.col("dur_ns").sum())
-        .sort(["dur_ns", "name"], descending=[True, False])
-    )
-    compute = ctx.category_ns("compute")
-    return estimate(
-        ctx,
-        "exposed_communication",
-        {"communication": min(exposed, compute)},
-        confidence="medium",
-        confidence_reason="collective time not overlapped by any compute kernel; part of it may be waiting "
-        "for a slower rank, which overlap cannot hide",
-        method="collective kernel time during which no compute kernel ran (the breakdown's communication "
-        "share), capped by the compute time available to hide it behind",
-        evidence=Evidence(
-            regions=tuple(
-                RegionEvidence(name=r["name"], calls=int(r["calls"]), dur_ns=int(r["dur_ns"]))
-                for r in by.iter_rows(named=True)
-            ),
-            kernels=tuple(
-                KernelEvidence(name=r["name"], calls=int(r["calls"]), dur_ns=int(r["dur_ns"]))
-                for r in kernels.head(3).iter_rows(named=True)
-            ),
-            figures=(
-                ("exposed_communication_ns", float(exposed)),
-                ("collective_kernel_ns", float(k["dur_ns"].sum())),
-            ),
         ),
     )
 

@@ -9,11 +9,14 @@ is spent.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
 import polars as pl
 
+from traceinsight.analysis.classify import collective_of
+from traceinsight.analysis.findings.comm_fixes import MIXED_FIX_SHARE, job_exposed_fix
 from traceinsight.analysis.findings.model import (
     Confidence,
     Evidence,
@@ -24,6 +27,7 @@ from traceinsight.analysis.findings.model import (
 )
 from traceinsight.analysis.job import collectives, ranks, stragglers
 from traceinsight.analysis.job.common import MATERIAL_NS, MATERIAL_SHARE, share
+from traceinsight.analysis.job.summary import RankSummary
 
 _FIXES = {
     "data_loading": "give rank {r} more DataLoader workers / faster storage, or balance its input",
@@ -132,7 +136,24 @@ def _wait(result: collectives.CollectiveWaitResult, table: ranks.RankTableResult
     )
 
 
-def _exposed(table: ranks.RankTableResult, step: float) -> Finding | None:
+def collective_kinds(summaries: Sequence[RankSummary]) -> list[str | None]:
+    """The collective kinds holding at least a quarter of the ranks' collective time, largest
+    first (``_allgather_base`` and ``all_gather_into_tensor`` are both ``allgather``)."""
+    frames = [s.collectives.select("collective", "dur_ns") for s in summaries if s.collectives.height]
+    if not frames:
+        return []
+    by = (
+        pl.concat(frames)
+        .with_columns(kind=collective_of(pl.col("collective")))
+        .group_by("kind")
+        .agg(pl.col("dur_ns").sum())
+        .sort(["dur_ns", "kind"], descending=[True, False], nulls_last=True)
+    )
+    total = max(float(by["dur_ns"].sum()), 1.0)
+    return [k for k, ns in by.iter_rows() if ns >= MIXED_FIX_SHARE * total]
+
+
+def _exposed(table: ranks.RankTableResult, step: float, kinds: list[str | None]) -> Finding | None:
     if table.table.height == 0:
         return None
     # Waiting for a late rank is not overlappable communication; leave it out.
@@ -145,7 +166,10 @@ def _exposed(table: ranks.RankTableResult, step: float) -> Finding | None:
         return None
     worst = frame.sort(["_overlappable", "rank"], descending=[True, False]).row(0, named=True)
     on_host = "host" in table.table["comm_measured_on"].to_list()
-    fix = "overlap communication with compute: smaller/earlier DDP buckets, FSDP prefetch, or async collectives"
+    # The fix depends on what the collectives are (an all-to-all gets no DDP bucket advice).
+    fix = job_exposed_fix(kinds) or (
+        "overlap communication with compute: smaller/earlier DDP buckets, FSDP prefetch, or async collectives"
+    )
     if on_host:
         # Host collectives (gloo) move GPU tensors through host memory while the GPU idles.
         fix = "run the collectives of GPU tensors on the device (backend nccl, or cuda:nccl in a mixed backend), then " + fix
@@ -200,11 +224,12 @@ def analyze(
     table: ranks.RankTableResult,
     straggler: stragglers.StragglerResult,
     wait: collectives.CollectiveWaitResult,
+    summaries: Sequence[RankSummary] = (),
 ) -> JobFindingsResult:
     if table.table.height == 0:
         return JobFindingsResult(available=False, reason=table.reason or "no rank was analysed")
     step = float(table.table["step_median_ns"].median() or 0.0)  # type: ignore[arg-type]
-    found = [_straggler(straggler, step), _wait(wait, table, step), _exposed(table, step), _imbalance(table, step)]
+    found = [_straggler(straggler, step), _wait(wait, table, step), _exposed(table, step, collective_kinds(summaries)), _imbalance(table, step)]
     ordered = tuple(sorted((f for f in found if f is not None), key=lambda f: -f.saving_ns))
     return JobFindingsResult(
         findings=ordered,

@@ -34,6 +34,7 @@ def run_job_findings(summaries: Sequence[RankSummary], config: AnalysisConfig, i
         inputs.get("rank_table", ranks.RankTableResult),
         inputs.get("stragglers", stragglers.StragglerResult),
         inputs.get("collective_wait", collectives.CollectiveWaitResult),
+        list(summaries),
     )
 
 

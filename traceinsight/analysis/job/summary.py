@@ -213,6 +213,9 @@ def collectives(trace: Trace, windows: pl.DataFrame) -> tuple[pl.DataFrame, int]
         rows = device.join(extra, on="id", how="left").select(
             "ts_ns", "end_ns", "name", "collective_name", "in_msg_nelems", "out_msg_nelems",
             "comm_dtype", "group_size", "process_group", pl.lit(None, pl.Int64).alias("seq_num"), "step",
+            # the backend's span around the launch ("nccl:all_to_all") names a collective whose
+            # kernel name does not (NCCL runs all-to-all as SendRecv kernels)
+            collective_of(pl.col("annotation").cast(pl.String).str.extract(HOST_COLLECTIVE, 2)).alias("_span_collective"),
         )
     else:
         # gloo (and a c10d backend without record_param_comms) leaves only its host spans,
@@ -229,6 +232,7 @@ def collectives(trace: Trace, windows: pl.DataFrame) -> tuple[pl.DataFrame, int]
         ).select(
             "ts_ns", "end_ns", "name", "collective_name", "in_msg_nelems", "out_msg_nelems",
             "comm_dtype", "group_size", "process_group", pl.lit(None, pl.Int64).alias("seq_num"), "step",
+            pl.lit(None, pl.String).alias("_span_collective"),
         )
     if rows.height == 0:
         return pl.DataFrame(schema=COLLECTIVE_SCHEMA), dropped
@@ -247,7 +251,7 @@ def collectives(trace: Trace, windows: pl.DataFrame) -> tuple[pl.DataFrame, int]
         .select(
             "ordinal",
             "process_group",
-            pl.col("collective_name").cast(pl.String).fill_null(collective_of(name)).alias("collective"),
+            pl.col("collective_name").cast(pl.String).fill_null(pl.col("_span_collective")).fill_null(collective_of(name)).alias("collective"),
             name.alias("name"),
             pl.col("ts_ns").alias("start_ns"),
             "end_ns",
