@@ -85,7 +85,7 @@ def detect_launch_bound(ctx: FindingContext) -> Estimate | None:
         .head(5)
     )
     graphs = ctx.compile is not None and ctx.compile.uses_cuda_graphs
-    fix, action = launch_advice(ctx.device)
+    fix, action = launch_advice(ctx.device, ctx.workload)
     if graphs:
         fix = (
             "The trace already replays CUDA graphs: capture more of the step in them (remove graph "
