@@ -26,6 +26,7 @@ from traceinsight.analysis.findings.idle import (
     detect_host_sync,
 )
 from traceinsight.analysis.findings.launches import detect_launch_bound
+from traceinsight.analysis.findings.memory_growth import detect_memory_growth
 from traceinsight.analysis.findings.model import (
     Confidence,
     Evidence,
@@ -40,6 +41,7 @@ from traceinsight.analysis.findings.precision import (
     detect_fp64_compute,
     detect_gemm_misaligned,
 )
+from traceinsight.analysis.findings.preprocessing import detect_host_preprocessing
 from traceinsight.analysis.findings.savings import Estimate, settle
 from traceinsight.analysis.findings.training import (
     detect_exposed_communication,
@@ -73,6 +75,8 @@ DETECTORS: tuple[Detector, ...] = (
     detect_exposed_communication,
     detect_allocator_churn,
     detect_memory_pressure,
+    detect_host_preprocessing,
+    detect_memory_growth,
 )
 
 
@@ -127,7 +131,7 @@ def find(ctx: FindingContext) -> FindingsResult:
 
 
 # Findings whose evidence is host time, which the profiler's own events inflate.
-HOST_TIME_FINDINGS = frozenset({"launch_bound", "host_bound", "dataloader_stall"})
+HOST_TIME_FINDINGS = frozenset({"launch_bound", "host_bound", "dataloader_stall", "host_preprocessing"})
 LOWER: dict[str, Confidence] = {"high": "medium", "medium": "low", "low": "low"}
 
 

@@ -17,6 +17,7 @@ from traceinsight.analysis.findings.catalogue import LAUNCH_SHORT_PCT
 from traceinsight.analysis.findings.context import DYNAMO_INTERNAL, FindingContext
 from traceinsight.analysis.findings.model import Evidence, KernelEvidence, OpEvidence
 from traceinsight.analysis.findings.savings import Estimate, estimate
+from traceinsight.analysis.whatif.transforms import CollapseLaunches, ShrinkHost, Transformation
 from traceinsight.trace.model import Trace
 
 # Runtime/driver calls that launch kernels or graphs (cudaLaunchKernel, cuLaunchKernel,
@@ -86,6 +87,11 @@ def detect_launch_bound(ctx: FindingContext) -> Estimate | None:
     )
     graphs = ctx.compile is not None and ctx.compile.uses_cuda_graphs
     fix, action = launch_advice(ctx.device, ctx.workload)
+    # A decode step replayed from one graph: no launch calls and none of the host work between
+    # them (the per-token Python and dispatch the graph replaces).
+    transforms: tuple[Transformation, ...] = ()
+    if ctx.workload.kind == "decode" and not graphs and ctx.device.features.graphs is not None:
+        transforms = (CollapseLaunches(), ShrinkHost(None, 0.0))
     if graphs:
         fix = (
             "The trace already replays CUDA graphs: capture more of the step in them (remove graph "
@@ -128,4 +134,5 @@ def detect_launch_bound(ctx: FindingContext) -> Estimate | None:
             ),
         ),
         fix=fix,
+        transforms=transforms,
     )
