@@ -99,9 +99,9 @@ def host_work_advice(workload: Workload) -> str | None:
         return None
     return (
         "Find what the host does in the named region (profile with with_stack=True, or py-spy) and "
-        "take it off the critical path of the forward passes: prepare the next inputs in DataLoader "
-        "workers or a background thread while the GPU runs, precompute what does not change per "
-        "request, or overlap it with queued GPU work."
+        "take it off the critical path of the forward passes: prepare the next inputs in a "
+        "background thread while the GPU runs, precompute what does not change per request, or "
+        "overlap it with queued GPU work."
     )
 
 
