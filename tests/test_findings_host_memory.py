@@ -116,6 +116,9 @@ def test_not_raised_where_another_finding_owns_the_idle(tmp_path: Path) -> None:
     # Tensors made on the CPU and copied: cpu_tensor_creation's.
     r = findings(write_h200(prep_trace(host_op="aten::arange"), tmp_path / "a.json"))
     assert "host_preprocessing" not in ids(r, material_only=False)
+    # A host-side collective copying its result back (gloo): communication, not an input.
+    r = findings(write_h200(prep_trace(host_op="gloo:all_reduce"), tmp_path / "c.json"))
+    assert "host_preprocessing" not in ids(r, material_only=False)
     # The gap ends at a kernel, no input copy: host_bound's.
     r = findings(write_h200(prep_trace(ends_with_copy=False), tmp_path / "k.json"))
     assert "host_preprocessing" not in ids(r, material_only=False)

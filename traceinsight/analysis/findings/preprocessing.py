@@ -37,6 +37,9 @@ H2D = r"(?i)memcpy.*(htod|host.?to.?device)|HtoD"
 # being prepared.
 MIN_GAP_NS = 50_000
 FACTORIES = (*SOURCE_OPS, *SELF_COPYING_OPS)
+# Host spans of a c10d collective ("gloo:all_reduce"): a backend without device kernels copies
+# the tensor back to the device when it is done, which is not an input.
+COLLECTIVE = r"^(gloo|mpi|ucc|nccl|xccl):\w+$|^c10d::|^record_param_comms$"
 
 
 def _factory_gaps(ctx: FindingContext, gaps: pl.DataFrame) -> pl.DataFrame:
@@ -57,7 +60,7 @@ def _input_gaps(ctx: FindingContext) -> pl.DataFrame:
     work in them inside the step (see the module doc)."""
     assert ctx.gaps is not None
     gaps = ctx.gaps.gaps.join(ctx.sync_gaps.select("device", "start_ns"), on=["device", "start_ns"], how="anti")
-    gaps = gaps.filter(pl.col("cause").is_in(HOST_WORK))
+    gaps = gaps.filter(pl.col("cause").is_in(HOST_WORK) & ~pl.col("culprit").fill_null("").str.contains(COLLECTIVE))
     if gaps.height == 0:
         return gaps.with_columns(prep_ns=pl.lit(0, pl.Int64))
     copies = (

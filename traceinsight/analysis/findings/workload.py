@@ -107,8 +107,8 @@ def _one_query(dims: str | None, name: str) -> bool | None:
     if not all(isinstance(d, int) for d in (*q, *k)):
         return None
     if name == "aten::matmul":
-        return q[2] == 1 and q[3] == k[2] and k[3] > 1 and q[:2] == k[:2]
-    return q[2] == 1 and k[2] > 1
+        return bool(q[2] == 1 and q[3] == k[2] and k[3] > 1 and q[:2] == k[:2])
+    return bool(q[2] == 1 and k[2] > 1)
 
 
 def _decode_shape(trace: Trace) -> str | None:
