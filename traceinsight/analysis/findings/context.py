@@ -39,6 +39,8 @@ _LIBRARY_FRAME = re.compile(
     r"^threading\.py|/threading\.py|^contextlib\.py|traceinsight/capture|^\w+\.py\(\d+\): __call__$)"
 )
 _FRAME = re.compile(r"^(.*?)\((\d+)\): (.*)$")
+# Public names for the detectors that read Python frames themselves.
+LIBRARY_FRAME, FRAME = _LIBRARY_FRAME, _FRAME
 # Host annotations of torch.compile's own machinery: never shown as the thing to fix.
 DYNAMO_INTERNAL = re.compile(
     r"(?i)(^TorchDynamo|dynamo|^Torch-Compiled Region|^CompiledFunction|^## Call CompiledFxGraph|"

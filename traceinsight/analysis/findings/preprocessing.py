@@ -21,7 +21,12 @@ from __future__ import annotations
 
 import polars as pl
 
-from traceinsight.analysis.findings.context import DYNAMO_INTERNAL, FindingContext
+from traceinsight.analysis.findings.context import (
+    DYNAMO_INTERNAL,
+    FRAME,
+    LIBRARY_FRAME,
+    FindingContext,
+)
 from traceinsight.analysis.findings.model import Evidence, Pool, RegionEvidence
 from traceinsight.analysis.findings.savings import Estimate, estimate
 from traceinsight.analysis.findings.transfers import SELF_COPYING_OPS, SOURCE_OPS
@@ -88,6 +93,34 @@ def _input_gaps(ctx: FindingContext) -> pl.DataFrame:
     )
 
 
+def _frames_in(ctx: FindingContext, gaps: pl.DataFrame, limit: int = 3) -> tuple[str, ...]:
+    """``file:line`` of the user's Python frames that ran whole inside the gaps on the gap's
+    thread (with_stack traces), longest first: what the host did while the device waited."""
+    py = ctx.trace.events.filter(pl.col("kind") == "python").select(
+        "pid", "tid", "ts_ns", "end_ns", pl.col("name").cast(pl.String)
+    )
+    py = py.filter(~pl.col("name").str.contains(LIBRARY_FRAME.pattern))
+    if py.height == 0:
+        return ()
+    windows = gaps.drop_nulls(["pid", "tid"]).select("pid", "tid", pl.col("window_start_ns").alias("w0"), pl.col("end_ns").alias("w1"))
+    inside = (
+        py.join(windows, on=["pid", "tid"])
+        .filter((pl.col("ts_ns") >= pl.col("w0")) & (pl.col("end_ns") <= pl.col("w1")))
+        .group_by("name")
+        .agg((pl.col("end_ns") - pl.col("ts_ns")).sum().alias("ns"))
+        .sort(["ns", "name"], descending=[True, False])
+    )
+    out: list[str] = []
+    for name in inside["name"].to_list():
+        match = FRAME.match(name)
+        site = f"{match.group(1)}:{match.group(2)}" if match else name
+        if site not in out:
+            out.append(site)
+        if len(out) >= limit:
+            break
+    return tuple(out)
+
+
 def _fix(ctx: FindingContext) -> str:
     where = "the forward pass" if ctx.workload.inference else "the training step"
     decode = (
@@ -149,7 +182,7 @@ def detect_host_preprocessing(ctx: FindingContext) -> Estimate | None:
                 RegionEvidence(name=str(r["culprit"]), calls=int(r["gaps"]), dur_ns=int(r["idle_ns"]))
                 for r in culprits.head(5).iter_rows(named=True)
             ),
-            locations=ctx.locations_of([str(c) for c in culprits["culprit"].head(3).to_list()]),
+            locations=_frames_in(ctx, gaps) or ctx.locations_of([str(c) for c in culprits["culprit"].head(3).to_list()]),
             figures=(
                 ("preprocessing_idle_ns", float(idle)),
                 *((f"{c}_ns", float(v)) for c, v in by_class.items()),
