@@ -115,6 +115,7 @@ def test_decode_samples_get_graph_advice_not_training_advice(name: str, tmp_path
     trace: Trace = load(DECODE / f"{name}.json.gz")
     assert detect(trace).kind == "decode"
     r = findings(trace)
+    assert r.workload == "decode" and "one query token" in r.workload_reason
     assert r.findings[0].id == "launch_bound"
     f = r.findings[0]
     assert "cache_implementation='static'" in f.fix and "larger batches so" not in f.fix

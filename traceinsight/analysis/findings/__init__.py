@@ -127,6 +127,8 @@ def find(ctx: FindingContext) -> FindingsResult:
         materiality_pct=MATERIALITY_PCT,
         rank=ctx.rank,
         skipped=tuple(skipped),
+        workload=ctx.workload.kind,
+        workload_reason=ctx.workload.describe(),
     )
 
 

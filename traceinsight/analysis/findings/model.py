@@ -104,6 +104,9 @@ class FindingsResult(Result):
     materiality_pct: float = 1.0
     rank: int | None = None
     skipped: tuple[str, ...] = ()  # detectors that could not run, with why
+    # What the trace records (training, inference, decode, unknown) and why: the advice follows it.
+    workload: str = "unknown"
+    workload_reason: str = ""
 
     def to_polars(self) -> pl.DataFrame:
         rows = [
