@@ -188,3 +188,10 @@ def test_third_party_training_is_training() -> None:
     for name in ("tracelens/mi300_resnet_act_checkpoint.json.gz", "hta/sampled_rank-0.json.gz", "tracelens/mi210_gpu_only.json.gz"):
         assert detect(load(SHARED / name)).kind == "training", name
     assert "memory_pressure" not in ids(findings(load(SHARED / "tracelens/vllm_decode_full/graph_execution.json.gz")), material_only=False)
+
+
+def test_a_loop_that_already_replays_graphs_is_told_so() -> None:
+    # decode_graph replays a graph captured by hand (torch.cuda.graphs): no torch.compile markers.
+    f = by_id(findings(load(DECODE / "decode_graph.json.gz")), "launch_bound")
+    assert f is not None and "already replays CUDA graphs" in f.fix
+    assert f.action == "capture more of the step in CUDA graphs"
