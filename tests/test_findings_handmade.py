@@ -406,11 +406,12 @@ def test_unfused_optimizer_needs_more_than_three_kernels(
         assert "fused=True" in f.fix and "foreach" in f.title
 
 
-def comm_trace(overlapped: bool) -> HandMadeTrace:
-    """Hand-made: a 1 ms all-reduce on its own stream, with or without compute beside it."""
+def comm_trace(overlapped: bool, training: bool = True) -> HandMadeTrace:
+    """Hand-made: a 1 ms all-reduce on its own stream, with or without compute beside it
+    (after a backward op: DDP's gradient all-reduce; without it, a forward pass's)."""
     t = HandMadeTrace()
     t.step(1, 0, 3_000)
-    t.host("aten::mm", 5, 3)
+    t.host("MmBackward0" if training else "aten::mm", 5, 3)
     t.gpu(ADD, 10, 1_000, launch_ts=6)
     t.host("nccl:all_reduce", 1_000, 10)
     t.gpu(
@@ -433,6 +434,10 @@ def test_exposed_communication_only_when_not_overlapped(tmp_path: Path) -> None:
     assert exposed is not None and exposed.saving_window_ns == 1_000_000
     assert exposed.evidence.regions[0].name == "allreduce"
     assert "bucket_cap_mb" in exposed.fix
+    # A forward-only program gets no DDP advice.
+    forward = by_id(findings(write_h200(comm_trace(False, training=False), tmp_path / "c3.json")), "exposed_communication")
+    assert forward is not None and "bucket_cap_mb" not in forward.fix and "DDP" not in forward.fix
+    assert "tensor-parallel" in forward.fix
     hidden = findings(write_h200(comm_trace(True), tmp_path / "c2.json"))
     assert by_id(hidden, "exposed_communication") is None
 

@@ -25,8 +25,8 @@ from traceinsight.analysis.findings.compiled import (
     detect_recompile,
 )
 from traceinsight.analysis.findings.context import FindingContext
-from traceinsight.analysis.findings.fusion import detect_unfused_elementwise
 from traceinsight.analysis.findings.conv import detect_channels_last, detect_input_channels_padding
+from traceinsight.analysis.findings.fusion import detect_unfused_elementwise
 from traceinsight.analysis.findings.gradzero import detect_zero_grad_memset
 from traceinsight.analysis.findings.host_comm import detect_cpu_collectives, host_only
 from traceinsight.analysis.findings.idle import (
@@ -36,6 +36,7 @@ from traceinsight.analysis.findings.idle import (
     detect_host_sync,
 )
 from traceinsight.analysis.findings.launches import detect_launch_bound
+from traceinsight.analysis.findings.memory_growth import detect_memory_growth
 from traceinsight.analysis.findings.model import (
     Confidence,
     Evidence,
@@ -50,6 +51,7 @@ from traceinsight.analysis.findings.precision import (
     detect_fp64_compute,
     detect_gemm_misaligned,
 )
+from traceinsight.analysis.findings.preprocessing import detect_host_preprocessing
 from traceinsight.analysis.findings.savings import Estimate, settle
 from traceinsight.analysis.findings.training import (
     detect_memory_pressure,
@@ -91,6 +93,8 @@ DETECTORS: tuple[Detector, ...] = (
     detect_exposed_all_to_all,
     detect_allreduce_per_parameter,
     detect_cpu_collectives,
+    detect_host_preprocessing,
+    detect_memory_growth,
 )
 
 
@@ -144,11 +148,13 @@ def find(ctx: FindingContext) -> FindingsResult:
         materiality_pct=MATERIALITY_PCT,
         rank=ctx.rank,
         skipped=tuple(skipped),
+        workload=ctx.workload.kind,
+        workload_reason=ctx.workload.describe(),
     )
 
 
 # Findings whose evidence is host time, which the profiler's own events inflate.
-HOST_TIME_FINDINGS = frozenset({"launch_bound", "host_bound", "dataloader_stall"})
+HOST_TIME_FINDINGS = frozenset({"launch_bound", "host_bound", "dataloader_stall", "host_preprocessing"})
 LOWER: dict[str, Confidence] = {"high": "medium", "medium": "low", "low": "low"}
 
 

@@ -195,6 +195,21 @@ _ENTRIES = (
         "Run collectives on the GPUs: init_process_group('nccl') (or 'cpu:gloo,cuda:nccl'), and "
         "make them fewer and larger (DDP buckets, one flat tensor per call).",
     ),
+    Entry(
+        "host_preprocessing",
+        "The GPU waits while the main thread prepares its input",
+        "Take the input preparation off the launching thread: copy the raw batch from pinned "
+        "memory and transform it on the GPU (torchvision.transforms.v2 on CUDA tensors), "
+        "precompute it, or prepare the next batch in a background thread or DataLoader workers "
+        "(num_workers=N, pin_memory=True; each worker runs torch ops on one thread: measure).",
+    ),
+    Entry(
+        "memory_growth",
+        "Allocated GPU memory grows at every step",
+        "Find what keeps tensors alive across steps (the allocation sites below): store "
+        "loss.item() or tensor.detach() (.cpu()) instead of tensors that hold the autograd "
+        "graph, do not append outputs to lists that outlive the step, clear caches you fill.",
+    ),
     # Built from several ranks' results by the job analyses; listed here so ids stay unique.
     Entry("rank_straggler", "One rank is slower than the others", "See the rank's own findings."),
     Entry(
@@ -209,6 +224,9 @@ CATALOGUE: dict[str, Entry] = {e.id: e for e in _ENTRIES}
 
 # A finding saving less than this share of the analysed time is listed as not material.
 MATERIALITY_PCT = 1.0
+# Findings whose cost is memory, not time: no time saving is claimed, they are listed (after
+# the time findings) whatever their size, with their memory figure instead of a saving.
+MEMORY_FINDINGS = frozenset({"memory_pressure", "memory_growth"})
 # Share of the tensor-core peak a large, well-shaped cuBLAS GEMM reaches in practice: the bf16
 # GEMMs of the H200 samples run at 73 % (mm_sweep_4096, 4096^3) to 81 % (amp_on) of the peak.
 TENSOR_CORE_EFFICIENCY = 0.75
@@ -258,6 +276,8 @@ ACTION: dict[str, str] = {
     "memory_pressure": "lower the peak memory",
     "eager_attention": "fused attention: F.scaled_dot_product_attention / attn_implementation=\"sdpa\"",
     "unfused_elementwise": "torch.compile(model) to fuse the elementwise chains",
+    "host_preprocessing": "prepare inputs on the GPU, ahead in a thread, or precomputed",
+    "memory_growth": "stop keeping tensors (with their graph) across steps",
     "rank_straggler": "see the slow rank's own findings",
     "collective_wait": "balance the ranks' work",
     "load_imbalance": "balance data and model shards",

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from traceinsight.analysis.findings import collectives as C
+from traceinsight.analysis.findings.advice import communication_advice
 from traceinsight.analysis.findings.comm_fixes import all_to_all_fix, mixed_fix
 from traceinsight.analysis.findings.context import FindingContext
 from traceinsight.analysis.findings.idle import HOST_CAUSES
@@ -64,6 +65,10 @@ def _exposed_estimate(ctx: FindingContext, all_to_all: bool) -> Estimate | None:
         fix, action = all_to_all_fix(fws)
     else:
         fix, action = mixed_fix(mine, fws)
+        # a forward-only program has no gradients to bucket: tensor-parallel advice instead
+        inference_fix = communication_advice(ctx.workload)
+        if inference_fix is not None:
+            fix, action = inference_fix, "hide or shrink the forward pass's collectives"
     kernels = comm.filter(is_a2a if all_to_all else (~is_a2a).fill_null(True))
     top = kernels.group_by("name").agg(pl.len().alias("calls"), pl.col("dur_ns").sum()).sort(
         ["dur_ns", "name"], descending=[True, False]

@@ -18,6 +18,8 @@ from traceinsight.analysis.core.base import AnalysisConfig, Result
 from traceinsight.analysis.device import model as device_model
 from traceinsight.analysis.findings.steady import excluded_busy_ns, excluded_idle_ns, steady_gaps
 from traceinsight.analysis.findings.syncs import SYNC_GAP_SCHEMA, sync_opened_gaps
+from traceinsight.analysis.findings.workload import Workload
+from traceinsight.analysis.findings.workload import detect as detect_workload
 from traceinsight.analysis.sections.bound import BoundResult
 from traceinsight.analysis.sections.breakdown import BreakdownResult
 from traceinsight.analysis.sections.compile import CompileResult
@@ -37,6 +39,8 @@ _LIBRARY_FRAME = re.compile(
     r"^threading\.py|/threading\.py|^contextlib\.py|traceinsight/capture|^\w+\.py\(\d+\): __call__$)"
 )
 _FRAME = re.compile(r"^(.*?)\((\d+)\): (.*)$")
+# Public names for the detectors that read Python frames themselves.
+LIBRARY_FRAME, FRAME = _LIBRARY_FRAME, _FRAME
 # Host annotations of torch.compile's own machinery: never shown as the thing to fix.
 DYNAMO_INTERNAL = re.compile(
     r"(?i)(^TorchDynamo|dynamo|^Torch-Compiled Region|^CompiledFunction|^## Call CompiledFxGraph|"
@@ -118,6 +122,11 @@ class FindingContext:
     def device(self) -> device_model.DeviceModel:
         """What the busiest device can do (the same model the bound analysis prices with)."""
         return device_model.from_trace(self.trace, self.config)
+
+    @cached_property
+    def workload(self) -> Workload:
+        """Training, inference or decoding: which advice applies (see .workload)."""
+        return detect_workload(self.trace)
 
     def peak_tflops(self, dtype_class: str) -> float | None:
         """The device's dense peak for a compute class (its table's fallbacks included, so

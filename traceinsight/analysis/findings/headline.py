@@ -20,7 +20,7 @@ import polars as pl
 
 from traceinsight.analysis.core.base import R, Result
 from traceinsight.analysis.findings import HOST_TIME_FINDINGS
-from traceinsight.analysis.findings.catalogue import ACTION
+from traceinsight.analysis.findings.catalogue import ACTION, MEMORY_FINDINGS
 from traceinsight.analysis.findings.context import DYNAMO_INTERNAL
 from traceinsight.analysis.findings.model import FindingsResult
 from traceinsight.analysis.sections.bound import BoundResult
@@ -267,8 +267,10 @@ def _finding_clauses(findings: FindingsResult | None, full_window_ns: int = 0) -
             lead = f"Over the remaining {_ms(findings.window_ns)}, fix first"
         clauses.append(Finding("findings", f"{lead}: {_lower(f.title)} [{f.id}], saving {saving}: {action}", f.saving_pct))
     if not chosen:
-        if findings.findings:
-            top = findings.findings[0]
+        # Memory findings save no time: the largest time finding stands for "largest".
+        timed = [f for f in findings.findings if f.id not in MEMORY_FINDINGS]
+        if timed:
+            top = timed[0]
             text = f"No finding saves more than {LEAD_SAVING_PCT:.0f} % (largest: {top.title} [{top.id}], ~{top.saving_pct:.1f} %)"
         else:
             text = "No material finding (none would save 1 % or more)"
@@ -340,10 +342,20 @@ def _bound_clause(bound: BoundResult | None, window_ns: int, *, steps_too: bool 
     return None
 
 
-def _leak_clause(memory: MemoryResult | None) -> Finding | None:
+def _leak_clause(memory: MemoryResult | None, findings: FindingsResult | None = None) -> Finding | None:
     if memory is None or not memory.leaks:
         return None
-    return Finding("memory", "allocated memory grows from step to step (possible leak)", 1.0)
+    growth = next((f for f in (findings.findings if findings else ()) if f.id == "memory_growth"), None)
+    if growth is None:
+        return Finding("memory", "allocated memory grows from step to step (possible leak)", 1.0)
+    per_step = dict(growth.evidence.figures).get("growth_per_step_bytes", 0.0)
+    where = f" (allocated at {', '.join(growth.evidence.locations[:2])})" if growth.evidence.locations else ""
+    return Finding(
+        "memory",
+        f"allocated memory grows {per_step / 2**20:.1f} MiB per step{where} [memory_growth]: "
+        + (growth.action or ACTION.get("memory_growth", growth.fix)),
+        1.0,
+    )
 
 
 def _lower(title: str) -> str:
@@ -408,6 +420,6 @@ def headline(sections: Mapping[str, Result]) -> Headline:
         clauses.append(
             _bound_clause(_section(sections, "bound", BoundResult), breakdown.window_ns, steps_too=computing and not leads)
         )
-    clauses.append(_leak_clause(_section(sections, "memory", MemoryResult)))
+    clauses.append(_leak_clause(_section(sections, "memory", MemoryResult), findings))
     kept = tuple(c for c in clauses if c is not None)
     return Headline(verdict=compose(kept), findings=kept, shares=tuple(shares), device=device)

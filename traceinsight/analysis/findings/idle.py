@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from traceinsight.analysis.findings.advice import host_work_advice
 from traceinsight.analysis.findings.context import DYNAMO_INTERNAL, FindingContext
 from traceinsight.analysis.findings.model import (
     Evidence,
@@ -307,4 +308,5 @@ def detect_host_bound(ctx: FindingContext) -> Estimate | None:
             locations=ctx.locations_of([str(c) for c in culprits["culprit"].head(3).to_list()]),
             figures=(("host_idle_ns", float(idle)),),
         ),
+        fix=host_work_advice(ctx.workload),
     )

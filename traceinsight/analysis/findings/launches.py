@@ -17,11 +17,14 @@ from traceinsight.analysis.findings.catalogue import LAUNCH_SHORT_PCT
 from traceinsight.analysis.findings.context import DYNAMO_INTERNAL, FindingContext
 from traceinsight.analysis.findings.model import Evidence, KernelEvidence, OpEvidence
 from traceinsight.analysis.findings.savings import Estimate, estimate
+from traceinsight.analysis.whatif.transforms import CollapseLaunches, ShrinkHost, Transformation
 from traceinsight.trace.model import Trace
 
 # Runtime/driver calls that launch kernels or graphs (cudaLaunchKernel, cuLaunchKernel,
 # hipModuleLaunchKernel, hipExtModuleLaunchKernel, cudaGraphLaunch, ...); copies do not match.
 LAUNCH_CALL = r"(?i)launch"
+# Runtime/driver calls that replay a captured graph.
+GRAPH_LAUNCH = r"(?i)^(cuda|hip|cu)GraphLaunch"
 # Kernels that waited for their launch, as a share of all launched kernels, for high confidence.
 HIGH_CONFIDENCE_PCT = 50.0
 
@@ -84,13 +87,25 @@ def detect_launch_bound(ctx: FindingContext) -> Estimate | None:
         .sort(["short_calls", "total_ns", "name"], descending=[True, True, False])
         .head(5)
     )
-    graphs = ctx.compile is not None and ctx.compile.uses_cuda_graphs
-    fix, action = launch_advice(ctx.device)
+    # Graph replays by torch.compile or by hand (torch.cuda.graphs, an engine's capture).
+    graphs = (ctx.compile is not None and ctx.compile.uses_cuda_graphs) or bool(
+        ctx.trace.events.filter(
+            pl.col("kind").is_in(["runtime", "driver"]) & pl.col("name").cast(pl.String).str.contains(GRAPH_LAUNCH)
+        ).height
+    )
+    fix, action = launch_advice(ctx.device, ctx.workload)
+    # A decode step replayed from one graph: no launch calls and none of the host work between
+    # them (the per-token Python and dispatch the graph replaces).
+    transforms: tuple[Transformation, ...] = ()
+    if ctx.workload.kind == "decode" and not graphs and ctx.device.features.graphs is not None:
+        transforms = (CollapseLaunches(), ShrinkHost(None, 0.0))
     if graphs:
+        kind = "HIP graphs" if ctx.device.features.graphs == "hip_graphs" else "CUDA graphs"
         fix = (
-            "The trace already replays CUDA graphs: capture more of the step in them (remove graph "
+            f"The trace already replays {kind}: capture more of the step in them (remove graph "
             "breaks, avoid CPU work between replays) and fuse the remaining eager ops."
         )
+        action = f"capture more of the step in {kind}"
     return estimate(
         ctx,
         "launch_bound",
@@ -128,4 +143,5 @@ def detect_launch_bound(ctx: FindingContext) -> Estimate | None:
             ),
         ),
         fix=fix,
+        transforms=transforms,
     )

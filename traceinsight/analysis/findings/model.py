@@ -78,6 +78,19 @@ class Finding:
     )
     action: str | None = None  # the fix in a few words for this device (else the catalogue's)
 
+    @property
+    def memory_text(self) -> str | None:
+        """For a finding whose cost is memory (no time saving claimed): its figure in words."""
+        figures = dict(self.evidence.figures)
+        if "growth_per_step_bytes" in figures:
+            return f"no time saving claimed; allocated memory grows {figures['growth_per_step_bytes'] / 2**20:.1f} MiB per step"
+        if "peak_reserved_bytes" in figures and "device_bytes" in figures:
+            return (
+                f"no time saving claimed; peak reserved {figures['peak_reserved_bytes'] / 2**30:.1f} GiB of "
+                f"{figures['device_bytes'] / 2**30:.1f} GiB"
+            )
+        return None
+
 
 @dataclass(frozen=True)
 class FindingsResult(Result):
@@ -91,6 +104,9 @@ class FindingsResult(Result):
     materiality_pct: float = 1.0
     rank: int | None = None
     skipped: tuple[str, ...] = ()  # detectors that could not run, with why
+    # What the trace records (training, inference, decode, unknown) and why: the advice follows it.
+    workload: str = "unknown"
+    workload_reason: str = ""
 
     def to_polars(self) -> pl.DataFrame:
         rows = [

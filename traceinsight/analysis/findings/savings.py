@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from traceinsight.analysis.findings.catalogue import CATALOGUE, MATERIALITY_PCT
+from traceinsight.analysis.findings.catalogue import CATALOGUE, MATERIALITY_PCT, MEMORY_FINDINGS
 from traceinsight.analysis.findings.context import FindingContext
 from traceinsight.analysis.findings.model import Confidence, Evidence, Finding, Pool
 
@@ -162,7 +162,7 @@ def settle(ctx: FindingContext, estimates: list[Estimate]) -> tuple[list[Finding
             overlap="; ".join(notes) or None,
         )
         out.append(
-            replace(f, material=f.saving_pct >= MATERIALITY_PCT or f.id == "memory_pressure")
+            replace(f, material=f.saving_pct >= MATERIALITY_PCT or f.id in MEMORY_FINDINGS)
         )
     out.sort(key=lambda f: (-f.saving_pct, f.id))
     return [f for f in out if f.material], [f for f in out if not f.material]

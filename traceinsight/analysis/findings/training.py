@@ -8,6 +8,7 @@ import polars as pl
 
 from traceinsight.analysis.classify import with_classes
 from traceinsight.analysis.device import model as device_model
+from traceinsight.analysis.findings.advice import memory_pressure_advice
 from traceinsight.analysis.findings.catalogue import (
     BANDWIDTH_EFFICIENCY,
     FUSED_ADAM_BYTES_PER_PARAM,
@@ -216,6 +217,10 @@ def detect_unfused_optimizer(ctx: FindingContext) -> Estimate | None:
 def detect_memory_pressure(ctx: FindingContext) -> Estimate | None:
     if ctx.memory is None or ctx.memory.peaks.height == 0:
         return None
+    if ctx.workload.serving:
+        # Serving engines reserve most of the device for weights and KV cache by design
+        # (vLLM's gpu_memory_utilization, SGLang's mem_fraction_static): not a risk.
+        return None
     worst: tuple[float, int, int] | None = None
     for row in ctx.memory.peaks.iter_rows(named=True):
         index = row.get("device_index")
@@ -243,4 +248,5 @@ def detect_memory_pressure(ctx: FindingContext) -> Estimate | None:
                 ("share_pct", round(100 * share, 2)),
             )
         ),
+        fix=memory_pressure_advice(ctx.workload),
     )

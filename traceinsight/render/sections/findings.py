@@ -43,6 +43,8 @@ def kernel_name(name: str, width: int = KERNEL_WIDTH) -> str:
 
 
 def saving_text(f: Finding, result: FindingsResult) -> str:
+    if f.memory_text is not None and f.estimate_ns == 0:
+        return f.memory_text
     share = "of the steps' time" if result.step_ns and result.steps else "of the window"
     if f.per_step and result.step_ns and result.steps:
         return f"{f.saving_pct:.1f} % {share}, {ns(f.saving_ns)} per step"
