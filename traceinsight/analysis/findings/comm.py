@@ -65,9 +65,10 @@ def _exposed_estimate(ctx: FindingContext, all_to_all: bool) -> Estimate | None:
         fix, action = all_to_all_fix(fws)
     else:
         fix, action = mixed_fix(mine, fws)
-        # a forward-only program has no gradients to bucket: tensor-parallel advice instead
+        # a forward-only program has no gradients to bucket: tensor-parallel advice instead,
+        # unless a training framework's spans say the window just caught no backward
         inference_fix = communication_advice(ctx.workload)
-        if inference_fix is not None:
+        if inference_fix is not None and not fws & {"ddp", "fsdp", "torchrec"}:
             fix, action = inference_fix, "hide or shrink the forward pass's collectives"
     kernels = comm.filter(is_a2a if all_to_all else (~is_a2a).fill_null(True))
     top = kernels.group_by("name").agg(pl.len().alias("calls"), pl.col("dur_ns").sum()).sort(
