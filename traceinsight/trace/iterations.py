@@ -20,10 +20,9 @@ use it:
    top-level host call that launched one of its occurrences.
 3. Otherwise there are no iterations.
 
-The first iteration of a run (the first of the trace, or one after a pause longer than an
-iteration) is labelled *prefill* when the GPU work it launched took ``PREFILL_FACTOR`` times the
-median iteration's time, or launched that many times its threads (grid x block): a prompt's
-prefill before the per-token decode. Only python_function frames
+An iteration that launched ``PREFILL_FACTOR`` times the median iteration's threads (grid x
+block) is labelled *prefill*, a prompt's prefill before the per-token decode; the first one
+is also when its GPU work took that many times the median's time. Only python_function frames
 are not searched for spans: launches never nest inside them in the host tree.
 
 Everything runs on numpy arrays indexed by row number and small polars group-bys; the only
@@ -44,6 +43,7 @@ MIN_COVERAGE = 0.5
 # A periodic anchor: this share of its gaps within PERIOD_TOLERANCE of the median gap.
 PERIOD_REGULARITY = 0.9
 PERIOD_TOLERANCE = 0.1
+MULTIPLE_SLACK = 0.01
 # A first iteration whose launched GPU time is this many times the median's is a prefill.
 PREFILL_FACTOR = 2.0
 
@@ -143,16 +143,16 @@ def describe(source: str | None, count: int, prefill: tuple[int, ...] = ()) -> s
 def _inclusive_counts(rows: np.ndarray, parent: np.ndarray, depth: np.ndarray, n: int) -> np.ndarray:
     """For every row, how many of ``rows`` (launch calls, repeats counted) nest inside it or
     are it: accumulated from the deepest level up, one pass per level."""
-    counts = np.bincount(rows, minlength=n).astype(np.int64)
+    counts = np.bincount(rows, minlength=n).astype(np.float64)
     nested = np.flatnonzero(parent >= 0)
     if nested.size == 0:
-        return counts
+        return counts.astype(np.int64)
     order = nested[np.argsort(-depth[nested], kind="stable")]
     levels = depth[order]
     bounds = np.flatnonzero(np.diff(levels)) + 1
     for level_rows in np.split(order, bounds):
-        np.add.at(counts, parent[level_rows], counts[level_rows])
-    return counts
+        counts += np.bincount(parent[level_rows], weights=counts[level_rows], minlength=n)
+    return counts.astype(np.int64)
 
 
 def _repeated_span(
@@ -182,7 +182,10 @@ def _repeated_span(
     ).sort("host_start_ns", "depth")
     # An operator (aten::mm, vllm::unified_attention) is a piece of an iteration, never its
     # loop body, however often it repeats: one forward pass calls aten::linear per layer.
-    spans = spans.filter(~pl.col("name").cast(pl.String).str.contains(OPERATOR_NAME))
+    # (Tested once per distinct name.)
+    distinct = spans.select(pl.col("name").unique())
+    operators = distinct.filter(pl.col("name").cast(pl.String).str.contains(OPERATOR_NAME))["name"]
+    spans = spans.filter(~pl.col("name").is_in(operators.implode()))
     # Outermost occurrences only: one nested in an earlier one of its name is part of it.
     earlier_end = pl.col("host_end_ns").cum_max().shift(1).over("name")
     outer = spans.filter(earlier_end.is_null() | (pl.col("host_start_ns") >= earlier_end))
@@ -231,7 +234,10 @@ def _periodic(
             occurrences=pl.len(),
             first=pl.col("pos").min(),
             period=pl.col("period").first(),
-            steady=((pl.col("gap") - pl.col("period")).abs() <= PERIOD_TOLERANCE * pl.col("period")).mean(),
+            # the share of the name's span covered by gaps near the median: a per-layer
+            # kernel's long gap over the embedding and head weighs what it covers
+            steady=pl.col("gap").filter((pl.col("gap") - pl.col("period")).abs() <= PERIOD_TOLERANCE * pl.col("period")).sum()
+            / pl.col("gap").sum(),
             # one kernel per top-level call: a per-layer kernel inside one graph replay is not
             # an iteration's start, however steady its period
             apart=(pl.col("apart").drop_nulls() > 0).all(),
@@ -274,15 +280,17 @@ def _fundamental_period(periods: np.ndarray) -> int | None:
     distinct = np.unique(periods)
     for period in distinct:
         longer = distinct[distinct > period * (1 + PERIOD_TOLERANCE)]
-        ratio = longer / period
-        if np.all(np.abs(ratio - np.round(ratio)) <= PERIOD_TOLERANCE):
+        off = np.abs(longer - np.round(longer / period) * period)
+        # a whole run of a loop (one generate call among several) adds a few kernels of its
+        # own before and after its iterations: 1 % of the longer period is let pass
+        if np.all(off <= np.maximum(PERIOD_TOLERANCE * period, MULTIPLE_SLACK * longer)):
             return int(period)
     return None
 
 
 def _far_above(values: np.ndarray) -> np.ndarray:
     median = float(np.median(values))
-    return (values > PREFILL_FACTOR * median) & (median > 0)  # type: ignore[no-any-return]
+    return (values > PREFILL_FACTOR * median) & (median > 0)
 
 
 def _threads(events: pl.DataFrame, gpu_rows: np.ndarray) -> np.ndarray:
@@ -290,9 +298,12 @@ def _threads(events: pl.DataFrame, gpu_rows: np.ndarray) -> np.ndarray:
     if "grid" not in events.columns or "block" not in events.columns:
         return np.zeros(gpu_rows.size)
     shape = pl.DataFrame({"grid": events["grid"].gather(gpu_rows), "block": events["block"].gather(gpu_rows)})
+    # three dimensions each (x, y, z); list.eval would cost seconds on a million kernels
+    dims = [pl.col(c).list.get(i, null_on_oob=True).fill_null(1) for c in ("grid", "block") for i in range(3)]
     product = shape.select(
-        (pl.col("grid").list.eval(pl.element().product()).list.first()
-         * pl.col("block").list.eval(pl.element().product()).list.first()).fill_null(0).cast(pl.Float64)
+        pl.when(pl.col("grid").is_not_null() & pl.col("block").is_not_null())
+        .then(pl.reduce(lambda a, b: a * b, dims).cast(pl.Float64))
+        .otherwise(0.0)
     )
     return product.to_series().to_numpy()
 
@@ -310,7 +321,8 @@ def _roots(rows: np.ndarray, parent: np.ndarray) -> np.ndarray:
 def _prefill(
     events: pl.DataFrame, spans: pl.DataFrame, rows: np.ndarray, gpu_rows: np.ndarray
 ) -> tuple[int, ...]:
-    """Steps that open a run and launched far more GPU time than the median iteration."""
+    """Iterations that launched far more work than the median one: the first by GPU time or
+    threads, any later one by threads (a new prompt in a run of several)."""
     if spans.height < MIN_ITERATIONS:
         return ()
     starts = spans["host_start_ns"].to_numpy()
@@ -323,9 +335,8 @@ def _prefill(
     # short prompt's prefill on a small model takes about as long as a decode step.
     threads = _threads(events, gpu_rows)
     size = np.bincount(span[inside], weights=threads[inside], minlength=spans.height)
-    host_ns = ends - starts
-    pause = np.append(np.inf, starts[1:] - ends[:-1])
-    # a run opens at the first iteration and after a pause longer than a median iteration
-    opens = pause > float(np.median(host_ns))
-    prefill = opens & (_far_above(work_ns) | _far_above(size))
+    # The first iteration may stand out by its GPU time or by its size; a later one only by
+    # its size: a slow iteration mid-run that launched ordinary work waited on something else.
+    prefill = _far_above(size)
+    prefill[0] |= bool(_far_above(work_ns)[0])
     return tuple(int(s) for s in spans["step"].to_numpy()[prefill])
