@@ -233,6 +233,7 @@ def _periodic(
         .agg(
             occurrences=pl.len(),
             first=pl.col("pos").min(),
+            tail=size - pl.col("pos").max(),
             period=pl.col("period").first(),
             # the share of the name's span covered by gaps near the median: a per-layer
             # kernel's long gap over the embedding and head weighs what it covers
@@ -247,6 +248,8 @@ def _periodic(
             & (pl.col("period") >= 2)
             & (pl.col("steady") >= PERIOD_REGULARITY)
             & pl.col("apart")
+            # its last occurrence starts a whole iteration, not a few stray kernels at the end
+            & (pl.col("tail") >= (1 - PERIOD_TOLERANCE) * pl.col("period"))
             & (pl.col("occurrences") * pl.col("period") >= MIN_COVERAGE * size)
         )
         .sort("first")
