@@ -303,8 +303,10 @@ def steps(step_count: int, empty_steps: int, source: str | None = "ProfilerStep"
             id="steps",
             title="no steps",
             limits=False,
-            evidence="no ProfilerStep in the trace: the whole window is read as one span, start-up included if it was recorded",
-            advice="call prof.step() every iteration so that steps, and the warm-up step, can be told apart",
+            evidence="no ProfilerStep in the trace, and no repeating loop iteration found in it: the whole window "
+            "is read as one span, start-up included if it was recorded",
+            advice="call prof.step() every iteration (or wrap each in record_function) so that steps, and the "
+            "warm-up step, can be told apart",
         )
     if step_count == 1:
         return Flag(
