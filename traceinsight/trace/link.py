@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
+from traceinsight.trace.iterations import Iterations
+from traceinsight.trace.iterations import find as find_iterations
 from traceinsight.trace.nesting import nest
 from traceinsight.trace.schema import (
     DEVICE_EVENT_KINDS,
@@ -36,6 +38,7 @@ class LinkResult:
     memory: pl.DataFrame
     origin_us: float
     warnings: list[str] = field(default_factory=list)
+    iterations: Iterations | None = None
 
 
 # Times beyond ±2**62 ns (~146 years) cannot be real and would overflow end = ts + dur.
@@ -199,13 +202,30 @@ def link(
         warnings.append(
             f"{improper} host events overlap a sibling without nesting; their parent is approximate"
         )
-    del is_python
     events = events.with_columns(
         parent=_nullable("parent", parent, parent >= 0), depth=_nullable("depth", depth, depth >= 0)
     )
 
-    step, has_step = _host_steps(events, is_host)
+    spans = step_spans(events)
+    step, has_step = _host_steps(events, spans, is_host)
     kernels = _kernels(events, kind, parent, step, has_step)
+    iterations = None
+    if spans.height == 0 and kernels.height:
+        # No ProfilerStep: the loop's own repeating unit stands in for steps.
+        iterations = find_iterations(
+            events,
+            kernels["launch_id"].fill_null(-1).to_numpy(),
+            np.isin(kind, _codes({"cpu_op", "user_annotation"})),
+            parent,
+            depth,
+            kernels["id"].to_numpy(),
+        )
+        if iterations is not None:
+            step, has_step = _host_steps(events, iterations.spans, is_host)
+            launch_rows = kernels["launch_id"].fill_null(0).to_numpy()
+            launched = kernels["launch_id"].is_not_null().to_numpy() & has_step[launch_rows]
+            kernels = kernels.with_columns(step=_nullable("step", step[launch_rows], launched))
+    del is_python
     unlaunched = kernels["launch_id"].null_count() if kernels.height else 0
     if unlaunched:
         # Work launched before the window runs on its stream before every work whose launch
@@ -262,7 +282,7 @@ def link(
         total_allocated_bytes=pl.col("total_allocated_bytes"),
         total_reserved_bytes=pl.col("total_reserved_bytes"),
     ).sort("ts_ns", maintain_order=True)
-    return LinkResult(events, kernels, counters_out, memory_out, origin_us, warnings)
+    return LinkResult(events, kernels, counters_out, memory_out, origin_us, warnings, iterations)
 
 
 def _codes(kinds: frozenset[str] | set[str]) -> list[int]:
@@ -334,14 +354,16 @@ def _gather_freeing(columns: list[pl.Series], order: pl.Series) -> pl.DataFrame:
     return pl.DataFrame([done.pop(name) for name in names])
 
 
-def _host_steps(events: pl.DataFrame, is_host: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Step number of each host event inside a ProfilerStep span, and which events have one.
+def _host_steps(
+    events: pl.DataFrame, spans: pl.DataFrame, is_host: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Step number of each host event inside a step span (step, host_start_ns, host_end_ns,
+    by start), and which events have one.
 
     A host event belongs to the latest step that started at or before it, while that step
     is still open.
     """
     n = events.height
-    spans = step_spans(events)
     step = np.full(n, -1, dtype=np.int64)
     has_step = np.zeros(n, dtype=bool)
     if spans.height == 0:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,8 @@ def _load_uncached(path: Path, workers: int | None = None) -> Trace:
             path, f"unreadable trace content ({type(exc).__name__}: {exc})"
         ) from exc
     meta = _meta(path, file_bytes, raw, base, linked.warnings)
+    if linked.iterations is not None:
+        meta = replace(meta, iterations=linked.iterations.to_dict())
     return Trace(
         events=linked.events,
         kernels=linked.kernels,

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from traceinsight.trace.schema import FRAME_SCHEMAS
+
+if TYPE_CHECKING:
+    from traceinsight.trace.iterations import Iterations
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,8 @@ class TraceMeta:
     phase_counts: dict[str, int] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     from_cache: bool = False
+    # Without ProfilerStep spans: the loop's iterations (traceinsight.trace.iterations.Iterations.to_dict)
+    iterations: dict[str, Any] | None = None
 
     @property
     def rank(self) -> int | None:
@@ -124,10 +129,43 @@ class Trace:
         return result
 
     def step_spans(self) -> pl.DataFrame:
-        """ProfilerStep#N host spans: step, host_start_ns, host_end_ns, sorted by start."""
+        """Step host spans: step, host_start_ns, host_end_ns, sorted by start.
+
+        ProfilerStep#N spans; without any, the loop iterations found at load
+        (:mod:`traceinsight.trace.iterations`), whose events carry the same ``step`` column.
+        """
         from traceinsight.trace.link import step_spans
 
-        return step_spans(self.events)
+        spans = step_spans(self.events)
+        iterations = self.iterations
+        if spans.height or iterations is None:
+            return spans
+        return iterations.spans
+
+    @property
+    def iterations(self) -> Iterations | None:
+        """The loop iterations standing in for steps in a trace without ProfilerStep spans."""
+        from traceinsight.trace.iterations import Iterations
+
+        data = self.meta.iterations
+        return Iterations.from_dict(data) if data else None
+
+    @property
+    def step_source(self) -> str | None:
+        """How the steps were found: ``ProfilerStep``, ``repeated span NAME``, ``periodic
+        kernels``, or None without steps."""
+        from traceinsight.trace.link import step_spans
+
+        if step_spans(self.events).height:
+            return "ProfilerStep"
+        iterations = self.iterations
+        return iterations.label if iterations is not None else None
+
+    @property
+    def prefill_steps(self) -> tuple[int, ...]:
+        """Iterations labelled prefill (first of a run, far more GPU work than the median)."""
+        iterations = self.iterations
+        return iterations.prefill if iterations is not None else ()
 
     @property
     def gpu_devices(self) -> list[int]:

@@ -33,6 +33,9 @@ class OverviewResult(Result):
     window_ns: int = 0
     counts_by_kind: dict[str, int] = field(default_factory=dict)
     steps: tuple[int, ...] = ()
+    # how the steps were found: "ProfilerStep", "repeated span NAME", "periodic kernels"
+    step_source: str | None = None
+    prefill_steps: tuple[int, ...] = ()
     devices: tuple[DeviceOverview, ...] = ()
     counters: int = 0
     memory_events: int = 0
@@ -94,6 +97,8 @@ def run(trace: Trace, config: AnalysisConfig, inputs: Inputs = NO_INPUTS) -> Ove
         window_ns=window,
         counts_by_kind=counts,
         steps=steps,
+        step_source=trace.step_source if steps else None,
+        prefill_steps=trace.prefill_steps,
         devices=tuple(devices),
         counters=trace.counters.height,
         memory_events=trace.memory.height,

@@ -1,6 +1,10 @@
 """Training steps (``ProfilerStep#N``): host and device duration, what the device step was made
 of, statistics over steps, outliers and the warm-up step.
 
+A trace without ProfilerStep spans (an inference or decode loop under a plain ``profile()``)
+gets the loop iterations found at load instead (:mod:`traceinsight.trace.iterations`);
+``source`` says which. Iterations labelled prefill stay in the table but out of the statistics.
+
 The CPU runs ahead of the GPU, so a step's host span says little about its cost. The *device
 step* runs from the step's host start (or, when GPU work of earlier steps is still running
 then, from the end of that work) to the end of the last GPU work launched inside the step.
@@ -159,6 +163,10 @@ class StepsResult(Result):
     stats: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=STATS_SCHEMA))
     warmup_step: int | None = None
     outlier_steps: tuple[int, ...] = ()
+    # "ProfilerStep", "repeated span NAME" or "periodic kernels" (trace.iterations)
+    source: str | None = None
+    # iterations labelled prefill: left out of the statistics, the warm-up and outlier tests
+    prefill_steps: tuple[int, ...] = ()
 
     def to_polars(self) -> pl.DataFrame:
         return self.steps
@@ -169,17 +177,28 @@ def run(trace: Trace, config: AnalysisConfig, inputs: Inputs = NO_INPUTS) -> Ste
     if spans.height == 0:
         return StepsResult(
             available=False,
-            reason="no ProfilerStep#N spans: record with a profiler schedule and call prof.step() each step",
+            reason="no ProfilerStep#N spans and no repeating iteration found: record with a profiler "
+            "schedule and call prof.step() each step, or wrap each iteration in record_function",
         )
     steps = device_step_spans(trace, spans)
     steps = steps.join(_breakdown(trace, steps), on="step", how="left").sort("host_start_ns")
-    steps = _flags(steps).select([pl.col(c).cast(t) for c, t in STEP_SCHEMA.items()])
+    # A prefill is another kind of iteration: the decode steps' statistics leave it out.
+    prefill = trace.prefill_steps
+    is_prefill = pl.col("step").is_in(list(prefill))
+    decode = _flags(steps.filter(~is_prefill))
+    steps = pl.concat(
+        [decode, steps.filter(is_prefill).with_columns(is_warmup=pl.lit(False), is_outlier=pl.lit(False))],
+        how="diagonal_relaxed",
+    ).sort("host_start_ns")
+    steps = steps.select([pl.col(c).cast(t) for c, t in STEP_SCHEMA.items()])
     warmup = steps.filter(pl.col("is_warmup"))["step"].to_list()
     return StepsResult(
         steps=steps,
-        stats=_stats(steps),
+        stats=_stats(steps.filter(~is_prefill)),
         warmup_step=int(warmup[0]) if warmup else None,
         outlier_steps=tuple(int(s) for s in steps.filter(pl.col("is_outlier"))["step"].to_list()),
+        source=trace.step_source,
+        prefill_steps=prefill,
     )
 
 

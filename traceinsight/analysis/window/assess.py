@@ -280,15 +280,33 @@ def partial_gpu(trace: Trace, window_ns: int) -> Flag | None:
     )
 
 
-def steps(step_count: int, empty_steps: int) -> Flag | None:
-    """No steps, one step, or steps that launched no GPU work."""
+def steps(step_count: int, empty_steps: int, source: str | None = "ProfilerStep") -> Flag | None:
+    """No steps, one step, steps that launched no GPU work, or iterations found without
+    ProfilerStep (``source``: how the steps were found, see Trace.step_source)."""
+    if step_count and source not in (None, "ProfilerStep"):
+        return Flag(
+            id="steps",
+            title="iterations without ProfilerStep",
+            limits=False,
+            evidence=f"no ProfilerStep in the trace: {step_count} loop iterations found from "
+            + (
+                f"a repeated span ({source.removeprefix('repeated span').strip()}) stand in for steps"
+                if source.startswith("repeated span")
+                else "a periodic kernel sequence stand in for steps; each runs from the top-level "
+                "host call that launched its first kernel to the next one's"
+            ),
+            advice="call prof.step() or wrap each iteration in record_function to mark the iterations yourself",
+            figures=(("steps", float(step_count)),),
+        )
     if step_count == 0:
         return Flag(
             id="steps",
             title="no steps",
             limits=False,
-            evidence="no ProfilerStep in the trace: the whole window is read as one span, start-up included if it was recorded",
-            advice="call prof.step() every iteration so that steps, and the warm-up step, can be told apart",
+            evidence="no ProfilerStep in the trace, and no repeating loop iteration found in it: the whole window "
+            "is read as one span, start-up included if it was recorded",
+            advice="call prof.step() every iteration (or wrap each in record_function) so that steps, and the "
+            "warm-up step, can be told apart",
         )
     if step_count == 1:
         return Flag(

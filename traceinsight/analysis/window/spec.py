@@ -99,7 +99,7 @@ def run(trace: Trace, config: AnalysisConfig, inputs: Inputs = NO_INPUTS) -> Win
         assess.startup(trace, window_ns) if trace.has_gpu else None,
         assess.graph_capture(trace, window_ns),
         assess.partial_gpu(trace, window_ns),
-        assess.steps(step_count, empty) if trace.has_gpu else None,
+        assess.steps(step_count, empty, trace.step_source) if trace.has_gpu else None,
         assess.profiler_overhead(trace, step_count),
     ]
     kept = tuple(f for f in flags if f is not None)

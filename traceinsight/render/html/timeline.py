@@ -120,6 +120,13 @@ def timeline_figure(report: Report, trace: Trace) -> Figure | None:
             for i, (n, s, e) in enumerate(steps.sort("ts_ns").select(pl.col("name").cast(pl.String), "ts_ns", "end_ns").iter_rows())
         ]
         lanes.append(("steps (host)", step_spans))
+    elif trace.iterations is not None:
+        # no ProfilerStep: the loop iterations found at load stand in for steps
+        iteration_spans = [
+            svg.Span((s - lo) / 1e6, (e - lo) / 1e6, svg.color(0) if i % 2 == 0 else "#a0cbe8", f"iteration {n} (host): {ns(e - s)}")
+            for i, (n, s, e) in enumerate(trace.step_spans().select("step", "host_start_ns", "host_end_ns").iter_rows())
+        ]
+        lanes.append(("iterations (host)", iteration_spans))
     shown: set[str] = set()
     for device in trace.gpu_devices:
         spans, states = _device_lane(trace, report, device, lo, hi, TIMELINE_BINS)

@@ -10,6 +10,7 @@ from traceinsight.analysis.sections.overview import OverviewResult
 from traceinsight.render import views
 from traceinsight.render.fit import Col, FitTable
 from traceinsight.render.units import ns, pct, size
+from traceinsight.trace.iterations import describe
 
 
 def render_terminal(result: OverviewResult) -> RenderableType:
@@ -18,7 +19,9 @@ def render_terminal(result: OverviewResult) -> RenderableType:
     head.add_column(overflow="fold")
     head.add_row("trace", f"{result.path} ({size(result.file_bytes)})")
     head.add_row("window", ns(result.window_ns))
-    if result.steps:
+    if result.steps and result.step_source not in (None, "ProfilerStep"):
+        head.add_row("steps", describe(result.step_source, len(result.steps), result.prefill_steps))
+    elif result.steps:
         head.add_row("steps", f"{len(result.steps)} (ProfilerStep#{result.steps[0]}–#{result.steps[-1]})")
     else:
         head.add_row("steps", "none recorded (no ProfilerStep spans)")

@@ -12,6 +12,7 @@ from traceinsight.render import views
 from traceinsight.render.fit import Cell, Col, FitTable
 from traceinsight.render.html.figures import steps_figures
 from traceinsight.render.units import ns, pct
+from traceinsight.trace.iterations import describe
 
 _SHORT = {"communication": "comm", "dataloader": "data", "cpu_exec": "cpu"}
 
@@ -23,7 +24,7 @@ def render_terminal(result: StepsResult) -> RenderableType:
     for row in result.steps.iter_rows(named=True):
         dev = row["device_dur_ns"] or 0
         cells = [pct(100 * row[f"{p}_ns"] / dev, 0) if dev else "-" for p in (*PARTS, OTHER)]
-        flag = "warm-up" if row["is_warmup"] else ("outlier" if row["is_outlier"] else "")
+        flag = "prefill" if row["step"] in result.prefill_steps else ("warm-up" if row["is_warmup"] else ("outlier" if row["is_outlier"] else ""))
         rows.append((str(row["step"]), ns(row["host_dur_ns"]), ns(dev), *cells, Text(flag, style="yellow")))
     table = FitTable(columns, rows)
     stat_columns = [Col("metric", "label"), *(Col(c) for c in ("steps", "mean", "median", "p90", "min", "max", "CV"))]
@@ -42,6 +43,12 @@ def render_terminal(result: StepsResult) -> RenderableType:
     ]
     stats = FitTable(stat_columns, stat_rows, title="over steps")
     notes: list[RenderableType] = []
+    if result.source is not None and result.source != "ProfilerStep":
+        notes.append(Text(describe(result.source, result.steps.height, result.prefill_steps)))
+    if result.prefill_steps:
+        notes.append(
+            Text(f"prefill {', '.join(map(str, result.prefill_steps))} left out of the statistics (decode iterations only)", style="yellow")
+        )
     if result.warmup_step is not None:
         notes.append(Text(f"step {result.warmup_step} is a warm-up step (markedly slower than the rest)", style="yellow"))
     if result.outlier_steps:
