@@ -6,7 +6,7 @@ from __future__ import annotations
 import polars as pl
 
 from traceinsight.analysis.findings.context import DYNAMO_INTERNAL, FindingContext
-from traceinsight.analysis.findings.fixes import no_host_time_in
+from traceinsight.analysis.findings.fixes import exact_names, no_host_time_in
 from traceinsight.analysis.findings.model import (
     Evidence,
     OpEvidence,
@@ -17,6 +17,7 @@ from traceinsight.analysis.findings.savings import Estimate, estimate
 from traceinsight.analysis.findings.syncs import blocking_spans
 from traceinsight.analysis.lib import intervals
 from traceinsight.analysis.sections.breakdown import busy_intervals
+from traceinsight.analysis.whatif.copies import ShrinkOwnTime
 from traceinsight.analysis.whatif.transforms import Remove
 
 SYNC_OPS = (
@@ -302,7 +303,9 @@ def detect_host_bound(ctx: FindingContext) -> Estimate | None:
         ctx,
         "host_bound",
         {"idle": idle},
-        transforms=no_host_time_in(str(c) for c in culprits["culprit"].to_list()),
+        # the regions' own host time (untraced or CPU work), not the ops they call: those
+        # launch the device work (launch_bound's fix)
+        transforms=(ShrinkOwnTime(exact_names(str(c) for c in culprits["culprit"].to_list())),),
         confidence="low",
         confidence_reason="the trace shows where the host was, not what it did there; moving it off the "
         "critical path may not be possible",

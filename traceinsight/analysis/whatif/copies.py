@@ -13,7 +13,7 @@ from typing import ClassVar
 import numpy as np
 import polars as pl
 
-from traceinsight.analysis.whatif.graph import SEG_LAUNCH, StepGraph
+from traceinsight.analysis.whatif.graph import SEG_LAUNCH, SEG_SYNC, StepGraph
 from traceinsight.analysis.whatif.replay import Durations
 from traceinsight.analysis.whatif.transforms import Transformation, _factor, _regex, _segments_in
 
@@ -68,3 +68,28 @@ class ScaleLaunchedIn(Transformation):
 
     def describe(self) -> str:
         return f"device work launched in {self.region} × {self.factor:g}"
+
+
+@dataclass(frozen=True)
+class ShrinkOwnTime(Transformation):
+    """The host time of spans matching ``region`` themselves (their self time and the untraced
+    time inside them) takes ``factor`` × its time; the ops they call keep theirs."""
+
+    kind: ClassVar[str] = "host_own"
+    region: str
+    factor: float = 0.0
+
+    def apply(self, graph: StepGraph, d: Durations) -> Durations:
+        factor = _factor(self.factor, "a host factor")
+        names = pl.DataFrame({"id": graph.seg_owner}).join(
+            graph.host_events.select("id", pl.col("name").cast(pl.String)), on="id", how="left", maintain_order="left"
+        )["name"].fill_null("")
+        own = names.str.contains(_regex(self.region)).to_numpy() & (graph.seg_class != SEG_SYNC)
+        return replace(
+            d,
+            seg_dur_ns=np.where(own, np.rint(d.seg_dur_ns * factor).astype(np.int64), d.seg_dur_ns),
+            seg_gap_ns=np.where(own, np.rint(d.seg_gap_ns * factor).astype(np.int64), d.seg_gap_ns),
+        )
+
+    def describe(self) -> str:
+        return f"own host time of {self.region} × {self.factor:g}"
