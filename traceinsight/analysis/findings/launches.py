@@ -18,7 +18,8 @@ from traceinsight.analysis.findings.context import DYNAMO_INTERNAL, FindingConte
 from traceinsight.analysis.findings.fixes import no_host_time_in
 from traceinsight.analysis.findings.model import Evidence, KernelEvidence, OpEvidence
 from traceinsight.analysis.findings.savings import Estimate, estimate
-from traceinsight.analysis.whatif.transforms import CollapseLaunches, Transformation
+from traceinsight.analysis.whatif.copies import CollapseEagerLaunches
+from traceinsight.analysis.whatif.transforms import Transformation
 from traceinsight.trace.model import Trace
 
 # Runtime/driver calls that launch kernels or graphs (cudaLaunchKernel, cuLaunchKernel,
@@ -52,7 +53,7 @@ def _graphs(ctx: FindingContext) -> tuple[Transformation, ...]:
     that launched device work (a replay runs their kernels without dispatching the ops); host
     work that launches nothing (Python between ops, data loading) stays."""
     ops = ctx.trace.kernels["top_op_name"].cast(pl.String).drop_nulls().unique().to_list()
-    return (CollapseLaunches(), *no_host_time_in(o for o in ops if not DYNAMO_INTERNAL.search(o)))
+    return (CollapseEagerLaunches(), *no_host_time_in(o for o in ops if not DYNAMO_INTERNAL.search(o)))
 
 
 def detect_launch_bound(ctx: FindingContext) -> Estimate | None:

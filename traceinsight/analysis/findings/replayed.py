@@ -24,13 +24,22 @@ from traceinsight.analysis.findings.context import FindingContext
 from traceinsight.analysis.findings.model import Confidence, Finding
 from traceinsight.analysis.findings.savings import Estimate, settle
 from traceinsight.analysis.lib.timeline import device_step_spans
-from traceinsight.analysis.whatif.graph import StepGraph
+from traceinsight.analysis.whatif.graph import NEG, StepGraph
 from traceinsight.analysis.whatif.model import TOLERANCE, validation
 from traceinsight.analysis.whatif.replay import Timeline, replay, span, step_times
 from traceinsight.analysis.whatif.shared import recorded
 from traceinsight.analysis.whatif.transforms import Transformation, TransformError, apply_all
 
 LOWER: dict[Confidence, Confidence] = {"high": "medium", "medium": "low", "low": "low"}
+# A finding whose pool estimate (before nesting and capping) is below this share of the window
+# keeps it: a replay per finding costs a replay of the whole trace, and these are not
+# material by a wide margin.
+REPLAY_FROM_PCT = MATERIALITY_PCT / 10
+# Device work the graph could not link to a launch keeps its recorded start in any replay (it
+# reproduces the recording whatever changes): above this share of the device time, the replay
+# cannot say what a change does. The recorded samples hold up to ~18 % (work queued before the
+# trace began, in its first step); a trace whose launches are not correlated holds nearly all.
+PINNED_MAX_PCT = 50.0
 
 
 @dataclass(frozen=True)
@@ -76,6 +85,13 @@ def check(ctx: FindingContext) -> tuple[_Replay | None, str | None]:
     graph, tl = recorded(ctx.trace)
     if graph.gpu_nodes == 0:
         return None, "the trace has no device work to replay"
+    pinned = graph.gpu_anchor_ns > NEG
+    pinned_pct = 100.0 * float(graph.gpu_dur_ns[pinned].sum()) / max(float(graph.gpu_dur_ns.sum()), 1.0)
+    if pinned_pct > PINNED_MAX_PCT:
+        return None, (
+            f"the replay does not explain this trace ({pinned_pct:.0f} % of the device time is work no "
+            "launch links to the host, which no change can move): this saving is the pool estimate"
+        )
     if graph.steps.height:
         errors = validation(graph, tl, device_step_spans(ctx.trace))["error_pct"].fill_null(100.0)
         worst = float(errors.max() or 0.0)  # type: ignore[arg-type]
@@ -152,7 +168,8 @@ def settle_all(ctx: FindingContext, estimates: list[Estimate]) -> Settled:
     the pool claims otherwise (see the module doc)."""
     claimed_material, claimed_minor = settle(ctx, estimates)
     claimed = {f.id: f for f in (*claimed_material, *claimed_minor)}
-    with_t = [e for e in estimates if e.transforms] if ctx.replay else []
+    floor = REPLAY_FROM_PCT / 100 * ctx.window_ns
+    with_t = [e for e in estimates if e.transforms and e.finding.estimate_ns >= floor] if ctx.replay else []
     if not with_t:
         return _sum(claimed_material, claimed_minor, replayed=False)
     rep, note = check(ctx)
@@ -162,6 +179,7 @@ def settle_all(ctx: FindingContext, estimates: list[Estimate]) -> Settled:
         return _sum(*_split(fell), replayed=False, note=note)
     out: list[Finding] = []
     kept: list[Estimate] = []  # the replayed ones, for the total
+    failed: dict[str, str] = {}
     for est in with_t:
         # A finding whose time a narrower one also claims (that one's ``within`` names it) is
         # replayed on top of the narrower fixes: its saving is what it adds to them.
@@ -170,18 +188,23 @@ def settle_all(ctx: FindingContext, estimates: list[Estimate]) -> Settled:
             base = rep.before_ns if not first else rep.after_ns(first)
             after = rep.after_ns((*first, *est.transforms)) + (rep.before_ns - base)
         except TransformError as exc:
-            out.append(_fallback(claimed[est.finding.id], f"its change could not be replayed ({exc})"))
+            failed[est.finding.id] = f"its change could not be replayed ({exc})"
             continue
         out.append(_replayed(ctx, claimed[est.finding.id], rep, est, after, [e.finding.id for e in with_t if _nested_in(e, est.finding.id)]))
         kept.append(est)
     replayed_ids = {e.finding.id for e in kept}
     out = [_parents_noted(f, estimates, replayed_ids) for f in out]
-    # Findings without transformations share the pools among themselves only.
-    rest_material, rest_minor = settle(ctx, [e for e in estimates if not e.transforms])
-    material, minor = _split([*out, *rest_material, *rest_minor])
-    together = tuple(t for e in kept if e.finding.id in {f.id for f in material} for t in e.transforms)
+    # The others (no transformation, a pool estimate too small to replay, a change that could
+    # not be replayed) share the pools among themselves only.
+    rest_material, rest_minor = settle(ctx, [e for e in estimates if e.finding.id not in replayed_ids])
+    rest = [_fallback(f, failed[f.id]) if f.id in failed else f for f in (*rest_material, *rest_minor)]
+    material, minor = _split([*out, *rest])
+    chosen = [e for e in kept if e.finding.id in {f.id for f in material}]
+    together = tuple(t for e in chosen for t in e.transforms)
     total = 0.0
-    if together and rep.before_ns > 0:
+    if len(chosen) == 1 and not any(_nested_in(e, chosen[0].finding.id) for e in kept):  # its own replay
+        total = next(f.saving_pct for f in material if f.id == chosen[0].finding.id)
+    elif together and rep.before_ns > 0:
         total = 100.0 * max(rep.before_ns - rep.after_ns(together), 0) / rep.before_ns
     total += sum(f.saving_pct for f in material if f.id not in replayed_ids)
     return Settled(material, minor, round(min(total, 100.0), 3), replayed=True)

@@ -93,3 +93,21 @@ class ShrinkOwnTime(Transformation):
 
     def describe(self) -> str:
         return f"own host time of {self.region} × {self.factor:g}"
+
+
+@dataclass(frozen=True)
+class CollapseEagerLaunches(Transformation):
+    """CUDA graphs for what is launched eagerly: each launch call's host cost → 0, except the
+    graph launches already there (``cudaGraphLaunch``: what capturing leaves, not what it removes)."""
+
+    kind: ClassVar[str] = "graphs_eager"
+
+    def apply(self, graph: StepGraph, d: Durations) -> Durations:
+        names = pl.DataFrame({"id": graph.seg_owner}).join(
+            graph.host_events.select("id", pl.col("name").cast(pl.String)), on="id", how="left", maintain_order="left"
+        )["name"].fill_null("")
+        replayed = names.str.contains(r"(?i)GraphLaunch").to_numpy()
+        return replace(d, seg_dur_ns=np.where((graph.seg_class == SEG_LAUNCH) & ~replayed, 0, d.seg_dur_ns))
+
+    def describe(self) -> str:
+        return "collapse eager launches (CUDA graphs)"
