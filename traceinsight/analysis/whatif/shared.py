@@ -11,7 +11,7 @@ import weakref
 
 from traceinsight.analysis.whatif.graph import StepGraph, build
 from traceinsight.analysis.whatif.replay import Timeline, replay
-from traceinsight.analysis.whatif.threads import with_wakes
+from traceinsight.analysis.whatif.threads import as_woken, with_wakes
 from traceinsight.trace.model import Trace
 
 _BUILT: dict[int, tuple[StepGraph, Timeline]] = {}
@@ -23,8 +23,9 @@ def recorded(trace: Trace) -> tuple[StepGraph, Timeline]:
     found = _BUILT.get(key)
     if found is None:
         graph = build(trace)
-        graph = with_wakes(graph, replay(graph))
-        found = (graph, replay(graph))
+        first = replay(graph)
+        woken = with_wakes(graph, first)
+        found = (woken, first if woken is graph else as_woken(woken, first))
         _BUILT[key] = found
         # dropped with the trace, before its id can be given to another object
         weakref.finalize(trace, _BUILT.pop, key, None)

@@ -18,7 +18,7 @@ import numpy as np
 import polars as pl
 
 from traceinsight.analysis.whatif.graph import StepGraph
-from traceinsight.analysis.whatif.replay import Timeline
+from traceinsight.analysis.whatif.replay import Durations, Timeline
 
 # Shorter gaps are the thread's own dispatch and Python time, not waiting.
 WAKE_GAP_NS = 50_000
@@ -65,3 +65,14 @@ def with_wakes(graph: StepGraph, tl: Timeline) -> StepGraph:
     gap[dropped] = 0
     stats = {**graph.stats, "wake_edges": int(n.size)}
     return replace(graph, seg_gap_ns=gap, host_wake_src=src, host_wake_off_ns=off, stats=stats)
+
+
+def as_woken(graph: StepGraph, tl: Timeline) -> Timeline:
+    """The recorded replay of the graph before its wake edges, as the woken graph's: the same
+    times (each wake edge gives back its node's recorded end), with the host time before each
+    node taken from the woken graph (its dropped gaps are the wake's). Saves a replay."""
+    own = np.zeros(graph.seg_node.size, dtype=bool)
+    own[graph.host_seg] = True
+    weights = np.where(own, graph.seg_gap_ns, graph.seg_gap_ns + graph.seg_dur_ns).astype(np.float64)
+    pre = np.rint(np.bincount(graph.seg_node, weights=weights, minlength=graph.host_nodes)).astype(np.int64)
+    return replace(tl, host_pre_ns=pre, durations=Durations.recorded(graph))
