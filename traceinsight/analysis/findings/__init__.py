@@ -40,7 +40,7 @@ from traceinsight.analysis.findings.precision import (
     detect_fp64_compute,
     detect_gemm_misaligned,
 )
-from traceinsight.analysis.findings.replayed import settle_all
+from traceinsight.analysis.findings.replayed import FEW_STEPS, settle_all
 from traceinsight.analysis.findings.savings import Estimate
 from traceinsight.analysis.findings.training import (
     detect_exposed_communication,
@@ -108,7 +108,7 @@ def find(ctx: FindingContext) -> FindingsResult:
     settled = settle_all(ctx, estimates)
     material, minor = _profiled(ctx, settled.material), _profiled(ctx, settled.minor)
     if settled.note:
-        skipped.append(settled.note.split(":")[0] + ": savings are the pool estimates")
+        skipped.append(settled.note if settled.note == FEW_STEPS else settled.note.split(":")[0] + ": savings are the pool estimates")
     if ctx.excluded_window_ns > 0 and ctx.window is not None:
         flags = ", ".join(f.title for f in ctx.window.limiting)
         skipped.append(

@@ -31,6 +31,9 @@ from traceinsight.analysis.whatif.shared import recorded
 from traceinsight.analysis.whatif.transforms import Transformation, TransformError, apply_all
 
 LOWER: dict[Confidence, Confidence] = {"high": "medium", "medium": "low", "low": "low"}
+# One steady step is no steady state: a change moves time between a step and its neighbours.
+MIN_STEADY_STEPS = 2
+FEW_STEPS = "fewer than 2 steady steps to replay: savings are the pool estimates"
 # A finding whose pool estimate (before nesting and capping) is below this share of the window
 # keeps it: a replay per finding costs a replay of the whole trace, and these are not
 # material by a wide margin.
@@ -77,6 +80,13 @@ def _steady_steps(ctx: FindingContext, graph: StepGraph) -> list[int]:
         return []
     kept = ctx.steps.steps.filter(~pl.col("is_warmup"))["step"].to_list()
     in_graph = set(graph.steps["step"].to_list())
+    if ctx.window is not None and ctx.window.excluded.height:
+        # steps that hold one-time work (start-up, compilation, capture) are not the steady state
+        once = ctx.window.excluded.select(pl.col("start_ns").alias("lo"), pl.col("end_ns").alias("hi"))
+        hit = graph.steps.join(once, how="cross").filter(
+            (pl.col("host_start_ns") < pl.col("hi")) & (pl.col("lo") < pl.col("host_end_ns"))
+        )["step"].to_list()
+        in_graph -= set(hit)
     return [int(s) for s in kept if s in in_graph] or [int(s) for s in sorted(in_graph)]
 
 
@@ -108,6 +118,8 @@ def check(ctx: FindingContext) -> tuple[_Replay | None, str | None]:
             f"than {TOLERANCE:.0%}): this saving is the pool estimate"
         )
     steps = _steady_steps(ctx, graph)
+    if graph.steps.height and len(steps) < MIN_STEADY_STEPS:
+        return None, FEW_STEPS
     return _Replay(graph, steps, _length(graph, tl, steps)), None
 
 
@@ -173,6 +185,8 @@ def settle_all(ctx: FindingContext, estimates: list[Estimate]) -> Settled:
     if not with_t:
         return _sum(claimed_material, claimed_minor, replayed=False)
     rep, note = check(ctx)
+    if rep is None and note == FEW_STEPS:
+        return _sum(claimed_material, claimed_minor, replayed=False, note=note)
     if rep is None:
         hit = {e.finding.id for e in with_t}
         fell = [_fallback(f, note or "") if f.id in hit else f for f in claimed.values()]
