@@ -38,6 +38,9 @@ def context(trace: Trace, **override: Any) -> FindingContext:
 
 
 def findings(trace: Trace, **override: Any) -> FindingsResult:
+    """The findings of a hand-made trace with their pool estimates (``replay=True`` for the
+    replayed savings, which tests/test_findings_replayed.py checks)."""
+    override.setdefault("replay", False)
     return find(context(trace, **override))
 
 

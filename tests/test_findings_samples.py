@@ -34,6 +34,14 @@ FIX_FINDING = {
 # reported with a small saving, diff measures no change beyond the steps' noise, and launch
 # overhead is the larger finding, rightly (see docs/findings.md, "Predicted vs measured").
 NOT_LEADING = {"churn"}
+# Pairs whose "before" recording leads, rightly, with another finding once savings are
+# replayed: item_sync's 2 ms of host work per micro-step (host_bound, 35 %) costs more than the
+# syncs around it (host_sync, 11 %; diff measures 14 % for removing them).
+LED_BY = {"item_sync": "host_bound"}
+# After the fix, what is left of the finding, replayed: fix_launch_after still launches an
+# eager aten::sum after the graph replay, whose dispatch the replay prices at ~7 % of the 1 ms step.
+# item_sync's fix keeps one .item() per step, which the replay prices at ~1.5 %.
+REMAINS_BELOW_PCT = {"launch": 10.0, "item_sync": 5.0}
 PAIRS = [
     pytest.param("amp_off", "amp_on", "fp32_no_tensor_cores", id="amp_off"),
     pytest.param("dataloader_w0", "dataloader_w4", "dataloader_stall", id="dataloader_w0"),
@@ -140,16 +148,22 @@ def test_every_number_is_physically_possible(result, step_ns, name: str) -> None
     listed = (*r.findings, *r.not_material)
     assert all(f.id in CATALOGUE for f in listed)
     assert all(0.0 <= f.saving_pct <= 100.0 for f in listed)
-    assert sum(f.saving_window_ns for f in listed) <= r.window_ns
+    # Pool estimates are capped so that they fit the window together; replayed savings are each
+    # the change of the step when that one fix is made, and overlap (the total replays them
+    # together).
+    pooled = [f for f in listed if not f.method.startswith("replayed")]
+    assert sum(f.saving_window_ns for f in pooled) <= r.window_ns
     assert r.total_saving_pct <= 100.0
     assert [f.saving_pct for f in r.findings] == sorted(
         (f.saving_pct for f in r.findings), reverse=True
     )
     assert all(f.material for f in r.findings) and not any(f.material for f in r.not_material)
-    for f in listed:
+    for f in pooled:
         assert f.saving_window_ns <= f.estimate_ns
         if f.per_step and r.step_ns:
             assert f.saving_ns <= r.step_ns
+    for f in listed:
+        assert f.saving_window_ns <= r.window_ns and f.saving_ns >= 0
         assert f.method and f.fix and f.confidence in ("high", "medium", "low")
     json.dumps(r.to_dict())
 
@@ -176,10 +190,12 @@ def test_before_after_pairs(sample_trace, result, before: str, after: str, findi
         assert ids(result(before))[0] == "launch_bound"
         assert found.saving_pct < 10.0 and abs(measured_pct) < 10.0
     else:
-        assert result(before).findings[0].id == finding
+        assert result(before).findings[0].id == LED_BY.get(pair, finding)
         assert measured_pct / 2 <= found.saving_pct <= measured_pct * 2, (found.saving_pct, measured_pct)
     fixed = by_id(result(after), finding)
-    if finding != "dataloader_stall":  # four workers still do not keep up: the stall remains
+    if pair in REMAINS_BELOW_PCT:
+        assert fixed is None or fixed.saving_pct < REMAINS_BELOW_PCT[pair] < found.saving_pct
+    elif finding != "dataloader_stall":  # four workers still do not keep up: the stall remains
         assert fixed is None or not fixed.material
         assert change.status == "disappeared"
 

@@ -179,9 +179,19 @@ def test_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     ok = runner.invoke(app, ["whatif", trace.meta.path, "--scale", "gemm=2x", "--format", "json"])
     assert ok.exit_code == 0, ok.output
     doc = json.loads(ok.output)
-    assert doc["result"]["after_ns"] == int((H + LAT + G / 2) * 1000)
+    # the shared envelope: header, the changes as options, the result under "whatif"
+    assert doc["kind"] == "whatif" and doc["sections"] == ["whatif"] and doc["schema_version"] == 2
+    assert doc["options"]["changes"] == ["device work gemm × 0.5"]  # 2x faster
+    assert doc["whatif"]["after_ns"] == int((H + LAT + G / 2) * 1000)
+    assert doc["whatif"]["steady_after_ns"] == doc["whatif"]["after_ns"]  # every step alike
     text = runner.invoke(app, ["whatif", trace.meta.path, "--remove", "cudaDeviceSynchronize"])
-    assert text.exit_code == 0 and "step time" in text.output
+    assert text.exit_code == 0 and "step time" in text.output and "median step" in text.output
+    out = tmp_path / "w.json"
+    wrote = runner.invoke(app, ["whatif", trace.meta.path, "--graphs", "-f", "json", "-o", str(out)])
+    assert wrote.exit_code == 0 and json.loads(out.read_text())["kind"] == "whatif"
+    capsys.readouterr()
+    assert main(["whatif", trace.meta.path, "--graphs", "-o", str(out)]) == 2  # exists: --force
+    assert main(["whatif", trace.meta.path, "--graphs", "-o", str(out), "--force"]) == 0
     for args in (["--scale", "nofamily=0.5"], ["--scale", "gemm"], ["--remove", "("], [], ["--host", "x=y"]):
         capsys.readouterr()
         assert main(["whatif", trace.meta.path, *args]) == 2, args

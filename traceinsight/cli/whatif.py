@@ -21,11 +21,15 @@ def whatif_command(
     overlap_comm: Annotated[bool, typer.Option("--overlap-comm", help="Communication kernels fully overlapped (no time on their stream)")] = False,
     async_copies: Annotated[bool, typer.Option("--async-copies", help="Blocking copies no longer make the host wait")] = False,
     format: Annotated[str, typer.Option("--format", "-f", help="terminal or json")] = "terminal",
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Write to this file instead of stdout")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite the output file if it exists")] = False,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Parse the file even if a cached copy exists")] = False,
 ) -> None:
     """Replay the trace with a change and predict the step time before and after it."""
-    if format not in ("terminal", "json"):
-        raise UsageError(f"--format {format!r}: choose terminal or json")
+    from traceinsight.cli.output import check_writable, emit
+    from traceinsight.render.formats import check
+
+    fmt = check("whatif", format)
     from traceinsight.analysis.whatif.syntax import parse
     from traceinsight.analysis.whatif.transforms import TransformError
 
@@ -35,6 +39,8 @@ def whatif_command(
         raise UsageError(str(exc)) from None
     if not changes:
         raise UsageError("name a change: --scale, --remove, --host, --graphs, --overlap-comm or --async-copies")
+    if output is not None:
+        check_writable(output, force=force)
     from traceinsight.analysis.whatif.model import whatif
     from traceinsight.trace.loader import load
 
@@ -43,17 +49,6 @@ def whatif_command(
         result = whatif(loaded, changes)
     except TransformError as exc:
         raise UsageError(str(exc)) from None
-    if format == "json":
-        import json
+    from traceinsight.render.documents import WhatIfReport
 
-        from traceinsight.analysis.core.base import jsonable
-        from traceinsight.version import __version__
-
-        doc = {"kind": "whatif", "traceinsight_version": __version__, "trace": loaded.meta.path, "result": jsonable(result)}
-        typer.echo(json.dumps(doc, indent=2, allow_nan=False))
-        return
-    from rich.console import Console
-
-    from traceinsight.render.whatif_view import render_terminal
-
-    Console().print(render_terminal(result))
+    emit(WhatIfReport(loaded.meta.path, result), fmt, output)

@@ -16,6 +16,7 @@ import polars as pl
 from traceinsight.analysis.sections.bound import BoundResult
 from traceinsight.analysis.sections.compile import CompileResult
 from traceinsight.analysis.sections.gaps import GapsResult
+from traceinsight.analysis.whatif.model import WhatIfResult
 
 BoundGrouping = Literal["region", "op", "kernel"]
 
@@ -46,6 +47,14 @@ class CompileReport:
 
     trace_path: str
     result: CompileResult
+
+
+@dataclass(frozen=True)
+class WhatIfReport:
+    """``traceinsight whatif``: the trace replayed as recorded and with the changes."""
+
+    trace_path: str
+    result: WhatIfResult
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ names (listed in ``sections``)::
     {
       "schema_version": 2,              # layout of this envelope
       "traceinsight_version": "0.1.0",
-      "kind": "report",                 # report | diff | gaps | bound | compile | sql | job | series
+      "kind": "report",                 # report | diff | gaps | bound | compile | whatif | sql | job | series
       "inputs": {"trace": "run.json.gz"},        # diff: {"before": ..., "after": ...}
       "options": {"only": null, "skip": null},  # command options that shaped the output (bound: by, ...)
       "sections": ["overview", "gaps"], # the keys below holding results
@@ -30,13 +30,19 @@ from traceinsight.analysis.diff.compare import DiffResult
 from traceinsight.analysis.job.report import JobReport
 from traceinsight.analysis.job.series import SeriesResult
 from traceinsight.analysis.report import Report
-from traceinsight.render.documents import BoundListing, CompileReport, GapsListing, QueryRows
+from traceinsight.render.documents import (
+    BoundListing,
+    CompileReport,
+    GapsListing,
+    QueryRows,
+    WhatIfReport,
+)
 from traceinsight.version import __version__
 
 ENVELOPE_SCHEMA_VERSION = 2
 
-Kind = Literal["report", "diff", "gaps", "bound", "compile", "sql", "job", "series"]
-Document = Report | DiffResult | GapsListing | BoundListing | CompileReport | QueryRows | JobReport | SeriesResult
+Kind = Literal["report", "diff", "gaps", "bound", "compile", "whatif", "sql", "job", "series"]
+Document = Report | DiffResult | GapsListing | BoundListing | CompileReport | WhatIfReport | QueryRows | JobReport | SeriesResult
 
 # Keys of Report.to_dict() that the envelope header replaces.
 _REPORT_HEADER_KEYS = ("schema_version", "traceinsight_version", "trace", "sections")
@@ -107,6 +113,13 @@ def _compile(obj: CompileReport) -> dict[str, Any]:
     return data
 
 
+def _whatif(obj: WhatIfReport) -> dict[str, Any]:
+    changes = [str(t.get("description", "")) for t in obj.result.transformations]
+    data = _header("whatif", {"trace": obj.trace_path}, {"changes": changes}, ["whatif"])
+    data["whatif"] = obj.result.to_dict()
+    return data
+
+
 def _rows(obj: QueryRows) -> dict[str, Any]:
     data = _header("sql", {"trace": obj.trace_path}, {"query": obj.query, "engine": obj.engine}, ["rows"])
     data["rows"] = jsonable(obj.rows)
@@ -122,6 +135,7 @@ _DOCUMENTS: dict[type, Callable[[Any], dict[str, Any]]] = {
     GapsListing: _gaps,
     BoundListing: _bound,
     CompileReport: _compile,
+    WhatIfReport: _whatif,
     QueryRows: _rows,
 }
 

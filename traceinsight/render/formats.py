@@ -25,7 +25,13 @@ from traceinsight.analysis.report import Report
 from traceinsight.atomic import write_atomic
 from traceinsight.errors import UsageError
 from traceinsight.render import envelope
-from traceinsight.render.documents import BoundListing, CompileReport, GapsListing, QueryRows
+from traceinsight.render.documents import (
+    BoundListing,
+    CompileReport,
+    GapsListing,
+    QueryRows,
+    WhatIfReport,
+)
 from traceinsight.render.envelope import Document, Kind
 from traceinsight.render.terminal import NARROW, make_console, report_renderable, section_renderable
 from traceinsight.trace.model import Trace
@@ -152,6 +158,12 @@ def _bound_renderable(listing: BoundListing) -> RenderableType:
     return Panel(body, title=f"[bold]Bound by {listing.by}[/bold]", title_align="left", expand=True)
 
 
+def _whatif_terminal(obj: WhatIfReport, narrow: bool) -> RenderableType:
+    from traceinsight.render.whatif_view import render_terminal
+
+    return render_terminal(obj.result)
+
+
 def _rows_renderable(rows: QueryRows) -> RenderableType:
     frame = rows.rows
     table = Table(box=None, pad_edge=False)
@@ -170,6 +182,7 @@ DOCUMENTS: dict[type, DocumentKind] = {
     GapsListing: DocumentKind("gaps", ("terminal", "json"), 100, lambda obj, narrow: _gaps_renderable(obj)),
     BoundListing: DocumentKind("bound", ("terminal", "json"), 100, lambda obj, narrow: _bound_renderable(obj)),
     CompileReport: DocumentKind("compile", ("terminal", "json"), 140, _compile_terminal),
+    WhatIfReport: DocumentKind("whatif", ("terminal", "json"), 120, _whatif_terminal),
     QueryRows: DocumentKind("sql", ("terminal", "csv", "json"), None, lambda obj, narrow: _rows_renderable(obj)),
     JobReport: DocumentKind("job", ("terminal", "json", "md", "html", "perfetto"), 100, _job_terminal, _job_md, _job_html),
     SeriesResult: DocumentKind("series", ("terminal", "json", "md", "html"), 120, _series_terminal, _series_md, _series_html),

@@ -14,14 +14,23 @@ from traceinsight.render.sections.critical_path import breakdown_table
 from traceinsight.render.units import ns, pct
 
 
+def _skewed(result: WhatIfResult) -> bool:
+    """The mean and the median step differ by more than 5 %: both are worth showing."""
+    return result.steady_before_ns > 0 and abs(result.before_ns - result.steady_before_ns) > 0.05 * result.steady_before_ns
+
+
 def render_terminal(result: WhatIfResult) -> RenderableType:
     if not result.available:
         return Text(f"what-if not available: {result.reason}", style="yellow")
     changes = "; ".join(str(t["description"]) for t in result.transformations) or "no change"
     head = Text.assemble(
         ("what if: ", "bold"), changes, "\n",
-        ("step time ", "bold"), f"{ns(result.before_ns)} → {ns(result.after_ns)}",
-        f"  ({pct(result.saving_pct, 1)} saved, mean step)" if result.saving_ns >= 0 else f"  ({pct(-result.saving_pct, 1)} slower)",
+        ("step time ", "bold"), f"{ns(result.steady_before_ns)} → {ns(result.steady_after_ns)}",
+        f"  ({pct(result.steady_saving_pct, 1)} saved, median step)"
+        if result.steady_saving_pct >= 0
+        else f"  ({pct(-result.steady_saving_pct, 1)} slower, median step)",
+        ("\n" + f"mean step {ns(result.before_ns)} → {ns(result.after_ns)} (a first step that drains a queue built "
+         "before the trace weighs on the mean)") if _skewed(result) else "",
     )
     rows: list[Sequence[Cell]] = [
         (str(r["step"]) if r["step"] != -1 else "trace", ns(r["before_ns"]), ns(r["after_ns"]), ns(r["saving_ns"]))

@@ -52,7 +52,8 @@ from traceinsight.analysis.findings.precision import (
     detect_gemm_misaligned,
 )
 from traceinsight.analysis.findings.preprocessing import detect_host_preprocessing
-from traceinsight.analysis.findings.savings import Estimate, settle
+from traceinsight.analysis.findings.replayed import FEW_STEPS, settle_all
+from traceinsight.analysis.findings.savings import Estimate
 from traceinsight.analysis.findings.training import (
     detect_memory_pressure,
     detect_unfused_optimizer,
@@ -129,22 +130,24 @@ def find(ctx: FindingContext) -> FindingsResult:
             + ", ".join(missing)
             + " (detectors reading them found nothing)"
         )
-    material, minor = settle(ctx, estimates)
-    material, minor = _profiled(ctx, material), _profiled(ctx, minor)
+    settled = settle_all(ctx, estimates)
+    material, minor = _profiled(ctx, settled.material), _profiled(ctx, settled.minor)
+    if settled.note:
+        skipped.append(settled.note if settled.note == FEW_STEPS else settled.note.split(":")[0] + ": savings are the pool estimates")
     if ctx.excluded_window_ns > 0 and ctx.window is not None:
         flags = ", ".join(f.title for f in ctx.window.limiting)
         skipped.append(
             f"{ctx.excluded_window_ns / 1e6:.1f} ms of the window left out of every saving as not steady "
             f"state ({flags}): shares are of the remaining {ctx.window_ns / 1e6:.1f} ms"
         )
-    total = min(100.0, sum(f.saving_pct for f in material))
     return FindingsResult(
         findings=tuple(material),
         not_material=tuple(minor),
         step_ns=ctx.step_ns,
         steps=ctx.step_count,
         window_ns=ctx.window_ns,
-        total_saving_pct=round(total, 3),
+        total_saving_pct=settled.total_pct,
+        replayed=settled.replayed,
         materiality_pct=MATERIALITY_PCT,
         rank=ctx.rank,
         skipped=tuple(skipped),

@@ -71,6 +71,9 @@ class FindingContext:
     excluded_window_ns: int = 0
     excluded_idle_ns: int = 0
     excluded_busy_ns: dict[str, int] = field(default_factory=dict)
+    # Savings of findings that carry transformations from the replayed graph where the trace
+    # replays (``findings.replayed``); False: the pool estimates only.
+    replay: bool = True
 
     def __post_init__(self) -> None:
         for name in ("gaps", "breakdown", "steps", "ops", "kernels", "bound", "memory", "compile", "window"):

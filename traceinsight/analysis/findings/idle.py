@@ -7,6 +7,7 @@ import polars as pl
 
 from traceinsight.analysis.findings.advice import host_work_advice
 from traceinsight.analysis.findings.context import DYNAMO_INTERNAL, FindingContext
+from traceinsight.analysis.findings.fixes import exact_names, no_host_time_in
 from traceinsight.analysis.findings.model import (
     Evidence,
     OpEvidence,
@@ -17,6 +18,8 @@ from traceinsight.analysis.findings.savings import Estimate, estimate
 from traceinsight.analysis.findings.syncs import blocking_spans
 from traceinsight.analysis.lib import intervals
 from traceinsight.analysis.sections.breakdown import busy_intervals
+from traceinsight.analysis.whatif.copies import ShrinkOwnTime
+from traceinsight.analysis.whatif.transforms import Remove
 
 SYNC_OPS = (
     "aten::item",
@@ -31,6 +34,9 @@ SYNC_OPS = (
     "aten::unique",
 )
 ALLOCATOR_CALLS = r"^(cuda|hip)(Malloc|Free)(Async|Host)?$|^cuMem(Alloc|Free)"
+# What removing the synchronisations removes: the ops that read a device value on the host
+# and the explicit synchronize calls (stream, device, event).
+SYNC_CALLS = r"^(aten::item|aten::_local_scalar_dense|aten::nonzero|aten::tolist)$|^(cuda|hip|cu)\w*Synchronize$"
 
 
 def _culprits(ctx: FindingContext, cause: str, limit: int = 5) -> pl.DataFrame:
@@ -70,6 +76,10 @@ def detect_dataloader_stall(ctx: FindingContext) -> Estimate | None:
         ctx,
         "dataloader_stall",
         {"idle": idle},
+        # every loading span off the step's path, not only the five listed
+        transforms=no_host_time_in(
+            str(n) for n in _culprits(ctx, "data_loading", limit=1_000)["culprit"].to_list()
+        ),
         confidence="high" if names else "medium",
         confidence_reason=f"{_gap_counts(ctx, 'data_loading')} idle gaps while the host was inside the DataLoader",
         method="device idle time in gaps the host spent loading data: parallel loading that keeps "
@@ -180,6 +190,7 @@ def detect_host_sync(ctx: FindingContext) -> Estimate | None:
         ctx,
         "host_sync",
         {"idle": idle},
+        transforms=(Remove(SYNC_CALLS),),
         within_parts=parts,
         confidence="high" if culprits.height else "medium",
         confidence_reason=f"{n_gaps} idle gaps opened by synchronising calls; "
@@ -243,6 +254,7 @@ def detect_allocator_churn(ctx: FindingContext) -> Estimate | None:
         ctx,
         "allocator_churn",
         {"idle": idle_ns},
+        transforms=(Remove(ALLOCATOR_CALLS),),
         confidence="medium",
         confidence_reason=f"{calls.height} allocator calls in steady-state steps (warm-up step left out), "
         f"{host_ns / 1e6:.2f} ms of host time",
@@ -292,6 +304,9 @@ def detect_host_bound(ctx: FindingContext) -> Estimate | None:
         ctx,
         "host_bound",
         {"idle": idle},
+        # the regions' own host time (untraced or CPU work), not the ops they call: those
+        # launch the device work (launch_bound's fix)
+        transforms=(ShrinkOwnTime(exact_names(str(c) for c in culprits["culprit"].to_list())),),
         confidence="low",
         confidence_reason="the trace shows where the host was, not what it did there; moving it off the "
         "critical path may not be possible",

@@ -15,8 +15,10 @@ import polars as pl
 from traceinsight.analysis.findings.advice import launch_advice
 from traceinsight.analysis.findings.catalogue import LAUNCH_SHORT_PCT
 from traceinsight.analysis.findings.context import DYNAMO_INTERNAL, FindingContext
+from traceinsight.analysis.findings.fixes import no_host_time_in
 from traceinsight.analysis.findings.model import Evidence, KernelEvidence, OpEvidence
 from traceinsight.analysis.findings.savings import Estimate, estimate
+from traceinsight.analysis.whatif.copies import CollapseEagerLaunches
 from traceinsight.analysis.whatif.transforms import CollapseLaunches, ShrinkHost, Transformation
 from traceinsight.trace.model import Trace
 
@@ -46,6 +48,14 @@ def launch_waits(trace: Trace) -> pl.DataFrame:
         & (idle > 0)
     )
     return work.select("device", pl.col("ts_ns").alias("start_ns"), idle.alias("idle_before_ns"), waited.alias("waited"))
+
+
+def _graphs(ctx: FindingContext) -> tuple[Transformation, ...]:
+    """The fix as CUDA graphs do it: launch calls cost ~0, and so does the host time of the ops
+    that launched device work (a replay runs their kernels without dispatching the ops); host
+    work that launches nothing (Python between ops, data loading) stays."""
+    ops = ctx.trace.kernels["top_op_name"].cast(pl.String).drop_nulls().unique().to_list()
+    return (CollapseEagerLaunches(), *no_host_time_in(o for o in ops if not DYNAMO_INTERNAL.search(o)))
 
 
 def detect_launch_bound(ctx: FindingContext) -> Estimate | None:
@@ -96,7 +106,7 @@ def detect_launch_bound(ctx: FindingContext) -> Estimate | None:
     fix, action = launch_advice(ctx.device, ctx.workload)
     # A decode step replayed from one graph: no launch calls and none of the host work between
     # them (the per-token Python and dispatch the graph replaces).
-    transforms: tuple[Transformation, ...] = ()
+    transforms: tuple[Transformation, ...] = _graphs(ctx)
     if ctx.workload.kind == "decode" and not graphs and ctx.device.features.graphs is not None:
         transforms = (CollapseLaunches(), ShrinkHost(None, 0.0))
     if graphs:

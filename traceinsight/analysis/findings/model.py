@@ -77,6 +77,8 @@ class Finding:
         True  # False for one-off costs (compilation): saving_ns is then over the window
     )
     action: str | None = None  # the fix in a few words for this device (else the catalogue's)
+    # Where the saving was replayed (method "replayed: ..."): the pool estimate it replaced.
+    claim_pct: float | None = None
 
     @property
     def memory_text(self) -> str | None:
@@ -100,7 +102,10 @@ class FindingsResult(Result):
     step_ns: int | None = None  # mean device time of a step (warm-up left out), the per-step unit
     steps: int = 0
     window_ns: int = 0  # the analysed time the shares are of
-    total_saving_pct: float = 0.0  # sum over findings; never above 100
+    # Applying every material finding together: their transformations replayed at once (where
+    # the trace replays) plus the other findings' estimates; else the sum. Never above 100.
+    total_saving_pct: float = 0.0
+    replayed: bool = False  # savings of findings with a transformation come from the replay
     materiality_pct: float = 1.0
     rank: int | None = None
     skipped: tuple[str, ...] = ()  # detectors that could not run, with why

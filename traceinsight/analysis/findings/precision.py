@@ -16,6 +16,7 @@ from traceinsight.analysis.findings.catalogue import (
     TENSOR_CORE_EFFICIENCY,
 )
 from traceinsight.analysis.findings.context import FindingContext
+from traceinsight.analysis.findings.fixes import scale_names
 from traceinsight.analysis.findings.model import Confidence, Evidence, KernelEvidence, OpEvidence
 from traceinsight.analysis.findings.savings import Estimate, estimate
 
@@ -211,6 +212,7 @@ def detect_fp32_no_tensor_cores(ctx: FindingContext) -> Estimate | None:
         ctx,
         "fp32_no_tensor_cores",
         {"compute": saving},
+        transforms=scale_names(rows["name"].to_list(), gemm_ns - saving, gemm_ns),
         confidence=confidence,
         confidence_reason=reason,
         method=method,
@@ -264,6 +266,10 @@ def detect_fp64_compute(ctx: FindingContext) -> Estimate | None:
         ctx,
         "fp64_compute",
         {"compute": gemm_saving + other_saving},
+        transforms=(
+            *scale_names(gemms["name"].to_list(), float(gemms["total_ns"].sum()) - gemm_saving, float(gemms["total_ns"].sum())),
+            *scale_names(others["name"].to_list(), 0.5, 1.0),
+        ),
         confidence="medium",
         confidence_reason="dtype from op inputs or kernel names; the fp32 result may need checking for accuracy",
         method=(
@@ -367,6 +373,25 @@ def _misaligned_fix(bad_ops: pl.DataFrame, vocab: int | None) -> str:
     )
 
 
+def _misaligned_kernels(ctx: FindingContext, bad: pl.DataFrame, good: pl.DataFrame, by_name: pl.DataFrame) -> list[str]:
+    """Kernel names the padding would speed up: those launched by the misaligned op calls (by
+    op name and input shapes) and by no aligned one, plus those whose name states the low
+    alignment."""
+    names = [str(n) for n in by_name["name"].to_list()]
+    if bad.height == 0 or "shapes" not in bad.columns:
+        return names
+    ops = ctx.trace.events.filter(pl.col("kind") == "cpu_op").select(
+        pl.col("id").alias("op_id"), pl.col("name").cast(pl.String).alias("op"), pl.col("input_dims").alias("shapes")
+    )
+    launched = ctx.trace.kernels.select("op_id", pl.col("name").cast(pl.String)).join(ops, on="op_id")
+
+    def under(calls: pl.DataFrame) -> set[str]:
+        keys = calls.select(pl.col("name").alias("op"), "shapes")
+        return set(launched.join(keys, on=["op", "shapes"], how="semi")["name"].to_list())
+
+    return sorted(set(names) | (under(bad) - under(good)))
+
+
 def detect_gemm_misaligned(ctx: FindingContext) -> Estimate | None:
     table = _kernel_table(ctx)
     if table is None:
@@ -467,6 +492,7 @@ def detect_gemm_misaligned(ctx: FindingContext) -> Estimate | None:
         ctx,
         "gemm_misaligned",
         {"compute": saving},
+        transforms=scale_names(_misaligned_kernels(ctx, bad_ops, good_ops, by_name), slow_ns - saving, slow_ns),
         confidence="medium" if flops > 0 else "low",
         confidence_reason="shapes off the multiple (or kernels built for operands aligned below 16 bytes); padding may change the model",
         method=f"misaligned GEMM time minus the same FLOPs at the rate of {rate_src}",

@@ -15,6 +15,7 @@ from traceinsight.analysis.findings.catalogue import (
     MEMORY_PRESSURE_SHARE,
 )
 from traceinsight.analysis.findings.context import FindingContext
+from traceinsight.analysis.findings.fixes import exact_names, no_host_time_in
 from traceinsight.analysis.findings.model import (
     Confidence,
     Evidence,
@@ -23,6 +24,8 @@ from traceinsight.analysis.findings.model import (
     RegionEvidence,
 )
 from traceinsight.analysis.findings.savings import Estimate, estimate
+from traceinsight.analysis.whatif.copies import ScaleLaunchedIn
+from traceinsight.analysis.whatif.transforms import OverlapComm
 
 OPTIMIZER_PREFIX = "Optimizer.step#"
 # Host ops of fused optimizers (torch's fused=True path; apex and DeepSpeed call their own).
@@ -189,6 +192,12 @@ def detect_unfused_optimizer(ctx: FindingContext) -> Estimate | None:
         ctx,
         "unfused_optimizer",
         {"compute": compute_claim, "idle": idle_claim},
+        # one fused pass instead of the optimizer's kernels, launched once: its host time
+        # (per-parameter launches) leaves the step's path
+        transforms=(
+            ScaleLaunchedIn(exact_names([str(k["annotation"][0])]), fused_ns / kernel_ns if kernel_ns else 1.0),
+            *no_host_time_in([str(k["annotation"][0])]),
+        ),
         within_parts=tuple(parts),
         confidence=confidence,
         confidence_reason=reason,

@@ -10,6 +10,7 @@ from traceinsight.analysis.findings.context import FindingContext
 from traceinsight.analysis.findings.model import Evidence, KernelEvidence, OpEvidence, Pool
 from traceinsight.analysis.findings.savings import Estimate, estimate
 from traceinsight.analysis.sections.gaps import DATA_LOADING_PATTERN
+from traceinsight.analysis.whatif.copies import PinCopies
 
 # Host ops that make a tensor from nothing or from Python data.
 SOURCE_OPS = (
@@ -75,15 +76,19 @@ def detect_pageable_memcpy(ctx: FindingContext) -> Estimate | None:
         return None
     saving = 0.0
     sources = []
+    pinned: list[PinCopies] = []
     for direction in ("HtoD", "DtoH"):
         rows = pageable.filter(pl.col("name").str.contains(direction))
         if rows.height == 0:
             continue
         gbps, src = _pinned_gbps(copies, direction)
-        saving += max(
-            0.0, float(rows["dur_ns"].sum()) - float(rows["bytes"].fill_null(0).sum()) / gbps
-        )
+        old_ns = float(rows["dur_ns"].sum())
+        new_ns = min(old_ns, float(rows["bytes"].fill_null(0).sum()) / gbps)
+        saving += old_ns - new_ns
         sources.append(src)
+        if old_ns > 0:
+            # the fix: pinned at that rate, and non_blocking (the host call no longer waits)
+            pinned.append(PinCopies(f"{direction}.*Pageable", new_ns / old_ns))
     ops = (
         pageable.group_by(pl.col("top_op_name").cast(pl.String).fill_null("(no op)").alias("op"))
         .agg(pl.len().alias("calls"), pl.col("dur_ns").sum(), pl.col("bytes").sum())
@@ -93,6 +98,7 @@ def detect_pageable_memcpy(ctx: FindingContext) -> Estimate | None:
         ctx,
         "pageable_memcpy",
         {"memcpy": saving},
+        transforms=tuple(pinned),
         confidence="medium",
         confidence_reason=f"{pageable.height} copies marked Pageable by the profiler",
         method="pageable copy time minus the same bytes at "

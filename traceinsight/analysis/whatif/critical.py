@@ -100,6 +100,14 @@ def walk(graph: StepGraph, tl: Timeline, lo_ns: int, end_gpu: int | None, end_ho
                     break
                 state = "host_start"
         else:  # host_start: the host time before the node on its thread
+            wake, wake_off = graph.host_wake_src, graph.host_wake_off_ns
+            w = -1 if wake is None or wake_off is None else int(wake[i])
+            if w >= 0 and wake_off is not None and int(hend[w]) + int(wake_off[i]) - int(hdur[i]) == int(hstart[i]):
+                # woken by another thread: its time since that thread's node ended, then that node
+                if add("host", "host", i, int(hend[w]), int(hstart[i])):
+                    break
+                state, i = "host_end", w
+                continue
             if add("host", "host", i, int(hstart[i]) - int(hpre[i]), int(hstart[i])):
                 break
             if graph.host_anchor_ns[i] > NEG:

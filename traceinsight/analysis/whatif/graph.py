@@ -91,6 +91,10 @@ class StepGraph:
     steps: pl.DataFrame  # step, host_start_ns, host_end_ns, start_node, end_node
     notes: tuple[str, ...] = ()
     stats: dict[str, int] = field(default_factory=dict)
+    # host nodes woken by another thread (see ``threads.with_wakes``): the node ends at least
+    # ``wake_off_ns`` after that thread's node ``wake_src`` ends; None or -1: no such edge
+    host_wake_src: np.ndarray | None = None
+    host_wake_off_ns: np.ndarray | None = None
 
     @property
     def host_nodes(self) -> int:

@@ -16,8 +16,9 @@ import polars as pl
 from traceinsight.analysis.core.base import Result
 from traceinsight.analysis.lib.timeline import device_step_spans
 from traceinsight.analysis.whatif import critical
-from traceinsight.analysis.whatif.graph import StepGraph, build
+from traceinsight.analysis.whatif.graph import StepGraph
 from traceinsight.analysis.whatif.replay import Timeline, replay, span, step_times
+from traceinsight.analysis.whatif.shared import recorded
 from traceinsight.analysis.whatif.transforms import Transformation, apply_all
 from traceinsight.trace.model import Trace
 
@@ -85,6 +86,11 @@ class WhatIfResult(Result):
     before_ns: int = 0  # mean step (or the whole trace without steps)
     after_ns: int = 0
     saving_pct: float = 0.0
+    # The steady state: the median step, which a first step draining a queue built before
+    # the trace (or any one slow step) does not move. The headline figure.
+    steady_before_ns: int = 0
+    steady_after_ns: int = 0
+    steady_saving_pct: float = 0.0
     critical_after: pl.DataFrame = field(default_factory=pl.DataFrame)
     path_after: pl.DataFrame = field(default_factory=pl.DataFrame)
     explained: bool = True
@@ -104,12 +110,15 @@ def _mean(values: pl.Series) -> int:
     return round(float(values.mean() or 0)) if values.len() else 0  # type: ignore[arg-type]
 
 
+def _median(values: pl.Series) -> int:
+    return round(float(values.median() or 0)) if values.len() else 0  # type: ignore[arg-type]
+
+
 def whatif(trace: Trace, transformations: tuple[Transformation, ...] | list[Transformation], graph: StepGraph | None = None) -> WhatIfResult:
     """Replay ``trace`` as recorded and with ``transformations`` applied together."""
-    g = graph or build(trace)
+    g, before = (graph, replay(graph)) if graph is not None else recorded(trace)
     if g.host_nodes == 0 and g.gpu_nodes == 0:
         return WhatIfResult(available=False, reason="the trace has no host spans or device work to replay")
-    before = replay(g)
     after = replay(g, apply_all(g, tuple(transformations)))
     wb, wa = _windows(g, before), _windows(g, after)
     steps = wb.select("step", pl.col("device_dur_ns").alias("before_ns")).join(
@@ -125,12 +134,16 @@ def whatif(trace: Trace, transformations: tuple[Transformation, ...] | list[Tran
             notes.append(f"the replay misses the recorded device time of {bad.height} step(s) by more than {TOLERANCE:.0%}: this trace is outside what the model explains")
     crit, path = critical_paths(g, after)
     b, a = _mean(steps["before_ns"]), _mean(steps["after_ns"])
+    sb, sa = _median(steps["before_ns"]), _median(steps["after_ns"])
     return WhatIfResult(
         transformations=tuple(t.to_dict() for t in transformations),
         steps=steps,
         before_ns=b,
         after_ns=a,
         saving_pct=100.0 * (b - a) / b if b else 0.0,
+        steady_before_ns=sb,
+        steady_after_ns=sa,
+        steady_saving_pct=100.0 * (sb - sa) / sb if sb else 0.0,
         critical_after=crit,
         path_after=path,
         explained=explained,

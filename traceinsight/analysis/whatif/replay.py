@@ -104,6 +104,9 @@ def replay(graph: StepGraph, durations: Durations | None = None) -> Timeline:
     c_gpu = np.where(gap > NEG, gap, 0) + gdur
     wait_src = np.where(d.wait_on, graph.gpu_wait_src, -1)
     has_wait = wait_src >= 0
+    wake_src = graph.host_wake_src if graph.host_wake_src is not None else np.full(graph.host_nodes, -1, dtype=np.int64)
+    wake_off = graph.host_wake_off_ns if graph.host_wake_off_ns is not None else np.zeros(graph.host_nodes, dtype=np.int64)
+    has_wake = wake_src >= 0
     gpu_end = np.full(graph.gpu_nodes, NEG, dtype=np.int64)
     host_end = np.full(graph.host_nodes, NEG, dtype=np.int64)
     rounds = 0
@@ -111,9 +114,13 @@ def replay(graph: StepGraph, durations: Durations | None = None) -> Timeline:
         rounds += 1
         sync_x = np.where(has_sync, gpu_end[np.where(has_sync, sync_src, 0)] + graph.host_sync_post_ns, NEG) if graph.gpu_nodes else np.full(graph.host_nodes, NEG)
         sync_x = np.where(sync_x <= NEG // 2, NEG, sync_x)
-        new_host_end = _chain_solve(graph.host_thread, c_host, np.maximum(head_x, sync_x))
+        wake_x = np.where(has_wake, host_end[np.where(has_wake, wake_src, 0)] + wake_off, NEG) if graph.host_nodes else np.full(0, NEG)
+        wake_x = np.where(wake_x <= NEG // 2, NEG, wake_x)
+        new_host_end = _chain_solve(graph.host_thread, c_host, np.maximum(np.maximum(head_x, sync_x), wake_x))
         prev_host_end = np.concatenate([[NEG], new_host_end[:-1]])
         host_start = np.where(graph.host_anchor_ns > NEG, graph.host_anchor_ns + pre, prev_host_end + pre)
+        # a woken node's call starts when the wake lets it, its own time before its end
+        host_start = np.where(has_wake & (wake_x > NEG), np.maximum(host_start, wake_x - hdur), host_start)
         launch_x = np.where(has_launch, host_start[np.where(has_launch, graph.gpu_launch, 0)] + lat, NEG) if graph.host_nodes else np.full(graph.gpu_nodes, NEG)
         wait_x = np.where(has_wait, gpu_end[np.where(has_wait, wait_src, 0)] + graph.gpu_wait_off_ns, NEG)
         wait_x = np.where(wait_x <= NEG // 2, NEG, wait_x)

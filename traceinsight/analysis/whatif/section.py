@@ -12,9 +12,8 @@ import polars as pl
 from traceinsight.analysis.core.base import NO_INPUTS, AnalysisConfig, AnalysisSpec, Inputs, Result
 from traceinsight.analysis.lib.timeline import device_step_spans
 from traceinsight.analysis.whatif import critical
-from traceinsight.analysis.whatif.graph import build
 from traceinsight.analysis.whatif.model import TOLERANCE, critical_paths, validation
-from traceinsight.analysis.whatif.replay import replay
+from traceinsight.analysis.whatif.shared import recorded
 from traceinsight.trace.model import Trace
 
 TOP_PIECES = 10
@@ -38,10 +37,9 @@ class CriticalPathResult(Result):
 def run(trace: Trace, config: AnalysisConfig, inputs: Inputs = NO_INPUTS) -> CriticalPathResult:
     if trace.events.height == 0:
         return CriticalPathResult(available=False, reason="the trace has no events")
-    graph = build(trace)
+    graph, tl = recorded(trace)  # built once, shared with the findings' replayed savings
     if graph.host_nodes == 0 and graph.gpu_nodes == 0:
         return CriticalPathResult(available=False, reason="the trace has no host spans or device work to replay")
-    tl = replay(graph)
     crit, path = critical_paths(graph, tl)
     notes = list(graph.notes)
     explained, max_err = True, 0.0

@@ -1,0 +1,32 @@
+"""One dependency graph per trace, shared: building it is the expensive part of a replay.
+
+The ``critical_path`` section and the findings' replayed savings read the same trace object in
+one ``analyze``; :func:`recorded` builds its graph and the replay with recorded durations once
+and hands both to every later caller while the trace lives.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+from traceinsight.analysis.whatif.graph import StepGraph, build
+from traceinsight.analysis.whatif.replay import Timeline, replay
+from traceinsight.analysis.whatif.threads import as_woken, with_wakes
+from traceinsight.trace.model import Trace
+
+_BUILT: dict[int, tuple[StepGraph, Timeline]] = {}
+
+
+def recorded(trace: Trace) -> tuple[StepGraph, Timeline]:
+    """The trace's graph and its replay with the recorded durations (built on first use)."""
+    key = id(trace)
+    found = _BUILT.get(key)
+    if found is None:
+        graph = build(trace)
+        first = replay(graph)
+        woken = with_wakes(graph, first)
+        found = (woken, first if woken is graph else as_woken(woken, first))
+        _BUILT[key] = found
+        # dropped with the trace, before its id can be given to another object
+        weakref.finalize(trace, _BUILT.pop, key, None)
+    return found
