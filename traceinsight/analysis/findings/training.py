@@ -25,7 +25,6 @@ from traceinsight.analysis.findings.model import (
 )
 from traceinsight.analysis.findings.savings import Estimate, estimate
 from traceinsight.analysis.whatif.copies import ScaleLaunchedIn
-from traceinsight.analysis.whatif.transforms import OverlapComm
 
 OPTIMIZER_PREFIX = "Optimizer.step#"
 # Host ops of fused optimizers (torch's fused=True path; apex and DeepSpeed call their own).
