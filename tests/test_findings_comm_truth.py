@@ -90,7 +90,10 @@ def test_sampled_rank_all_to_all_gets_the_embedding_fix(rank: int) -> None:
     found = analyze(load(hta(f"sampled_rank-{rank}.json.gz"), cache=False)).sections["findings"]
     assert isinstance(found, FindingsResult)
     a2a = by_id(found, "exposed_all_to_all")
-    assert a2a is not None and a2a.material
+    # Named with its breakdown share (claim_pct: exposed all-to-all time, 8-14 % of the
+    # window); the replay of these sampled ranks finds no step shortened by hiding it, so the
+    # saving shown is the replayed one, below materiality.
+    assert a2a is not None and a2a.claim_pct is not None and a2a.claim_pct > 5
     # NCCL ran the all-to-all as SendRecv kernels; the nccl:all_to_all span says what it was
     assert a2a.evidence.regions[0].name == "all_to_all"
     assert "TrainPipelineSparseDist" in a2a.fix and "bucket_cap_mb" not in a2a.fix

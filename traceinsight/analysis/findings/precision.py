@@ -20,8 +20,7 @@ from traceinsight.analysis.findings.fixes import scale_names
 from traceinsight.analysis.findings.model import Confidence, Evidence, KernelEvidence, OpEvidence
 from traceinsight.analysis.findings.savings import Estimate, estimate
 
-# Matrix math a batched or padded GEMM call replaces: GEMMs and convolutions (attention has
-# its own kernels and fixes).
+# Matrix math a batched or padded GEMM call replaces: GEMMs and convolutions (not attention).
 GEMM_FAMILIES = tuple(f for f in MATRIX_FAMILIES if not f.startswith("attention"))
 # Parts of a GEMM that are not the product itself: split-K reductions and cuBLASLt epilogues
 # run on CUDA cores whatever path the product took.
