@@ -220,7 +220,7 @@ def test_three_channel_convolutions(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("name", ["mi300_resnet_act_checkpoint", "normalization_layers"])
 def test_third_party_convolution_traces(name: str) -> None:
-    path = Path("/work/shared/third_party/tracelens") / f"{name}.json.gz"
+    path = Path(__file__).resolve().parents[2].joinpath("shared/third_party/tracelens") / f"{name}.json.gz"
     if not path.exists():
         pytest.skip("third-party traces not present")
     r = findings(load(path, cache=False))

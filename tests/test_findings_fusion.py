@@ -37,7 +37,7 @@ MODELS = ROOT / "sample_traces" / "models"
 CATALOGUE = ROOT / "sample_traces" / "catalogue"
 THIRD_PARTY = ROOT.parent / "shared" / "third_party" / "tracelens"
 if not THIRD_PARTY.exists():
-    THIRD_PARTY = Path("/work/shared/third_party/tracelens")
+    THIRD_PARTY = Path(__file__).resolve().parents[2].joinpath("shared/third_party/tracelens")
 
 
 def layers_trace(

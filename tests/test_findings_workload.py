@@ -20,7 +20,7 @@ from .handmade import HandMadeTrace
 from .test_findings_device import MI300X, write_on
 
 ADD = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, std::array<char*, 3ul> >(int)"
-SHARED = Path("/work/shared/third_party")
+SHARED = Path(__file__).resolve().parents[2].joinpath("shared/third_party")
 DECODE = ROOT / "sample_traces" / "decode"
 # Advice that only a training loop can use.
 TRAINING_WORDS = ("fused=True", "zero_grad", "bucket_cap_mb", "DDP(", "GradScaler", "gradient accumulation", "activation checkpointing")

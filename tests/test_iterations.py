@@ -24,7 +24,7 @@ from traceinsight.trace.model import Trace
 
 ROOT = Path(__file__).resolve().parent.parent
 DECODE = ROOT / "sample_traces" / "decode"
-THIRD = Path("/work/shared/third_party/tracelens")
+THIRD = Path(__file__).resolve().parents[2].joinpath("shared/third_party/tracelens")
 TIMINGS = {row["name"]: row for row in json.loads((DECODE / "decode_timings.json").read_text())}
 
 

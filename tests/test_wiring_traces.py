@@ -22,7 +22,7 @@ from .handmade import HandMadeTrace
 ROOT = Path(__file__).resolve().parents[1]
 HTA = ROOT.parent / "shared" / "third_party" / "hta"
 if not HTA.exists():  # worktrees sit beside the shared folder, checkouts inside it
-    HTA = Path("/work/shared/third_party/hta")
+    HTA = Path(__file__).resolve().parents[2].joinpath("shared/third_party/hta")
 
 
 def third_party(name: str) -> Path:

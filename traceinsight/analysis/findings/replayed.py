@@ -24,7 +24,7 @@ from traceinsight.analysis.findings.context import FindingContext
 from traceinsight.analysis.findings.model import Confidence, Finding
 from traceinsight.analysis.findings.savings import Estimate, settle
 from traceinsight.analysis.lib.timeline import device_step_spans
-from traceinsight.analysis.whatif.graph import NEG, StepGraph
+from traceinsight.analysis.whatif.graph import GPU_COMM, NEG, StepGraph
 from traceinsight.analysis.whatif.model import TOLERANCE, validation
 from traceinsight.analysis.whatif.replay import Timeline, replay, span, step_times
 from traceinsight.analysis.whatif.shared import recorded
@@ -171,6 +171,13 @@ def _parents_noted(f: Finding, estimates: list[Estimate], replayed: set[str]) ->
                    f"and {', '.join(parents)} counts only what it adds")
 
 
+def _waits_on_collectives(graph: StepGraph) -> bool:
+    """Whether any device work waits (cross-stream) for a collective in the graph."""
+    src = graph.gpu_wait_src
+    hit = src[src >= 0]
+    return bool(hit.size and (graph.gpu_class[hit] == GPU_COMM).any())
+
+
 def _fallback(f: Finding, note: str) -> Finding:
     return replace(f, confidence=LOWER[f.confidence], confidence_reason=f"{f.confidence_reason}; {note}")
 
@@ -194,7 +201,17 @@ def settle_all(ctx: FindingContext, estimates: list[Estimate]) -> Settled:
     out: list[Finding] = []
     kept: list[Estimate] = []  # the replayed ones, for the total
     failed: dict[str, str] = {}
+    blind = not _waits_on_collectives(rep.graph)
     for est in with_t:
+        if blind and est.finding.pool == "communication":
+            # Hiding a collective helps only the work that waits for it; a trace that records
+            # no such wait (NCCL's stream syncs are often not traced) leaves the replay blind
+            # to it, and its replayed saving would read as nothing.
+            failed[est.finding.id] = (
+                "the trace records nothing waiting on its collectives (no cross-stream wait), so the "
+                "replay cannot price hiding them: pool estimate"
+            )
+            continue
         # A finding whose time a narrower one also claims (that one's ``within`` names it) is
         # replayed on top of the narrower fixes: its saving is what it adds to them.
         first = tuple(t for e in with_t if _nested_in(e, est.finding.id) for t in e.transforms)
