@@ -15,7 +15,14 @@ import polars as pl
 
 from traceinsight.analysis.whatif.graph import SEG_LAUNCH, SEG_SYNC, StepGraph
 from traceinsight.analysis.whatif.replay import Durations
-from traceinsight.analysis.whatif.transforms import Transformation, _factor, _regex, _segments_in
+from traceinsight.analysis.whatif.transforms import (
+    Transformation,
+    _factor,
+    _regex,
+    _segments_in,
+    owner_names,
+    scale_host,
+)
 
 # A launch call's host time where the trace has no other launches to take it from.
 LAUNCH_CALL_NS = 5_000
@@ -81,15 +88,8 @@ class ShrinkOwnTime(Transformation):
 
     def apply(self, graph: StepGraph, d: Durations) -> Durations:
         factor = _factor(self.factor, "a host factor")
-        names = pl.DataFrame({"id": graph.seg_owner}).join(
-            graph.host_events.select("id", pl.col("name").cast(pl.String)), on="id", how="left", maintain_order="left"
-        )["name"].fill_null("")
-        own = names.str.contains(_regex(self.region)).to_numpy() & (graph.seg_class != SEG_SYNC)
-        return replace(
-            d,
-            seg_dur_ns=np.where(own, np.rint(d.seg_dur_ns * factor).astype(np.int64), d.seg_dur_ns),
-            seg_gap_ns=np.where(own, np.rint(d.seg_gap_ns * factor).astype(np.int64), d.seg_gap_ns),
-        )
+        own = owner_names(graph, graph.seg_owner).str.contains(_regex(self.region)).to_numpy() & (graph.seg_class != SEG_SYNC)
+        return scale_host(d, own, factor)
 
     def describe(self) -> str:
         return f"own host time of {self.region} × {self.factor:g}"
@@ -103,10 +103,7 @@ class CollapseEagerLaunches(Transformation):
     kind: ClassVar[str] = "graphs_eager"
 
     def apply(self, graph: StepGraph, d: Durations) -> Durations:
-        names = pl.DataFrame({"id": graph.seg_owner}).join(
-            graph.host_events.select("id", pl.col("name").cast(pl.String)), on="id", how="left", maintain_order="left"
-        )["name"].fill_null("")
-        replayed = names.str.contains(r"(?i)GraphLaunch").to_numpy()
+        replayed = owner_names(graph, graph.seg_owner).str.contains(r"(?i)GraphLaunch").to_numpy()
         return replace(d, seg_dur_ns=np.where((graph.seg_class == SEG_LAUNCH) & ~replayed, 0, d.seg_dur_ns))
 
     def describe(self) -> str:

@@ -18,7 +18,7 @@ import polars as pl
 from traceinsight.analysis.lib import intervals
 from traceinsight.analysis.whatif.graph import SEG_SYNC, StepGraph
 from traceinsight.analysis.whatif.replay import Durations
-from traceinsight.analysis.whatif.transforms import Transformation, TransformError
+from traceinsight.analysis.whatif.transforms import Transformation, TransformError, scale_host
 
 
 @dataclass(frozen=True)
@@ -75,15 +75,7 @@ class FuseKernels(Transformation):
         mask = np.zeros(graph.seg_node.size, dtype=bool)
         mask[inside] = True
         mask &= graph.seg_class != SEG_SYNC
-        f = self.host_factor
-        return Durations(
-            seg_dur_ns=np.where(mask, np.rint(d.seg_dur_ns * f).astype(np.int64), d.seg_dur_ns),
-            seg_gap_ns=np.where(mask, np.rint(d.seg_gap_ns * f).astype(np.int64), d.seg_gap_ns),
-            gpu_dur_ns=d.gpu_dur_ns,
-            sync_on=d.sync_on,
-            wait_on=d.wait_on,
-            launch_scale=d.launch_scale,
-        )
+        return scale_host(d, mask, self.host_factor)
 
     def describe(self) -> str:
         host = f", host time of {len(self.host_op_ids)} ops × {self.host_factor:.2g}" if self.host_op_ids else ""

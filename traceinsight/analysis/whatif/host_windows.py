@@ -8,7 +8,7 @@ segment; launches and the waits of syncs keep theirs) is what moves.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
@@ -16,7 +16,7 @@ import polars as pl
 
 from traceinsight.analysis.whatif.graph import SEG_LAUNCH, SEG_SYNC, StepGraph
 from traceinsight.analysis.whatif.replay import Durations
-from traceinsight.analysis.whatif.transforms import Transformation, TransformError
+from traceinsight.analysis.whatif.transforms import Transformation, TransformError, scale_host
 
 Window = tuple[int, int, int, int]  # pid, tid, start_ns, end_ns
 
@@ -55,11 +55,7 @@ class ShrinkHostWindows(Transformation):
             raise TransformError(f"a host factor must be a finite number ≥ 0, got {self.factor}")
         segs = _in_windows(graph, self.windows)
         own = segs & (graph.seg_class != SEG_SYNC) & (graph.seg_class != SEG_LAUNCH)
-        return replace(
-            d,
-            seg_dur_ns=np.where(own, np.rint(d.seg_dur_ns * self.factor).astype(np.int64), d.seg_dur_ns),
-            seg_gap_ns=np.where(segs, np.rint(d.seg_gap_ns * self.factor).astype(np.int64), d.seg_gap_ns),
-        )
+        return scale_host(d, own, self.factor, gap_mask=segs)
 
     def describe(self) -> str:
         return f"host time in {len(self.windows)} window(s) where the device waited × {self.factor:g}"

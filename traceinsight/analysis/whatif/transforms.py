@@ -72,6 +72,24 @@ def _segments_in(graph: StepGraph, pattern: str | None) -> np.ndarray:
     return mask
 
 
+def owner_names(graph: StepGraph, owners: np.ndarray) -> pl.Series:
+    """Names of the host events ``owners`` (ids), in order; "" where unknown."""
+    return pl.DataFrame({"id": owners}).join(
+        graph.host_events.select("id", pl.col("name").cast(pl.String)), on="id", how="left", maintain_order="left"
+    )["name"].fill_null("")
+
+
+def scale_host(d: Durations, mask: np.ndarray, factor: float, gap_mask: np.ndarray | None = None) -> Durations:
+    """Host segments in ``mask`` take ``factor`` × their time; so do the untraced gaps before
+    the segments in ``gap_mask`` (``mask`` when None)."""
+    gaps = mask if gap_mask is None else gap_mask
+    return replace(
+        d,
+        seg_dur_ns=np.where(mask, np.rint(d.seg_dur_ns * factor).astype(np.int64), d.seg_dur_ns),
+        seg_gap_ns=np.where(gaps, np.rint(d.seg_gap_ns * factor).astype(np.int64), d.seg_gap_ns),
+    )
+
+
 @dataclass(frozen=True)
 class Transformation:
     """A change to durations or waits; subclasses implement ``apply`` and ``describe``."""
@@ -144,12 +162,7 @@ class ShrinkHost(Transformation):
 
     def apply(self, graph: StepGraph, d: Durations) -> Durations:
         factor = _factor(self.factor, "a host factor")
-        segs = _segments_in(graph, self.region) & (graph.seg_class != SEG_SYNC)
-        return replace(
-            d,
-            seg_dur_ns=np.where(segs, np.rint(d.seg_dur_ns * factor).astype(np.int64), d.seg_dur_ns),
-            seg_gap_ns=np.where(segs, np.rint(d.seg_gap_ns * factor).astype(np.int64), d.seg_gap_ns),
-        )
+        return scale_host(d, _segments_in(graph, self.region) & (graph.seg_class != SEG_SYNC), factor)
 
     def describe(self) -> str:
         return f"host time in {self.region or 'every span'} × {self.factor:g}"
@@ -163,11 +176,7 @@ class MakeAsync(Transformation):
     pattern: str = r"(?i)memcpy"
 
     def apply(self, graph: StepGraph, d: Durations) -> Durations:
-        owners = graph.seg_owner[graph.host_seg]
-        names = pl.DataFrame({"id": owners}).join(
-            graph.host_events.select("id", pl.col("name").cast(pl.String)), on="id", how="left", maintain_order="left"
-        )["name"].fill_null("")
-        hit = names.str.contains(_regex(self.pattern)).to_numpy()
+        hit = owner_names(graph, graph.seg_owner[graph.host_seg]).str.contains(_regex(self.pattern)).to_numpy()
         return replace(d, sync_on=d.sync_on & ~hit)
 
     def describe(self) -> str:
