@@ -44,22 +44,9 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sample_traces.cuda_timing import time_step
-from traceinsight.capture import Schedule, profile
+from sample_traces.cuda_timing import N_STEPS, record, time_step
 
 Step = Callable[[], object]
-SCHEDULE = Schedule(wait=1, warmup=2, active=4)
-N_STEPS = SCHEDULE.wait + SCHEDULE.warmup + SCHEDULE.active
-
-
-def record(step: Step, path: Path, cuda: bool, **kw: Any) -> Path:
-    with profile(path, schedule=SCHEDULE, record_shapes=True, **kw) as prof:
-        for _ in range(N_STEPS):
-            step()
-            prof.step()
-    if cuda:
-        torch.cuda.synchronize()
-    return prof.paths[0] if prof.paths else path
 
 
 # ---- llama: eager vs torch.compile ------------------------------------------------------------

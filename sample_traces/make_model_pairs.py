@@ -29,11 +29,9 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sample_traces.cuda_timing import time_step
-from traceinsight.capture import Schedule, profile
+from sample_traces.cuda_timing import record, time_step
 
 Step = Callable[[], object]
-SCHEDULE = Schedule(wait=1, warmup=2, active=4)
 
 
 def train_step(model: nn.Module, opt: torch.optim.Optimizer, batch: Callable[[], object], *, set_to_none: bool = True) -> Step:
@@ -165,15 +163,7 @@ def main(argv: list[str] | None = None) -> int:
             for side in ("before", "after"):
                 step, what = PAIRS[name](dev, args.smoke, side == "after")
                 ms = time_step(step, cuda)
-                path = args.out / f"model_{name}_{side}.json.gz"
-                n_steps = SCHEDULE.wait + SCHEDULE.warmup + SCHEDULE.active
-                with profile(path, schedule=SCHEDULE, record_shapes=True) as prof:
-                    for _ in range(n_steps):
-                        step()
-                        prof.step()
-                if cuda:
-                    torch.cuda.synchronize()
-                written = prof.paths[0] if prof.paths else path
+                written = record(step, args.out / f"model_{name}_{side}.json.gz", cuda)
                 row[f"{side}_ms"] = round(ms, 3)
                 row[f"{side}_what"] = what
                 row[f"{side}_bytes"] = written.stat().st_size
