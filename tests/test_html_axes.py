@@ -40,5 +40,5 @@ def test_prose_cells_are_whole_and_names_apart() -> None:
     assert not is_prose("at::native::elementwise_kernel<128, 2, at::native::gpu_kernel_impl_nocast<...> >")
     html = table_html(["what"], [[prose], *[[n] for n in names]])
     assert f"<td class='prose'>{prose}</td>" in html
-    cells = re.findall(r"<td title='[^']*'>(.*?)</td>", html)
+    cells = re.findall(r"<td[^>]* title='[^']*'>(.*?)</td>", html)
     assert len(cells) == 2 and cells[0] != cells[1]

@@ -40,13 +40,19 @@ def is_prose(value: str) -> bool:
     return sum(bool(_WORD.match(token)) for token in value.split()) >= 3
 
 
+# A name longer than this may wrap in its cell (anywhere: names have few spaces), so that the
+# table fits its card; shorter values (figures, units) stay on one line.
+WRAP_NAME = 24
+
+
 def _cell(value: str, shown: str) -> str:
     """A cell; a long name shortened (``shown``), whole in its tooltip; prose whole, wrapped."""
     if is_prose(value):
         return f"<td class='prose'>{escape(value)}</td>"
+    cls = " class='name'" if len(shown) > WRAP_NAME else ""
     if shown == value:
-        return f"<td>{escape(value)}</td>"
-    return f"<td title='{escape(value, quote=True)}'>{escape(shown)}</td>"
+        return f"<td{cls}>{escape(value)}</td>"
+    return f"<td{cls} title='{escape(value, quote=True)}'>{escape(shown)}</td>"
 
 
 def table_html(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> str:

@@ -45,7 +45,9 @@ nav a { color: var(--accent); text-decoration: none; }
 section { background: #fff; border: 1px solid var(--line); border-radius: 6px; padding: 14px 16px; margin: 14px 0; }
 figure { margin: 6px 0 14px; }
 figcaption { font-weight: 600; margin-bottom: 4px; }
-svg.chart { display: block; max-width: 100%; height: auto; }
+/* Charts are drawn 900 units wide with 11-unit text (render/svg.py) and never shown narrower,
+   so their labels stay 11 px high; a narrower card scrolls them (figure, below). */
+svg.chart { display: block; max-width: 100%; min-width: 900px; height: auto; }
 svg .muted, .note { fill: var(--muted); color: var(--muted); font-size: 12px; }
 dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: 2px 14px; margin: 8px 0; }
 dl.facts dt { font-weight: 600; }
@@ -53,8 +55,11 @@ dl.facts dd { margin: 0; overflow-wrap: break-word; }
 .scroll { overflow-x: auto; }
 table { border-collapse: collapse; font-size: 13px; margin: 6px 0; }
 th, td { border-bottom: 1px solid var(--line); padding: 3px 8px; text-align: left; white-space: nowrap; }
+/* Headers wrap between words, long names anywhere: a table fits its card on a desktop. */
+th { white-space: normal; }
+td.name { white-space: normal; overflow-wrap: anywhere; min-width: 12em; }
 td { max-width: 420px; overflow: hidden; text-overflow: ellipsis; }
-td.prose { white-space: normal; min-width: 14em; max-width: 520px; overflow: visible; }
+td.prose { white-space: normal; min-width: 14em; max-width: 520px; overflow: visible; overflow-wrap: anywhere; }
 th { background: #f3f3f3; position: sticky; top: 0; }
 .unavailable { color: #8a5a00; background: #fff8e6; padding: 6px 10px; border-radius: 4px; }
 footer { color: var(--muted); font-size: 12px; margin-top: 24px; }
@@ -69,7 +74,6 @@ figure { overflow-x: auto; }
   /* Label above value: a long label no longer squeezes the value to a letter a line. */
   dl.facts { grid-template-columns: minmax(0, 1fr); gap: 0; }
   dl.facts dd { margin: 0 0 6px 10px; }
-  svg.chart { min-width: 560px; }
   td { max-width: 260px; }
 }
 """
