@@ -223,3 +223,65 @@ def test_an_optimizer_step_inside_start_up_is_no_fusion_saving(sample_trace: Any
     unfused = by_id(report.findings, "unfused_optimizer")
     assert unfused is None or unfused.saving_pct < 5
     assert report.headline.verdict.startswith("This window is not steady state")
+
+
+def _busy_host_steps(tmp_path: Path, ops_per_step: int, step_us: float, name: str) -> Report:
+    """Three steps of ``step_us``, each with ``ops_per_step`` 1 µs CPU ops and one kernel."""
+    t = HandMadeTrace()
+    for n in range(3):
+        start = n * step_us
+        t.step(n + 1, start, step_us)
+        for i in range(ops_per_step):
+            t.host("aten::view", start + 1 + i * (step_us - 20) / ops_per_step, 1.0)
+        t.gpu(ADD, start + step_us - 12, 10)
+    return analyze(write_h200(t, tmp_path / f"{name}.json"))
+
+
+def test_profiler_cost_estimate_counts_host_events_per_step_and_says_its_share(tmp_path: Path) -> None:
+    from traceinsight.analysis.window.assess import PROFILER_COST_US
+
+    # 98 ops + the step's own span + its launch = 100 host events per step
+    report = _busy_host_steps(tmp_path, 98, 1000.0, "busy")
+    flag = window_of(report).flag("profiler_overhead")
+    assert flag is not None and not flag.limits
+    figures = dict(flag.figures)
+    assert figures["host_events_per_step"] == 100
+    lo_us, hi_us = PROFILER_COST_US
+    assert figures["cost_lo_ms"] == pytest.approx(100 * lo_us / 1000)
+    assert figures["cost_hi_ms"] == pytest.approx(100 * hi_us / 1000)
+    # shares of the 1 ms step
+    assert figures["cost_lo_pct"] == pytest.approx(10 * lo_us, abs=0.05)
+    assert figures["cost_hi_pct"] == pytest.approx(10 * hi_us, abs=0.05)
+    assert "100 host events recorded per step" in flag.evidence and "timing the step without the profiler" in (flag.advice or "")
+    assert "with_stack" not in flag.evidence
+
+
+@pytest.mark.parametrize(("step_us", "flagged"), [(2_900.0, True), (3_200.0, False)])
+def test_profiler_cost_is_a_note_from_a_tenth_of_the_step(tmp_path: Path, step_us: float, flagged: bool) -> None:
+    # 100 events × 3.1 µs = 0.31 ms: 10.7 % of a 2.9 ms step, 9.7 % of a 3.2 ms one
+    flag = window_of(_busy_host_steps(tmp_path, 98, step_us, "edge")).flag("profiler_overhead")
+    assert (flag is not None) is flagged
+
+
+@pytest.mark.parametrize(("step_us", "lowered"), [(950.0, True), (1_050.0, False)])
+def test_host_findings_are_lowered_when_even_the_low_estimate_is_a_tenth_of_the_step(
+    tmp_path: Path, step_us: float, lowered: bool
+) -> None:
+    from traceinsight.analysis.window.assess import overhead_lowers_host_findings
+
+    # 100 events × 1.0 µs = 0.1 ms: 10.5 % of a 0.95 ms step, 9.5 % of a 1.05 ms one
+    flag = window_of(_busy_host_steps(tmp_path, 98, step_us, "lower")).flag("profiler_overhead")
+    assert flag is not None and overhead_lowers_host_findings(flag) is lowered
+
+
+def test_decode_loop_profiler_cost_lowers_launch_bound_and_says_why(sample_trace: Any) -> None:
+    # decode_eager: 9.85 ms per traced iteration against 5.45 ms timed without the profiler
+    report = analyze(sample_trace("decode/decode_eager"))
+    flag = window_of(report).flag("profiler_overhead")
+    assert flag is not None
+    figures = dict(flag.figures)
+    assert 800 <= figures["host_events_per_step"] <= 900
+    assert figures["cost_lo_pct"] >= 10.0
+    launch = by_id(findings_of(report), "launch_bound")
+    assert launch is not None and launch.confidence == "medium"
+    assert "inflated by the profiler (an estimated 10–31 % of the step)" in launch.confidence_reason

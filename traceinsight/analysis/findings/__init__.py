@@ -63,6 +63,7 @@ from traceinsight.analysis.findings.transfers import (
     detect_noncontiguous_copy,
     detect_pageable_memcpy,
 )
+from traceinsight.analysis.window.assess import overhead_lowers_host_findings, overhead_summary
 
 Detector = Callable[[FindingContext], Estimate | None]
 
@@ -165,14 +166,14 @@ def _profiled(ctx: FindingContext, findings: list[Finding]) -> list[Finding]:
     """Host-time findings on a trace recorded with with_stack/profile_memory: one confidence
     step lower, and the reason says why."""
     flag = None if ctx.window is None else ctx.window.flag("profiler_overhead")
-    if flag is None:
+    if flag is None or not overhead_lowers_host_findings(flag):
         return findings
     return [
         replace(
             f,
             confidence=LOWER[f.confidence],
             confidence_reason=f"{f.confidence_reason}; host time is inflated by the profiler "
-            f"({flag.evidence.split(':')[0]}), so this saving may read high",
+            f"({overhead_summary(flag)}), so this saving may read high",
         )
         if f.id in HOST_TIME_FINDINGS
         else f

@@ -30,6 +30,7 @@ from traceinsight.analysis.sections.memory import MemoryResult
 from traceinsight.analysis.sections.ops import OpsResult
 from traceinsight.analysis.sections.overview import OverviewResult
 from traceinsight.analysis.sections.steps import StepsResult
+from traceinsight.analysis.window.assess import overhead_lowers_host_findings, overhead_summary
 from traceinsight.analysis.window.spec import WindowResult
 
 # Causes as the gaps section names them, in the words people use.
@@ -238,11 +239,12 @@ def _overhead_clause(window: WindowResult | None, findings: FindingsResult | Non
     leads = [f for f in findings.findings[:TOP_FINDINGS] if f.id in HOST_TIME_FINDINGS and f.saving_pct >= LEAD_SAVING_PCT]
     if not leads:
         return None
-    what = flag.evidence.split(":")[0]
+    if not overhead_lowers_host_findings(flag):
+        return None
     return Finding(
         "window",
-        f"recorded with {what}: host time is inflated by the profiler, so the {leads[0].id} saving may read high; "
-        + (flag.advice or ""),
+        f"host time is inflated by the profiler ({overhead_summary(flag)}), so the {leads[0].id} saving may "
+        "read high; " + (flag.advice or ""),
         0.5,
     )
 

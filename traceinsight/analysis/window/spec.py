@@ -100,7 +100,7 @@ def run(trace: Trace, config: AnalysisConfig, inputs: Inputs = NO_INPUTS) -> Win
         assess.graph_capture(trace, window_ns),
         assess.partial_gpu(trace, window_ns),
         assess.steps(step_count, empty, trace.step_source) if trace.has_gpu else None,
-        assess.profiler_overhead(trace, step_count),
+        assess.profiler_overhead(trace, step_rows),
     ]
     kept = tuple(f for f in flags if f is not None)
     # Only the flags that limit the window take time out of the findings.
