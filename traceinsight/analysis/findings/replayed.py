@@ -131,6 +131,18 @@ def _describe(transforms: tuple[Transformation, ...]) -> str:
     return "; ".join(t.describe() for t in transforms)
 
 
+def _per_step_ns(ctx: FindingContext, f: Finding, rep: _Replay, saved: int, pct: float) -> int:
+    """``saving_ns`` as the finding model defines it: per step where the trace has steps. Steps
+    the replay windows itself (ProfilerStep) give the replayed step's saving; steps the graph
+    does not window (loop iterations found without ProfilerStep) give the replayed share of the
+    mean step; no steps, the share of the window."""
+    if f.per_step and rep.steps:
+        return saved
+    if f.per_step and ctx.step_ns:
+        return round(pct / 100.0 * ctx.step_ns)
+    return round(pct / 100.0 * ctx.window_ns)
+
+
 def _replayed(ctx: FindingContext, f: Finding, rep: _Replay, est: Estimate, after_ns: int, first: list[str]) -> Finding:
     saved = max(rep.before_ns - after_ns, 0)
     pct = 100.0 * saved / rep.before_ns if rep.before_ns > 0 else 0.0
@@ -147,7 +159,7 @@ def _replayed(ctx: FindingContext, f: Finding, rep: _Replay, est: Estimate, afte
     return replace(
         f,
         saving_pct=round(min(pct, 100.0), 3),
-        saving_ns=saved if (rep.steps and f.per_step) else round(pct / 100.0 * ctx.window_ns),
+        saving_ns=_per_step_ns(ctx, f, rep, saved, pct),
         saving_window_ns=round(pct / 100.0 * ctx.window_ns),
         method=method,
         overlap=(
