@@ -199,3 +199,25 @@ def test_python_frames_and_data_loading_frames(tmp_path: Path) -> None:
     causes = dict(zip(found["start_ns"].to_list(), found["cause"].to_list(), strict=True))
     assert causes[10_000] == "python"
     assert causes[110_000] == "data_loading"
+
+
+@pytest.mark.parametrize("call", ["cudaMalloc", "cudaFree", "hipMalloc", "cuMemAlloc_v2"])
+def test_allocator_calls_are_their_own_cause_not_launch_overhead(tmp_path: Path, call: str) -> None:
+    # Hand-made: an op that allocates from the driver (the caching allocator missed) before its
+    # launch; the GPU idles while the host sits in the allocator's call, then in the launch.
+    t = HandMadeTrace()
+    t.step(1, 0, 300)
+    t.host("aten::add", 0, 10)
+    t.gpu("k1", 8, 2, launch_ts=4)
+    t.host("aten::empty", 20, 200)
+    t.host(call, 25, 150, cat="cuda_driver" if call.startswith("cu") and not call.startswith("cuda") else "cuda_runtime")
+    t.host("aten::add", 230, 40)
+    t.gpu("k2", 268, 2, launch_ts=232, launch_dur=30)
+    found = gaps.find_gaps(load(t.write(tmp_path / "alloc.json"), cache=False), 10_000)
+    row = found.filter(pl.col("start_ns") == 10_000).row(0, named=True)
+    assert row["cause"] == "allocator" and row["culprit"] == "aten::empty"
+    # 10–268 µs: untraced 10–20 and 220–230, aten::empty's own 50 µs, the call's 150 µs, the
+    # launching aten::add 230–268
+    assert (row["allocator_ns"], row["host_compute_ns"], row["launch_overhead_ns"], row["untraced_ns"]) == (
+        150_000, 50_000, 38_000, 20_000,
+    )

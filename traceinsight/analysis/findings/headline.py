@@ -37,6 +37,7 @@ from traceinsight.analysis.window.spec import WindowResult
 CAUSE_WORDS = {
     "sync": "waiting in synchronizing calls",
     "data_loading": "waiting on data loading",
+    "allocator": "waiting for the host in cudaMalloc/cudaFree",
     "launch_overhead": "waiting for the host to launch kernels",
     "host_compute": "waiting on CPU work inside operators",
     "python": "waiting on Python code",

@@ -17,6 +17,7 @@ from traceinsight.analysis.findings.model import (
 from traceinsight.analysis.findings.savings import Estimate, estimate
 from traceinsight.analysis.findings.syncs import blocking_spans
 from traceinsight.analysis.lib import intervals
+from traceinsight.analysis.lib.host_names import ALLOCATOR_CALLS
 from traceinsight.analysis.sections.breakdown import busy_intervals
 from traceinsight.analysis.whatif.copies import ShrinkOwnTime
 from traceinsight.analysis.whatif.transforms import Remove
@@ -33,7 +34,6 @@ SYNC_OPS = (
     "aten::masked_select",
     "aten::unique",
 )
-ALLOCATOR_CALLS = r"^(cuda|hip)(Malloc|Free)(Async|Host)?$|^cuMem(Alloc|Free)"
 # What removing the synchronisations removes: the ops that read a device value on the host
 # and the explicit synchronize calls (stream, device, event).
 SYNC_CALLS = r"^(aten::item|aten::_local_scalar_dense|aten::nonzero|aten::tolist)$|^(cuda|hip|cu)\w*Synchronize$"

@@ -171,6 +171,7 @@ def detect_unfused_optimizer(ctx: FindingContext) -> Estimate | None:
             .sort("cause")
         )
         owner = {
+            "allocator": "allocator_churn",
             "launch_overhead": "launch_bound",
             "untraced": "host_bound",
             "host_compute": "host_bound",

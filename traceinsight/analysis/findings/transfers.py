@@ -43,6 +43,7 @@ COPY_OPS = (
 )
 CAUSE_FINDING = {
     "sync": "host_sync",
+    "allocator": "allocator_churn",
     "launch_overhead": "launch_bound",
     "host_compute": "host_bound",
     "untraced": "host_bound",

@@ -1,4 +1,5 @@
-"""Host event names that mean something to several analyses: synchronising calls and data loading.
+"""Host event names that mean something to several analyses: synchronising calls, data loading
+and the CUDA/HIP allocator's own calls.
 
 Matched once per distinct name (regexes over a few thousand names, not over every event).
 """
@@ -15,6 +16,8 @@ SYNC_CALL_PATTERN = (
 )
 SYNC_OPS = ("aten::_local_scalar_dense", "aten::item")
 DATA_LOADING_PATTERN = r"(?i)dataloader|data_load|data[ _]loading|dataloading|torch/utils/data/"
+# Device memory taken from or given back to the driver (the caching allocator's misses, empty_cache).
+ALLOCATOR_CALLS = r"^(cuda|hip)(Malloc|Free)(Async|Host)?$|^cuMem(Alloc|Free)"
 
 
 def is_data_loading() -> pl.Expr:
@@ -22,11 +25,12 @@ def is_data_loading() -> pl.Expr:
 
 
 def with_name_flags(events: pl.DataFrame) -> pl.DataFrame:
-    """``events`` plus ``is_sync_name`` / ``is_data_name``, matched once per distinct name
+    """``events`` plus ``is_sync_name`` / ``is_data_name`` / ``is_alloc_name``, matched once per distinct name
     (regexes over a few thousand names, not over every event)."""
     names = events.select(pl.col("name").unique()).with_columns(
         is_sync_name=pl.col("name").cast(pl.String).str.contains(SYNC_CALL_PATTERN)
         | pl.col("name").cast(pl.String).is_in(list(SYNC_OPS)),
         is_data_name=is_data_loading(),
+        is_alloc_name=pl.col("name").cast(pl.String).str.contains(ALLOCATOR_CALLS),
     )
     return events.join(names, on="name", how="left", maintain_order="left")

@@ -13,6 +13,7 @@ from traceinsight.analysis.sections.bound_counters import counter_adjustment
 # Gap cause (gaps analysis) → label. "untraced" means the launching thread recorded nothing:
 # the host was busy with work the profiler did not see, which is host time all the same.
 CAUSE_LABEL = {
+    "allocator": "overhead",
     "launch_overhead": "overhead",
     "host_compute": "host",
     "python": "host",

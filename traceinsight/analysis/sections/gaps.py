@@ -11,10 +11,13 @@ that applies:
    ``aten::item`` / ``aten::_local_scalar_dense``);
 2. ``data_loading``: inside a DataLoader ``__next__`` or an annotation/frame named like data
    loading;
-3. ``launch_overhead``: inside a runtime/driver call or a CPU op that launches GPU work;
-4. ``host_compute``: inside CPU ops that launch nothing;
-5. ``python``: only Python frames (traces recorded with ``with_stack``);
-6. ``untraced``: nothing recorded on the thread.
+3. ``allocator``: inside a call that takes device memory from the driver or gives it back
+   (``cudaMalloc``/``cudaFree``, ``hipMalloc``/``hipFree``, ``cuMemAlloc``): the caching
+   allocator missed, or ``empty_cache`` ran (``cudaFree`` also waits for the device first);
+4. ``launch_overhead``: inside another runtime/driver call or a CPU op that launches GPU work;
+5. ``host_compute``: inside CPU ops that launch nothing;
+6. ``python``: only Python frames (traces recorded with ``with_stack``);
+7. ``untraced``: nothing recorded on the thread.
 
 The gap's cause is decided in this order:
 
@@ -56,7 +59,7 @@ from traceinsight.analysis.lib.timeline import analysis_window, busy_intervals
 from traceinsight.trace.model import Trace
 from traceinsight.trace.schema import PROFILER_STEP_PREFIX
 
-HOST_CLASSES = ("sync", "data_loading", "launch_overhead", "host_compute", "python")
+HOST_CLASSES = ("sync", "data_loading", "allocator", "launch_overhead", "host_compute", "python")
 UNTRACED = "untraced"
 DEVICE_WAIT = "device_wait"
 CAUSES = (*HOST_CLASSES, UNTRACED, DEVICE_WAIT)
@@ -155,12 +158,14 @@ def _host_activity(trace: Trace, threads: pl.DataFrame) -> pl.DataFrame:
         .then(0)
         .when(kind.is_in(["cpu_op", "user_annotation", "python"]) & pl.col("is_data_name"))
         .then(1)
-        .when(kind.is_in(["runtime", "driver"]) | ((kind == "cpu_op") & pl.col("launches")))
+        .when(kind.is_in(["runtime", "driver"]) & pl.col("is_alloc_name"))
         .then(2)
-        .when(kind == "cpu_op")
+        .when(kind.is_in(["runtime", "driver"]) | ((kind == "cpu_op") & pl.col("launches")))
         .then(3)
-        .when(kind == "python")
+        .when(kind == "cpu_op")
         .then(4)
+        .when(kind == "python")
+        .then(5)
     )
     return (
         events.filter(kind.is_in(["cpu_op", "user_annotation", "python", "runtime", "driver"]))

@@ -7,6 +7,7 @@ CAUSE_COLORS = {
     "busy": "#59a14f",
     "sync": "#e15759",
     "data_loading": "#f28e2b",
+    "allocator": "#ff9da7",
     "launch_overhead": "#b07aa1",
     "host_compute": "#9c755f",
     "python": "#edc948",
