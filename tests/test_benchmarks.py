@@ -56,4 +56,4 @@ def test_bench_job_compares_the_pool_sizes(tmp_path: Path) -> None:
 
 def test_bench_whatif_puts_graph_and_replay_against_the_cold_load(tmp_path: Path) -> None:
     out = _run("bench_whatif.py", str(sample_path("train_eager")), cwd=tmp_path)
-    assert re.search(r"^graph \+ replay = \d+\.\d % of the cold load", out, re.M), out
+    assert re.search(r"^graph \+ replay \+ wake edges = \d+\.\d % of the cold load", out, re.M), out

@@ -158,10 +158,12 @@ def _segments(host: pl.DataFrame) -> pl.DataFrame:
     tid = host["tid"].to_numpy()[owner]
     sort = np.lexsort((stop, start, tid, pid))
     owner = owner[sort]
-    extra = host.select("kind", "is_launch", "is_sync")[owner]
-    return pl.DataFrame(
-        {"owner": ids[owner], "start": start[sort], "end": stop[sort], "pid": pid[sort], "tid": tid[sort]}
-    ).hstack(extra)
+    # one gather for what comes from the owning span
+    return (
+        host.select(pl.col("id").alias("owner"), "pid", "tid", "kind", "is_launch", "is_sync")[owner]
+        .with_columns(owner_row=pl.Series(owner), start=pl.Series(start[sort]), end=pl.Series(stop[sort]))
+        .select("owner", "owner_row", "start", "end", "pid", "tid", "kind", "is_launch", "is_sync")
+    )
 
 
 def _gpu_frame(trace: Trace) -> pl.DataFrame:
@@ -192,6 +194,51 @@ def _median(values: np.ndarray, default: int) -> int:
     return int(np.median(values)) if values.size else default
 
 
+def _step_bounds(
+    step_ev: pl.DataFrame, pid: np.ndarray, tid: np.ndarray, first_t: np.ndarray, start: np.ndarray, stop: np.ndarray
+) -> pl.DataFrame:
+    """``step_ev`` with ``start_seg`` (the first segment of its thread starting at or after the
+    step's start) and ``end_seg`` (the last one ending at or before its end), null where none.
+    Segments are sorted by thread, and within a thread their starts and ends never decrease
+    (each keeps only the time no earlier one covers), so a binary search per thread does it."""
+    first_seg = np.full(step_ev.height, -1, dtype=np.int64)
+    last_seg = np.full(step_ev.height, -1, dtype=np.int64)
+    if step_ev.height and pid.size:
+        heads = np.flatnonzero(first_t)
+        bounds = np.append(heads, pid.size)
+        threads = pl.DataFrame({"pid": pid[heads], "tid": tid[heads], "lo": bounds[:-1], "hi": bounds[1:]})
+        found = step_ev.with_row_index("i").join(
+            threads.cast({"pid": step_ev.schema["pid"], "tid": step_ev.schema["tid"]}), on=["pid", "tid"], how="inner"
+        )
+        for (lo, hi), rows in found.group_by(["lo", "hi"]):
+            i = rows["i"].to_numpy().astype(np.int64)
+            lo_i, hi_i = int(lo), int(hi)
+            at = lo_i + np.searchsorted(start[lo_i:hi_i], rows["host_start_ns"].to_numpy(), side="left")
+            first_seg[i] = np.where(at < hi_i, at, -1)
+            to = lo_i + np.searchsorted(stop[lo_i:hi_i], rows["host_end_ns"].to_numpy(), side="right") - 1
+            last_seg[i] = np.where(to >= lo_i, to, -1)
+    return step_ev.with_columns(
+        start_seg=pl.Series(first_seg).replace(-1, None),
+        end_seg=pl.Series(last_seg).replace(-1, None),
+    ).sort("host_start_ns")
+
+
+def _launch_segments(host: pl.DataFrame, owner_row: np.ndarray, launch_id: pl.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Per device node: the first segment of its launch call (``owner_row``: each segment's
+    host row), and whether it has one in the trace."""
+    first_of_row = np.full(host.height, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(first_of_row, owner_row, np.arange(owner_row.size, dtype=np.int64))
+    ids = host["id"].to_numpy()
+    order = np.arange(ids.size) if ids.size < 2 or bool((ids[1:] >= ids[:-1]).all()) else np.argsort(ids, kind="stable")
+    want = launch_id.fill_null(-1).to_numpy().astype(np.int64)
+    pos = np.minimum(np.searchsorted(ids[order], want), max(ids.size - 1, 0))
+    row = order[pos] if ids.size else np.zeros(want.size, dtype=np.int64)
+    found = (want >= 0) & (ids[row] == want) if ids.size else np.zeros(want.size, dtype=bool)
+    first = np.where(found, first_of_row[row] if ids.size else 0, 0)
+    has = found & (first < owner_row.size)
+    return np.where(has, first, 0), has
+
+
 def build(trace: Trace) -> StepGraph:
     """The dependency graph of ``trace`` (see the module doc)."""
     notes: list[str] = []
@@ -206,10 +253,14 @@ def build(trace: Trace) -> StepGraph:
     host = host.join(own_end.rename({"launch_id": "id"}), on="id", how="left")
     name = pl.col("name").cast(pl.String)
     is_launcher = pl.col("kind").is_in(["runtime", "driver"])
+    # the name patterns once per distinct name, not once per event
+    names = host.filter(is_launcher).select(pl.col("name").unique())
+    sync_names = names.filter(name.str.contains(SYNC_NAME))["name"].implode()
+    copy_names = names.filter(name.str.contains(COPY_CALL))["name"].implode()
     host = host.with_columns(
         is_launch=pl.col("id").is_in(launch_ids),
         is_sync=is_launcher
-        & (name.str.contains(SYNC_NAME) | (name.str.contains(COPY_CALL) & (pl.col("end_ns") >= pl.col("own_end")))).fill_null(False),
+        & (pl.col("name").is_in(sync_names) | (pl.col("name").is_in(copy_names) & (pl.col("end_ns") >= pl.col("own_end")))).fill_null(False),
     )
     segs = _segments(host)
     # The segments that become nodes.
@@ -240,14 +291,7 @@ def build(trace: Trace) -> StepGraph:
     step_ev = host.filter(pl.col("kind") == "user_annotation", name.str.starts_with(PROFILER_STEP_PREFIX)).select(
         pl.col("step"), "pid", "tid", pl.col("ts_ns").alias("host_start_ns"), pl.col("end_ns").alias("host_end_ns")
     ).drop_nulls("step").sort("host_start_ns")
-    first = step_ev.sort("host_start_ns").join_asof(
-        segs.select("pid", "tid", pl.col("start").alias("host_start_ns"), pl.col("seg").alias("start_seg")).sort("host_start_ns", "start_seg"),
-        on="host_start_ns", by=["pid", "tid"], strategy="forward", check_sortedness=False,
-    )
-    steps = first.sort("host_end_ns").join_asof(
-        segs.select("pid", "tid", pl.col("end").alias("host_end_ns"), pl.col("seg").alias("end_seg")).sort("host_end_ns", "end_seg"),
-        on="host_end_ns", by=["pid", "tid"], strategy="backward", check_sortedness=False,
-    ).sort("host_start_ns")
+    steps = _step_bounds(step_ev, pid, tid, first_t, start, stop)
     marked = pl.concat([steps["start_seg"], steps["end_seg"]]).drop_nulls().implode()
     segs = segs.with_columns(
         is_node=pl.col("is_launch") | pl.col("is_sync") | pl.col("last_of_thread") | pl.col("seg").is_in(marked),
@@ -256,7 +300,8 @@ def build(trace: Trace) -> StepGraph:
     )
     is_node = segs["is_node"].to_numpy()
     node_segs = np.flatnonzero(is_node)
-    seg_node = np.searchsorted(node_segs, np.arange(segs.height)).astype(np.int64)
+    # the node a segment's time is charged to: the first node at or after it (nodes before it, counted)
+    seg_node = (np.cumsum(is_node) - is_node).astype(np.int64)
     # threads as chain indices
     head = segs["first_of_thread"].to_numpy()
     thread_of_seg = np.cumsum(head) - 1
@@ -266,10 +311,7 @@ def build(trace: Trace) -> StepGraph:
     heads = np.flatnonzero(head)
     host_anchor[seg_node[heads]] = seg_start[heads]
     # Device nodes.
-    owner_first = segs.group_by("owner").agg(pl.col("seg").min().alias("first_seg"), pl.col("seg").max().alias("last_seg"))
-    gpu = gpu.join(owner_first.rename({"owner": "launch_id"}), on="launch_id", how="left").sort("row")
-    first_seg = gpu["first_seg"].to_numpy()
-    has_launch = ~np.isnan(first_seg.astype(np.float64)) if gpu.height else np.zeros(0, dtype=bool)
+    first_seg, has_launch = _launch_segments(host, segs["owner_row"].to_numpy(), gpu["launch_id"])
     gpu_launch = np.full(gpu.height, -1, dtype=np.int64)
     gpu_launch[has_launch] = seg_node[first_seg[has_launch].astype(np.int64)]
     ts = gpu["ts_ns"].to_numpy().astype(np.int64)
@@ -329,7 +371,9 @@ def build(trace: Trace) -> StepGraph:
     sync_post = np.zeros(node_segs.size, dtype=np.int64)
     seg_dur = (segs["end"] - segs["start"]).to_numpy().astype(np.int64)
     sync_calls = segs.filter(pl.col("is_sync")).group_by("owner").agg(pl.col("seg").max(), pl.col("start").min(), pl.col("end").max())
-    sync_calls = sync_calls.join(host.select(pl.col("id").alias("owner"), "own_row", "name"), on="owner", how="left")
+    sync_calls = sync_calls.join(
+        host.filter(pl.col("is_sync")).select(pl.col("id").alias("owner"), "own_row", "name"), on="owner", how="left"
+    )
     if sync_calls.height and gpu.height:
         by_end = gpu.select(pl.col("end_ns").alias("end"), pl.col("row").alias("latest_row")).sort("end", "latest_row")
         sync_calls = sync_calls.sort("end", "owner").join_asof(by_end, on="end", strategy="backward")
@@ -347,7 +391,8 @@ def build(trace: Trace) -> StepGraph:
         sync_post[node] = post
         # the call's own cost: its latency after the device finished (or all of it if it never waited)
         seg_dur[s_seg] = np.where(waited, np.minimum(post, seg_dur[s_seg]), seg_dur[s_seg])
-    comm = gpu["collective_name"].is_not_null() | gpu["name"].cast(pl.String).str.contains(r"(?i)nccl|rccl")
+    comm_names = gpu.select(pl.col("name").unique()).filter(pl.col("name").cast(pl.String).str.contains(r"(?i)nccl|rccl"))
+    comm = gpu["collective_name"].is_not_null() | gpu["name"].is_in(comm_names["name"].implode())
     kind = gpu["kind"]
     gpu_class = np.where(comm.to_numpy(), GPU_COMM, np.where((kind == "kernel").to_numpy(), GPU_KERNEL, GPU_COPY))
     steps_out = steps.select(
