@@ -11,6 +11,7 @@ import pytest
 
 from traceinsight.analysis.diff.compare import DiffOptions, diff_traces
 from traceinsight.analysis.findings import FindingsResult, find, replayed
+from traceinsight.analysis.report import analyze
 from traceinsight.analysis.whatif import shared
 from traceinsight.analysis.whatif.model import whatif
 from traceinsight.analysis.whatif.transforms import ShrinkHost
@@ -173,3 +174,19 @@ def test_a_trace_whose_device_work_no_launch_links_is_not_replayed() -> None:
     launch = by_id(r, "launch_bound")
     assert launch is not None and launch.material and not launch.method.startswith("replayed")
     assert "no launch links to the host" in launch.confidence_reason
+
+
+def test_replayed_saving_of_loop_iterations_is_per_iteration(sample_trace: object) -> None:
+    # decode_eager has no ProfilerStep: 80 iterations of one forward stand in for steps, while
+    # the replay windows the whole trace. Its per-step saving is a share of one iteration.
+    report = analyze(sample_trace("decode/decode_eager"))  # type: ignore[operator]
+    result = report.findings
+    assert result.steps == 80 and result.replayed
+    step_ns = result.step_ns
+    assert step_ns is not None
+    for f in result.findings:
+        assert f.per_step and f.method.startswith("replayed")
+        assert f.saving_ns == pytest.approx(f.saving_pct / 100 * step_ns, rel=1e-3)
+        assert f.saving_window_ns == pytest.approx(80 * f.saving_ns, rel=0.02)
+    launch = by_id(result, "launch_bound")
+    assert f"{launch.saving_ns / 1e6:.1f} ms per step" in report.headline.verdict

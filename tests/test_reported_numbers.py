@@ -204,22 +204,6 @@ def test_report_prints_the_per_step_saving_per_step(tmp_path: Path) -> None:
     assert f"{f.saving_window_ns / 1e6:.2f} ms per step" not in text
 
 
-def test_replayed_saving_of_loop_iterations_is_per_iteration(sample_trace: object) -> None:
-    # decode_eager has no ProfilerStep: 80 iterations of one forward stand in for steps, while
-    # the replay windows the whole trace. Its per-step saving is a share of one iteration.
-    report = ti.analyze(sample_trace("decode/decode_eager"))  # type: ignore[operator]
-    result = report.findings
-    assert result.steps == 80 and result.replayed
-    step_ns = result.step_ns
-    assert step_ns is not None
-    for f in result.findings:
-        assert f.per_step and f.method.startswith("replayed")
-        assert f.saving_ns == pytest.approx(f.saving_pct / 100 * step_ns, rel=1e-3)
-        assert f.saving_window_ns == pytest.approx(80 * f.saving_ns, rel=0.02)
-    launch = finding(report, "launch_bound")
-    assert f"{launch.saving_ns / 1e6:.1f} ms per step" in report.headline.verdict
-
-
 # -- the bootstrap interval is a 95 % one ----------------------------------------------------------
 
 
