@@ -221,3 +221,63 @@ def test_allocator_calls_are_their_own_cause_not_launch_overhead(tmp_path: Path,
     assert (row["allocator_ns"], row["host_compute_ns"], row["launch_overhead_ns"], row["untraced_ns"]) == (
         150_000, 50_000, 38_000, 20_000,
     )
+
+
+# -- the histogram's buckets, the top gaps' order, a gap in a sync that turned to host work ----
+
+
+def _gap_frame(durations_ns: list[int]) -> pl.DataFrame:
+    return pl.DataFrame({"dur_ns": durations_ns}, schema={"dur_ns": pl.Int64})
+
+
+def test_histogram_buckets_are_decades_from_the_threshold_and_hold_a_gap_on_an_edge() -> None:
+    # threshold 10 µs: a 25 µs gap in [10, 100) µs, one of exactly 100 µs in [100, 1000) µs
+    hist = gaps._histogram(_gap_frame([25_000, 100_000]), 10_000)
+    rows = [(r["lo_ns"], r["hi_ns"], r["gaps"]) for r in hist.iter_rows(named=True)]
+    assert rows == [(10_000, 100_000, 1), (100_000, 1_000_000, 1)]
+
+
+def test_histogram_of_a_single_gap() -> None:
+    hist = gaps._histogram(_gap_frame([55_000]), 10_000)
+    assert hist["gaps"].to_list() == [1] and hist["idle_ns"].to_list() == [55_000]
+
+
+def test_top_gaps_of_equal_length_come_in_time_order() -> None:
+    frame = pl.DataFrame(
+        {c: [None, None, None] for c in gaps.GAP_SCHEMA}, schema=gaps.GAP_SCHEMA
+    ).with_columns(
+        start_ns=pl.Series([300, 100, 200], dtype=pl.Int64),
+        dur_ns=pl.Series([50, 50, 50], dtype=pl.Int64),
+        cause=pl.lit("untraced"),
+    )
+    top = gaps.summarise(frame, 10, 2, devices=1, idle_ns=150, window=(0, 1000)).top
+    assert top["start_ns"].to_list() == [100, 200]
+
+
+def test_gap_begun_in_a_sync_then_spent_in_host_compute_is_host_compute(tmp_path: Path) -> None:
+    # The host leaves a synchronize (the queue drained) and computes on the CPU: only launching
+    # after a sync is charged to the sync; CPU work is the host's own.
+    t = HandMadeTrace()
+    t.step(1, 0, 300)
+    t.host("aten::add", 0, 10)
+    t.gpu("k1", 8, 2, launch_ts=4)
+    t.host("cudaDeviceSynchronize", 9, 8, cat="cuda_runtime")
+    t.host("aten::cpu_thing", 20, 200)
+    t.host("aten::add", 225, 10)
+    t.gpu("k2", 233, 2, launch_ts=227)
+    found = gaps.find_gaps(load(t.write(tmp_path / "sync_cpu.json"), cache=False), 10_000)
+    row = found.filter(pl.col("start_ns") == 10_000).row(0, named=True)
+    assert row["sync_ns"] == 7_000 and row["cause"] == "host_compute"
+
+
+def test_a_gap_with_no_host_thread_to_read_is_all_untraced(tmp_path: Path) -> None:
+    # A GPU-only trace (no launches, no host events): nothing says what the host did
+    from .handmade import kernel
+
+    t = HandMadeTrace()
+    t.events.append(kernel("k1", 8, 2, 998))
+    t.events.append(kernel("k2", 233, 2, 999))
+    found = gaps.find_gaps(load(t.write(tmp_path / "gpu_only.json"), cache=False), 10_000)
+    row = found.filter(pl.col("dur_ns") == 223_000).row(0, named=True)
+    assert row["untraced_ns"] == row["dur_ns"]
+    assert all(row[f"{c}_ns"] == 0 for c in gaps.HOST_CLASSES)

@@ -129,3 +129,40 @@ def test_train_eager_first_step_is_warmup(sample_trace) -> None:  # type: ignore
     result = steps.run(sample_trace("train_eager"), CFG)
     first = int(result.steps["step"][0])
     assert result.warmup_step == first
+
+
+# -- the outlier limit, exactly at its parts ---------------------------------------------------
+
+
+def test_slow_limit_is_median_plus_three_robust_sigmas() -> None:
+    # median 100, absolute deviations 0 5 5 10 10: MAD 5, sigma 1.4826 × 5; 3 sigma = 22.239
+    limit = steps._slow_limit(pl.Series([100.0, 105.0, 95.0, 110.0, 90.0]))
+    assert limit == pytest.approx(100 + 3 * 1.4826 * 5, abs=1e-9)
+
+
+def test_slow_limit_is_at_least_ten_percent_above_the_median() -> None:
+    # MAD 0: the floor of 10 % of the median holds
+    assert steps._slow_limit(pl.Series([100.0, 100.0, 100.0, 100.0, 200.0])) == pytest.approx(110.0)
+
+
+def test_slow_limit_is_capped_at_one_and_a_half_medians() -> None:
+    # MAD 20: 3 sigma = 88.956 would put the limit at 189; the cap is 150
+    assert steps._slow_limit(pl.Series([100.0, 120.0, 80.0, 130.0, 70.0])) == pytest.approx(150.0)
+
+
+@pytest.mark.parametrize(("first_ns", "warm"), [(110, False), (111, True)])
+def test_with_two_steps_the_first_is_warmup_above_ten_percent_over_the_second(first_ns: int, warm: bool) -> None:
+    flagged = steps._flags(pl.DataFrame({"step": [1, 2], "device_dur_ns": [first_ns, 100]}))
+    assert flagged["is_warmup"].to_list() == [warm, False]
+    assert not flagged["is_outlier"].any()  # two steps are too few to call one an outlier
+
+
+def test_step_stats_coefficient_of_variation_and_an_all_warmup_window() -> None:
+    frame = pl.DataFrame({"device_dur_ns": [90, 110], "host_dur_ns": [100, 100], "is_warmup": [False, False]})
+    stats = steps._stats(frame)
+    cv = dict(zip(stats["metric"].to_list(), stats["cv"].to_list(), strict=True))
+    assert cv["device_dur_ns"] == pytest.approx(0.1)  # std 10 (ddof 0) over mean 100
+    assert cv["host_dur_ns"] == 0.0
+    # every step a warm-up: no steady-state row, and no error
+    only = steps._stats(pl.DataFrame({"device_dur_ns": [300], "host_dur_ns": [300], "is_warmup": [True]}))
+    assert only["metric"].to_list() == ["device_dur_ns", "host_dur_ns"]
