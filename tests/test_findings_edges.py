@@ -21,6 +21,7 @@ from traceinsight.analysis.findings.catalogue import (
     MEMORY_PRESSURE_SHARE,
     SMALL_GEMM_NS,
     SYNC_RETURN_TOLERANCE_NS,
+    TENSOR_CORE_EFFICIENCY,
 )
 from traceinsight.analysis.sections.memory import MemoryResult
 
@@ -264,3 +265,90 @@ def test_evidence_names_the_rank_of_a_job_member(tmp_path: Path) -> None:
     assert f is not None and f.evidence.rank == 3
     alone = by_id(findings(write_h200(t, tmp_path / "alone.json")), "dataloader_stall")
     assert alone is not None and alone.evidence.rank is None
+
+
+# -- which copies block the host: device-to-pageable ones only ---------------------------------
+
+
+def test_only_device_to_pageable_copies_block_the_host(tmp_path: Path) -> None:
+    from traceinsight.analysis.findings.syncs import blocking_spans
+
+    t = HandMadeTrace()
+    t.step(1, 0, 1000)
+    # the launch call of each copy spans the copy, as a blocking one would
+    t.gpu("Memcpy DtoH (Device -> Pageable)", 20, 50, cat="gpu_memcpy", launch_ts=10, launch_dur=70, launch_name="cudaMemcpyAsync")
+    t.gpu("Memcpy DtoH (Device -> Pinned)", 220, 50, cat="gpu_memcpy", launch_ts=210, launch_dur=70, launch_name="cudaMemcpyAsync")
+    t.gpu("Memcpy HtoD (Pageable -> Device)", 420, 50, cat="gpu_memcpy", launch_ts=410, launch_dur=70, launch_name="cudaMemcpyAsync")
+    # a kernel is never a blocking copy, whatever its name
+    t.gpu("copy_DtoH_Pageable_kernel", 620, 50, launch_ts=610, launch_dur=70)
+    spans = blocking_spans(ti.load(t.write(tmp_path / "copies.json"), cache=False))
+    assert spans.select("start_ns", "end_ns", "blocked_ns").rows() == [(10_000, 80_000, 70_000)]
+
+
+# -- gemm_misaligned: which dimensions, the vocabulary, fp8's multiple ----------------------------
+
+
+def test_misaligned_dims_read_all_three_operands_of_addmm() -> None:
+    from traceinsight.analysis.findings.precision import misaligned_dims
+
+    # bias first: the weight's output dimension is the third operand
+    assert misaligned_dims("aten::addmm", "[[50257],[4096,768],[768,50257]]", 8) == [50257]
+
+
+@pytest.mark.parametrize(
+    ("name", "shapes", "vocab"),
+    [
+        ("aten::mm", "[[4096,768],[768,50257]]", 50257),  # hidden 768 → vocabulary: 65× wider
+        ("aten::addmm", "[[50257],[4096,768],[768,50257]]", 50257),  # the bias is not a matrix
+        ("aten::addmm", "[[4096,50257],[4096,768],[768,50257]]", 50257),  # the last operand is the weight
+        ("aten::bmm", "[[8,1024,64],[8,64,50304]]", 50304),  # batched: the last operand's last dim
+        ("aten::mm", "[[4096,768],[768,3071]]", None),  # 4× is the threshold: 3071 < 3072
+        ("aten::mm", "[[4096,768],[768,3072]]", 3072),
+        ("aten::conv2d", "[[8,3,224,224],[50257,3,7,7]]", None),  # channels, never a vocabulary
+    ],
+)
+def test_largest_output_dimension_is_a_vocabulary_only_where_it_widens_four_times(
+    name: str, shapes: str, vocab: int | None
+) -> None:
+    from traceinsight.analysis.findings.precision import _largest_n
+
+    assert _largest_n(pl.DataFrame({"name": [name], "shapes": [shapes]})) == vocab
+
+
+def test_vocabulary_fix_pads_to_a_multiple_of_64_and_other_dims_to_the_dtype_multiple() -> None:
+    from traceinsight.analysis.findings.precision import _misaligned_fix
+
+    bad = pl.DataFrame(
+        {"name": ["aten::mm", "aten::mm"], "dtype_class": ["bf16", "bf16"], "off": [[50257], [1001]]},
+        schema={"name": pl.String, "dtype_class": pl.String, "off": pl.List(pl.Int64)},
+    )
+    text = _misaligned_fix(bad, 50257)
+    assert "the vocabulary (50257, the largest output dimension): vocab_size to a multiple of 64, 50257 → 50304" in text
+    assert "a hidden/feature dimension 1001 (bf16: multiples of 8) → 1008" in text
+
+
+def test_fp8_gemms_need_multiples_of_16(tmp_path: Path) -> None:
+    kernel = "sm90_xmma_gemm_e4m3e4m3_e4m3f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas"
+    fp8 = ["c10::Float8_e4m3fn", "c10::Float8_e4m3fn"]
+    # 4104 is a multiple of 8, not of 16; 4096 is both
+    t = gemm_trace(kernel, [[4096, 4104], [4104, 4096]], fp8, 300, repeat=4)
+    f = by_id(findings(write_h200(t, tmp_path / "fp8.json")), "gemm_misaligned")
+    assert f is not None
+    assert "a hidden/feature dimension 4104 (fp8: multiples of 16) → 4112" in f.fix and "4096 (" not in f.fix
+    # no aligned GEMM to learn the rate from: 75 % of the H200's dense fp8 peak (1979 TFLOP/s)
+    fast_ns = 2 * 4096 * 4104 * 4096 / (1979e12 * TENSOR_CORE_EFFICIENCY) * 1e9
+    assert f.saving_window_ns == pytest.approx(4 * (300_000 - fast_ns), rel=0.01)
+
+
+def test_fp32_saving_replayed_is_the_kernel_at_the_tf32_rate(tmp_path: Path) -> None:
+    # four steps of one 2.8 ms fp32 4096³ GEMM: the replay scales the kernel to the TF32 target
+    t = HandMadeTrace()
+    for s in range(4):
+        base = s * 3000.0
+        t.step(s + 1, base, 3000)
+        t.host("aten::mm", base + 10, 8, args={"Input Dims": [[4096, 4096], [4096, 4096]], "Input type": ["float", "float"]})
+        t.gpu(SGEMM, base + 20, 2800, launch_ts=base + 11)
+    result = ti.analyze(write_h200(t, tmp_path / "fp32_steps.json"), cache=False).findings
+    f = by_id(result, "fp32_no_tensor_cores")
+    assert result.replayed and f.method.startswith("replayed")
+    assert f.saving_ns == pytest.approx(2_800_000 - 2 * 4096**3 / (494.5e12 * TENSOR_CORE_EFFICIENCY) * 1e9, rel=0.01)
