@@ -352,3 +352,42 @@ def test_fp32_saving_replayed_is_the_kernel_at_the_tf32_rate(tmp_path: Path) -> 
     f = by_id(result, "fp32_no_tensor_cores")
     assert result.replayed and f.method.startswith("replayed")
     assert f.saving_ns == pytest.approx(2_800_000 - 2 * 4096**3 / (494.5e12 * TENSOR_CORE_EFFICIENCY) * 1e9, rel=0.01)
+
+
+@pytest.mark.parametrize(("align", "named"), [(1, True), (2, True), (4, False)])
+def test_kernel_alignment_without_element_size_is_misaligned_at_two_elements_or_fewer(
+    tmp_path: Path, align: int, named: bool
+) -> None:
+    # aligned shapes: only the kernel's name (CUTLASS alignN, no element size) can say it
+    kernel = f"void cutlass::Kernel<cutlass_80_tensorop_gemm_128x128_32x3_nn_align{align}>(Params)"
+    t = gemm_trace(kernel, [[4096, 4096], [4096, 4096]], ["c10::BFloat16", "c10::BFloat16"], 300, repeat=4)
+    f = by_id(findings(write_h200(t, tmp_path / f"align{align}.json")), "gemm_misaligned")
+    assert (f is not None) is named
+
+
+def test_fp64_saving_replayed_is_the_kernel_at_the_tf32_rate(tmp_path: Path) -> None:
+    # four steps of one 2.8 ms fp64 2048³ GEMM: in fp32 on tensor cores (TF32, 75 % of peak)
+    dgemm = "void gemmSN_NN_kernel<double, 128, 2, 4, 8, 3, 4, false>(cublasGemmSmallNParams<double const, double const, double>)"
+    t = HandMadeTrace()
+    for s in range(4):
+        base = s * 3000.0
+        t.step(s + 1, base, 3000)
+        t.host("aten::mm", base + 10, 8, args={"Input Dims": [[2048, 2048], [2048, 2048]], "Input type": ["double", "double"]})
+        t.gpu(dgemm, base + 20, 2800, launch_ts=base + 11)
+    result = ti.analyze(write_h200(t, tmp_path / "fp64_steps.json"), cache=False).findings
+    f = by_id(result, "fp64_compute")
+    assert result.replayed and f.method.startswith("replayed")
+    assert f.saving_ns == pytest.approx(2_800_000 - 2 * 2048**3 / (494.5e12 * TENSOR_CORE_EFFICIENCY) * 1e9, rel=0.01)
+
+
+def test_the_last_operand_of_each_matmul_decides_the_widest_output() -> None:
+    from traceinsight.analysis.findings.precision import _largest_n
+
+    ops = pl.DataFrame(
+        {
+            "name": ["aten::mm", "aten::addmm"],
+            # the second op's middle operand is wide, its output (last operand's N) is not
+            "shapes": ["[[4096,768],[768,50257]]", "[[4096,768],[4096,70000],[70000,3072]]"],
+        }
+    )
+    assert _largest_n(ops) == 50257
