@@ -340,14 +340,20 @@ def test_fp8_gemms_need_multiples_of_16(tmp_path: Path) -> None:
     assert f.saving_window_ns == pytest.approx(4 * (300_000 - fast_ns), rel=0.01)
 
 
-def test_fp32_saving_replayed_is_the_kernel_at_the_tf32_rate(tmp_path: Path) -> None:
-    # four steps of one 2.8 ms fp32 4096³ GEMM: the replay scales the kernel to the TF32 target
+def _gemm_steps(kernel: str, n: int, dtype: str) -> HandMadeTrace:
+    """Four 3 ms steps, each one aten::mm of n³ in ``dtype`` running 2.8 ms as ``kernel``."""
     t = HandMadeTrace()
     for s in range(4):
         base = s * 3000.0
         t.step(s + 1, base, 3000)
-        t.host("aten::mm", base + 10, 8, args={"Input Dims": [[4096, 4096], [4096, 4096]], "Input type": ["float", "float"]})
-        t.gpu(SGEMM, base + 20, 2800, launch_ts=base + 11)
+        t.host("aten::mm", base + 10, 8, args={"Input Dims": [[n, n], [n, n]], "Input type": [dtype, dtype]})
+        t.gpu(kernel, base + 20, 2800, launch_ts=base + 11)
+    return t
+
+
+def test_fp32_saving_replayed_is_the_kernel_at_the_tf32_rate(tmp_path: Path) -> None:
+    # four steps of one 2.8 ms fp32 4096³ GEMM: the replay scales the kernel to the TF32 target
+    t = _gemm_steps(SGEMM, 4096, "float")
     result = ti.analyze(write_h200(t, tmp_path / "fp32_steps.json"), cache=False).findings
     f = by_id(result, "fp32_no_tensor_cores")
     assert result.replayed and f.method.startswith("replayed")
@@ -368,12 +374,7 @@ def test_kernel_alignment_without_element_size_is_misaligned_at_two_elements_or_
 def test_fp64_saving_replayed_is_the_kernel_at_the_tf32_rate(tmp_path: Path) -> None:
     # four steps of one 2.8 ms fp64 2048³ GEMM: in fp32 on tensor cores (TF32, 75 % of peak)
     dgemm = "void gemmSN_NN_kernel<double, 128, 2, 4, 8, 3, 4, false>(cublasGemmSmallNParams<double const, double const, double>)"
-    t = HandMadeTrace()
-    for s in range(4):
-        base = s * 3000.0
-        t.step(s + 1, base, 3000)
-        t.host("aten::mm", base + 10, 8, args={"Input Dims": [[2048, 2048], [2048, 2048]], "Input type": ["double", "double"]})
-        t.gpu(dgemm, base + 20, 2800, launch_ts=base + 11)
+    t = _gemm_steps(dgemm, 2048, "double")
     result = ti.analyze(write_h200(t, tmp_path / "fp64_steps.json"), cache=False).findings
     f = by_id(result, "fp64_compute")
     assert result.replayed and f.method.startswith("replayed")
