@@ -392,3 +392,36 @@ def test_the_last_operand_of_each_matmul_decides_the_widest_output() -> None:
         }
     )
     assert _largest_n(ops) == 50257
+
+
+# -- pageable copies: one pinned copy is enough to measure the bus; five ops of evidence ----------
+
+
+def _copy(t: HandMadeTrace, ts: float, op: str, name: str, nbytes: int, dur_us: float) -> float:
+    t.host(op, ts - 10, 9)
+    t.gpu(name, ts, dur_us, cat="gpu_memcpy", launch_ts=ts - 8, launch_name="cudaMemcpyAsync",
+          args={"bytes": nbytes, "memory bandwidth (GB/s)": nbytes / dur_us / 1e3})
+    return ts + dur_us + 20
+
+
+def test_a_single_pinned_copy_sets_the_rate(tmp_path: Path) -> None:
+    t = HandMadeTrace()
+    t.step(1, 0, 1)
+    ts = _copy(t, 20.0, "aten::copy_", "Memcpy HtoD (Pageable -> Device)", 100_000_000, 20_000)
+    ts = _copy(t, ts, "aten::copy_", "Memcpy HtoD (Pinned -> Device)", 100_000_000, 2_000)  # 50 GB/s
+    t.events[0]["dur"] = ts
+    f = by_id(findings(write_h200(t, tmp_path / "one_pinned.json")), "pageable_memcpy")
+    assert f is not None and "(50.0 GB/s)" in f.method
+    assert f.estimate_ns == pytest.approx(18_000_000, rel=0.001)  # 20 ms → 2 ms
+
+
+def test_pageable_copy_evidence_lists_the_five_longest_ops(tmp_path: Path) -> None:
+    t = HandMadeTrace()
+    t.step(1, 0, 1)
+    ts = 20.0
+    for i, op in enumerate(["op_a", "op_b", "op_c", "op_d", "op_e", "op_f"]):
+        ts = _copy(t, ts, op, "Memcpy HtoD (Pageable -> Device)", 10_000_000, 4_000 - 100 * i)
+    t.events[0]["dur"] = ts
+    f = by_id(findings(write_h200(t, tmp_path / "six_ops.json")), "pageable_memcpy")
+    assert f is not None
+    assert [o.name for o in f.evidence.ops] == ["op_a", "op_b", "op_c", "op_d", "op_e"]
