@@ -425,3 +425,20 @@ def test_pageable_copy_evidence_lists_the_five_longest_ops(tmp_path: Path) -> No
     f = by_id(findings(write_h200(t, tmp_path / "six_ops.json")), "pageable_memcpy")
     assert f is not None
     assert [o.name for o in f.evidence.ops] == ["op_a", "op_b", "op_c", "op_d", "op_e"]
+
+
+# -- unfused_optimizer: a fused optimizer op on the host means it is fused already ------------------
+
+
+@pytest.mark.parametrize(("op", "cat", "found"), [
+    ("aten::_fused_adamw_", "cpu_op", False),  # the host called the fused op
+    ("aten::_fused_adamw_", "user_annotation", True),  # an annotation is no op call
+    ("aten::_foreach_add_", "cpu_op", True),
+])
+def test_a_fused_optimizer_op_on_the_host_silences_unfused_optimizer(tmp_path: Path, op: str, cat: str, found: bool) -> None:
+    from .test_reported_numbers import optimizer_trace
+
+    t = optimizer_trace(10_000_000)
+    t.host(op, 1_012, 5, cat=cat)
+    result = findings(write_h200(t, tmp_path / "fused_op.json"))
+    assert (by_id(result, "unfused_optimizer") is not None) is found
