@@ -442,3 +442,27 @@ def test_a_fused_optimizer_op_on_the_host_silences_unfused_optimizer(tmp_path: P
     t.host(op, 1_012, 5, cat=cat)
     result = findings(write_h200(t, tmp_path / "fused_op.json"))
     assert (by_id(result, "unfused_optimizer") is not None) is found
+
+
+def test_an_optimizer_seen_only_in_the_warmup_step_is_still_read(tmp_path: Path) -> None:
+    # The optimizer ran in the first (slow, warm-up) step only: that step is all there is to
+    # read it from, so it is not left out as warm-up.
+    from .test_reported_numbers import MULTI_TENSOR
+
+    t = HandMadeTrace()
+    t.step(1, 0, 3_000)
+    t.host("aten::add", 5, 3)
+    t.gpu(ADD, 10, 2_000, launch_ts=6)
+    t.host("Optimizer.step#AdamW.step", 2_000, 900, cat="user_annotation")
+    ts = 2_100.0
+    for _ in range(4):
+        t.host("aten::_foreach_mul_", ts - 30, 20)
+        t.gpu(MULTI_TENSOR, ts, 100, launch_ts=ts - 25)
+        ts += 150
+    for n, start in ((2, 3_000.0), (3, 4_000.0)):
+        t.step(n, start, 1_000)
+        t.host("aten::add", start + 5, 3)
+        t.gpu(ADD, start + 10, 500, launch_ts=start + 6)
+    report = ti.analyze(write_h200(t, tmp_path / "warm_opt.json"), cache=False)
+    assert report.steps.warmup_step == 1
+    assert by_id(report.findings, "unfused_optimizer") is not None
