@@ -120,9 +120,9 @@ def test_small_gemm_duration_edge(tmp_path: Path, dur_us: float, found: bool) ->
 # -- memory pressure: reserved exactly 90 % of the device ----------------------------------------
 
 
-@pytest.mark.parametrize(("ninetieths", "found"), [(81, True), (80, False)])
+@pytest.mark.parametrize(("ninetieths", "found"), [(81, True), (80, False), (81.5, True)])
 def test_memory_pressure_at_exactly_ninety_percent(
-    tmp_path: Path, ninetieths: int, found: bool
+    tmp_path: Path, ninetieths: float, found: bool
 ) -> None:
     # A device of 90 GiB; reserved 81 GiB is exactly 0.9 of it.
     t = gemm_trace(SGEMM, [[64, 64], [64, 64]], ["float", "float"], 50)
@@ -139,13 +139,15 @@ def test_memory_pressure_at_exactly_ninety_percent(
     trace = ti.load(path, cache=False)
     memory = MemoryResult(
         peaks=pl.DataFrame(
-            {"device": ["cuda:0"], "device_index": [0], "peak_reserved_bytes": [ninetieths * 2**30]}
+            {"device": ["cuda:0"], "device_index": [0], "peak_reserved_bytes": [int(ninetieths * 2**30)]}
         )
     )
     f = by_id(findings(trace, memory=memory), "memory_pressure")
     assert (f is not None) is found
     if found:
         assert f.material and f.saving_pct == 0.0 and f.confidence == "high"
+        assert f.confidence_reason == f"peak reserved {ninetieths:.1f} GiB of 90.0 GiB"
+        assert dict(f.evidence.figures)["share_pct"] == round(100 * ninetieths / 90, 2)  # 90.56 for 81.5
 
 
 # -- gaps: a gap of exactly the threshold (10 µs) is listed --------------------------------------
