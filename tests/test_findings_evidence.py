@@ -143,3 +143,14 @@ def test_cpu_tensor_creation_counts_per_step(tmp_path: Path) -> None:
     assert figures["copy_bytes"] == 8 * (4 << 20)
     assert f.confidence_reason == "1 tensors made on the CPU and 2 host-to-device copies per step"
     assert [(o.name, o.calls) for o in f.evidence.ops] == [("aten::randn", 4), ("aten::to", 8)]
+
+
+def test_cpu_tensor_creation_in_a_single_step(tmp_path: Path) -> None:
+    # One step, one tensor built on the CPU and copied once: one per step is the habit.
+    t = memcpy_trace("Memcpy HtoD (Pageable -> Device)", 4 << 20, 400.0, top_op="aten::to", steps=1, lead_us=300.0)
+    for step in (e for e in list(t.events) if e["name"].startswith("ProfilerStep#")):
+        t.host("aten::randn", step["ts"] + 1, 290)
+    f = by_id(findings(write_h200(t, tmp_path / "cpu1.json")), "cpu_tensor_creation")
+    assert f is not None
+    figures = dict(f.evidence.figures)
+    assert (figures["cpu_tensors_per_step"], figures["copies_per_step"]) == (1.0, 1.0)
