@@ -226,17 +226,16 @@ def _step_bounds(
 def _launch_segments(host: pl.DataFrame, owner_row: np.ndarray, launch_id: pl.Series) -> tuple[np.ndarray, np.ndarray]:
     """Per device node: the first segment of its launch call (``owner_row``: each segment's
     host row), and whether it has one in the trace."""
-    first_of_row = np.full(host.height, np.iinfo(np.int64).max, dtype=np.int64)
-    np.minimum.at(first_of_row, owner_row, np.arange(owner_row.size, dtype=np.int64))
-    ids = host["id"].to_numpy()
-    order = np.arange(ids.size) if ids.size < 2 or bool((ids[1:] >= ids[:-1]).all()) else np.argsort(ids, kind="stable")
     want = launch_id.fill_null(-1).to_numpy().astype(np.int64)
-    pos = np.minimum(np.searchsorted(ids[order], want), max(ids.size - 1, 0))
-    row = order[pos] if ids.size else np.zeros(want.size, dtype=np.int64)
-    found = (want >= 0) & (ids[row] == want) if ids.size else np.zeros(want.size, dtype=bool)
-    first = np.where(found, first_of_row[row] if ids.size else 0, 0)
-    has = found & (first < owner_row.size)
-    return np.where(has, first, 0), has
+    ids = host["id"].to_numpy()
+    if ids.size == 0:
+        return np.zeros(want.size, dtype=np.int64), np.zeros(want.size, dtype=bool)
+    first_of_row = np.full(ids.size, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(first_of_row, owner_row, np.arange(owner_row.size, dtype=np.int64))
+    order = np.arange(ids.size) if bool((ids[1:] >= ids[:-1]).all()) else np.argsort(ids, kind="stable")
+    row = order[np.minimum(np.searchsorted(ids[order], want), ids.size - 1)]
+    has = (want >= 0) & (ids[row] == want) & (first_of_row[row] < owner_row.size)
+    return np.where(has, first_of_row[row], 0), has
 
 
 def build(trace: Trace) -> StepGraph:
