@@ -449,19 +449,10 @@ def test_a_fused_optimizer_op_on_the_host_silences_unfused_optimizer(tmp_path: P
 def test_an_optimizer_seen_only_in_the_warmup_step_is_still_read(tmp_path: Path) -> None:
     # The optimizer ran in the first (slow, warm-up) step only: that step is all there is to
     # read it from, so it is not left out as warm-up.
-    from .test_reported_numbers import MULTI_TENSOR
+    from .test_reported_numbers import optimizer_trace
 
-    t = HandMadeTrace()
-    t.step(1, 0, 3_000)
-    t.host("aten::add", 5, 3)
-    t.gpu(ADD, 10, 2_000, launch_ts=6)
-    t.host("Optimizer.step#AdamW.step", 2_000, 900, cat="user_annotation")
-    ts = 2_100.0
-    for _ in range(4):
-        t.host("aten::_foreach_mul_", ts - 30, 20)
-        t.gpu(MULTI_TENSOR, ts, 100, launch_ts=ts - 25)
-        ts += 150
-    for n, start in ((2, 3_000.0), (3, 4_000.0)):
+    t = optimizer_trace(10_000_000)  # step 1: a 1 ms kernel, then four foreach kernels
+    for n, start in ((2, 2_000.0), (3, 3_000.0)):
         t.step(n, start, 1_000)
         t.host("aten::add", start + 5, 3)
         t.gpu(ADD, start + 10, 500, launch_ts=start + 6)
