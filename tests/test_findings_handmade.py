@@ -147,7 +147,9 @@ def launch_trace(short: int, total: int = 100, *, lead_us: float = 7.0) -> HandM
 
 
 @pytest.mark.parametrize(("lead_us", "found"), [(60.0, False), (7.0, True)])
-def test_launch_bound_only_when_the_gpu_waited_for_launches(tmp_path: Path, lead_us: float, found: bool) -> None:
+def test_launch_bound_only_when_the_gpu_waited_for_launches(
+    tmp_path: Path, lead_us: float, found: bool
+) -> None:
     # Every kernel is shorter than its launch in both; only where the launches return after the
     # GPU ran out of work did the GPU wait for them. With the host ahead, the 5 µs gaps are the
     # device's own dispatch between queued kernels.
@@ -168,7 +170,15 @@ def test_a_blocking_copy_is_not_a_launch(tmp_path: Path) -> None:
     t.host("aten::mul", 1, 7)
     t.gpu(ADD, 5, 3, launch_ts=2, launch_dur=2.0)
     t.host("aten::copy_", 10, 2_020)
-    t.gpu("Memcpy HtoD (Pageable -> Device)", 2_000, 20, cat="gpu_memcpy", launch_ts=20, launch_dur=2_005, launch_name="hipMemcpyWithStream")
+    t.gpu(
+        "Memcpy HtoD (Pageable -> Device)",
+        2_000,
+        20,
+        cat="gpu_memcpy",
+        launch_ts=20,
+        launch_dur=2_005,
+        launch_name="hipMemcpyWithStream",
+    )
     ts = 2_100.0
     for _ in range(20):
         t.host("aten::mul", ts - 80, 7)
@@ -236,7 +246,12 @@ def test_fp64_gemm_is_found(tmp_path: Path) -> None:
 # rows, batch x sequence) only rounds the tile count and is no misalignment.
 @pytest.mark.parametrize(
     ("mkn", "found"),
-    [((4096, 4096, 4096), False), ((4096, 4096, 4095), True), ((4096, 4095, 4096), True), ((4095, 4096, 4096), False)],
+    [
+        ((4096, 4096, 4096), False),
+        ((4096, 4096, 4095), True),
+        ((4096, 4095, 4096), True),
+        ((4095, 4096, 4096), False),
+    ],
 )
 def test_gemm_misaligned_by_shape(tmp_path: Path, mkn: tuple[int, int, int], found: bool) -> None:
     m, k, n = mkn
@@ -406,6 +421,57 @@ def test_unfused_optimizer_needs_more_than_three_kernels(
         assert "fused=True" in f.fix and "foreach" in f.title
 
 
+@pytest.mark.parametrize(
+    ("optimizer", "fix", "action"),
+    [
+        ("AdamW", "Construct the optimizer with fused=True", "the fused optimizer (fused=True)"),
+        (
+            "Lion",
+            "Lion has no fused implementation in torch.optim",
+            "batch or compile the optimizer step",
+        ),
+    ],
+)
+def test_unfused_optimizer_fix_is_what_torch_has_for_that_optimizer(
+    tmp_path: Path, optimizer: str, fix: str, action: str
+) -> None:
+    from .test_reported_numbers import optimizer_trace
+
+    t = optimizer_trace(10_000_000)
+    for e in t.events:
+        if e["name"] == "Optimizer.step#AdamW.step":
+            e["name"] = f"Optimizer.step#{optimizer}.step"
+    f = by_id(findings(write_h200(t, tmp_path / "opt.json")), "unfused_optimizer")
+    assert f is not None and f.fix.startswith(fix) and f.action == action
+
+
+def test_a_per_parameter_optimizer_is_not_called_foreach(tmp_path: Path) -> None:
+    # The for-loop implementation: per parameter, an update kernel and a cast of the updated
+    # fp32 master weight into the bf16 model (a copy kernel, not a multi_tensor_apply one).
+    t = HandMadeTrace()
+    t.step(1, 0, 2_000)
+    t.host("aten::add", 5, 3)
+    t.gpu(ADD, 10, 1_000, launch_ts=6)
+    t.host("Optimizer.step#AdamW.step", 1_000, 900, cat="user_annotation")
+    ts = 1_100.0
+    for op, kernel in [
+        (
+            "aten::addcdiv_",
+            "void at::native::vectorized_elementwise_kernel<4, at::native::addcdiv_cuda_kernel>",
+        ),
+        (
+            "aten::copy_",
+            "void at::native::vectorized_elementwise_kernel<4, at::native::bfloat16_copy_kernel_cuda>",
+        ),
+    ] * 3:
+        t.host(op, ts - 30, 20)
+        t.gpu(kernel, ts, 100, launch_ts=ts - 25)
+        ts += 120
+    f = by_id(findings(write_h200(t, tmp_path / "forloop.json")), "unfused_optimizer")
+    assert f is not None
+    assert f.title == "The optimizer step runs as 6 kernels per step (one or more per parameter)"
+
+
 def comm_trace(overlapped: bool, training: bool = True) -> HandMadeTrace:
     """Hand-made: a 1 ms all-reduce on its own stream, with or without compute beside it
     (after a backward op: DDP's gradient all-reduce; without it, a forward pass's)."""
@@ -435,7 +501,10 @@ def test_exposed_communication_only_when_not_overlapped(tmp_path: Path) -> None:
     assert exposed.evidence.regions[0].name == "allreduce"
     assert "bucket_cap_mb" in exposed.fix
     # A forward-only program gets no DDP advice.
-    forward = by_id(findings(write_h200(comm_trace(False, training=False), tmp_path / "c3.json")), "exposed_communication")
+    forward = by_id(
+        findings(write_h200(comm_trace(False, training=False), tmp_path / "c3.json")),
+        "exposed_communication",
+    )
     assert forward is not None and "bucket_cap_mb" not in forward.fix and "DDP" not in forward.fix
     assert "tensor-parallel" in forward.fix
     hidden = findings(write_h200(comm_trace(True), tmp_path / "c2.json"))

@@ -20,6 +20,7 @@ import traceinsight as ti
 from traceinsight.analysis.cost.model import op_cost
 from traceinsight.analysis.lib.stats import median_ratio_ci
 from traceinsight.analysis.sections.compile import CompileResult
+from traceinsight.analysis.window.spec import WindowResult
 
 from .findings_helpers import by_id, findings, write_h200
 from .handmade import HandMadeTrace
@@ -95,29 +96,54 @@ def test_pageable_copy_saving_uses_the_pinned_rate_of_copies_of_at_least_1_mib(
 # -- unfused optimizer: the fused pass at the device's bandwidth, in TB/s ------------------------
 
 
-def optimizer_trace(params: int) -> HandMadeTrace:
-    """Hand-made: a forward kernel, then an AdamW step of four 100 µs foreach kernels 50 µs
-    apart (span 550 µs) over ``params`` parameters (one foreach addcdiv_ with their shapes)."""
-    t = HandMadeTrace()
-    t.step(1, 0, 2_000)
-    t.host("aten::add", 5, 3)
-    t.gpu(ADD, 10, 1_000, launch_ts=6)
-    t.host("Optimizer.step#AdamW.step", 1_000, 900, cat="user_annotation")
+def adamw_step(t: HandMadeTrace, start: float, params: int, kernels: int = 4) -> None:
+    """Hand-made: an AdamW step from ``start`` of ``kernels`` 100 µs foreach kernels 50 µs
+    apart, the first 100 µs in, over ``params`` parameters (one foreach addcdiv_ with their
+    shapes)."""
+    t.host("Optimizer.step#AdamW.step", start, 300 + 150 * kernels, cat="user_annotation")
     shapes = [[params // 2], [params - params // 2]]
     t.host(
         "aten::_foreach_addcdiv_",
-        1_010,
+        start + 10,
         10,
         args={
             "Input Dims": [shapes, shapes, shapes, []],
             "Input type": ["TensorList", "TensorList", "TensorList", "Scalar"],
         },
     )
-    ts = 1_100.0
-    for _ in range(4):
+    ts = start + 100
+    for _ in range(kernels):
         t.host("aten::_foreach_mul_", ts - 30, 20)
         t.gpu(MULTI_TENSOR, ts, 100, launch_ts=ts - 25)
         ts += 150
+
+
+def optimizer_step(
+    t: HandMadeTrace,
+    n: int,
+    start: float,
+    params: int,
+    *,
+    kernels: int = 4,
+    forward_us: float = 1_000.0,
+) -> float:
+    """Hand-made step ``n`` from ``start``: a forward kernel of ``forward_us``, then
+    :func:`adamw_step`. Returns where the step ends."""
+    end = start + forward_us + 400 + 150 * kernels
+    t.step(n, start, end - start)
+    t.host("aten::add", start + 5, 3)
+    t.gpu(ADD, start + 10, forward_us, launch_ts=start + 6)
+    adamw_step(t, start + forward_us, params, kernels)
+    return end
+
+
+def optimizer_trace(params: int, steps: int = 1) -> HandMadeTrace:
+    """Hand-made: ``steps`` 2 ms steps of :func:`optimizer_step`: a forward kernel, then an
+    AdamW step of four 100 µs foreach kernels 50 µs apart (span 550 µs)."""
+    t = HandMadeTrace()
+    start = 0.0
+    for n in range(1, steps + 1):
+        start = optimizer_step(t, n, start, params)
     return t
 
 
@@ -143,6 +169,93 @@ def test_unfused_optimizer_saving_is_the_span_minus_one_fused_pass(tmp_path: Pat
     assert host.overlap == "0.15 ms of its idle time is counted under unfused_optimizer"
 
 
+def test_the_parameter_count_is_addcdiv_s_and_the_fused_pass_is_priced_to_the_ns(
+    tmp_path: Path,
+) -> None:
+    # 12 M parameters × 28 bytes at 70 % of the H200's 4.8 TB/s: a fused pass of 100 µs to the
+    # ns, so the saving is 550 - 100 µs exactly. AdamW's foreach step first adds one to its step
+    # counters (one 0-d tensor per parameter): that op is not where the parameters are counted.
+    t = optimizer_trace(12_000_000)
+    t.host(
+        "aten::_foreach_add_",
+        1_005,
+        3,
+        args={"Input Dims": [[[], []], []], "Input type": ["TensorList", "Scalar"]},
+    )
+    f = finding(analyze(t, tmp_path / "opt.json", "findings"), "unfused_optimizer")
+    assert f is not None
+    assert dict(f.evidence.figures)["params"] == 12_000_000
+    assert "12,000,000 parameters" in f.method
+    assert f.estimate_ns == 550_000 - 100_000
+
+
+def test_the_parameter_count_is_the_first_input_of_a_broadcasting_addcdiv_(tmp_path: Path) -> None:
+    # A per-parameter (for-loop) step whose addcdiv_ divides by a per-row statistic that
+    # broadcasts ([4096, 1] over [4096, 1024]): the parameters are its first input only.
+    t = optimizer_trace(10_000_000)
+    t.events = [e for e in t.events if e["name"] != "aten::_foreach_addcdiv_"]
+    for ts in (1_010, 1_030):
+        t.host(
+            "aten::addcdiv_",
+            ts,
+            10,
+            args={
+                "Input Dims": [[4096, 1024], [4096, 1], [4096, 1024], []],
+                "Input type": ["float", "float", "float", "Scalar"],
+            },
+        )
+    f = finding(analyze(t, tmp_path / "opt.json", "findings"), "unfused_optimizer")
+    assert f is not None and dict(f.evidence.figures)["params"] == 2 * 4096 * 1024
+
+
+def test_idle_before_the_optimizer_in_its_step_is_not_the_optimizer_s(tmp_path: Path) -> None:
+    # Two steps; in the second, the forward pass waits 200 µs in cudaMalloc between two kernels
+    # (the device idle meanwhile). That idle is allocator_churn's alone: the optimizer's span
+    # starts at its first kernel, later in the step.
+    t = HandMadeTrace()
+    end = optimizer_step(t, 1, 0.0, 10_000_000)
+    t.step(2, end, 2_000)
+    t.host("aten::add", end + 5, 3)
+    t.gpu(ADD, end + 10, 490, launch_ts=end + 6)
+    t.host("cudaMalloc", end + 500, 200, cat="cuda_runtime")
+    t.host("aten::add", end + 705, 3)
+    t.gpu(ADD, end + 710, 300, launch_ts=end + 706)
+    adamw_step(t, end + 1_000, 10_000_000)
+    result = findings(write_h200(t, tmp_path / "malloc.json"))
+    assert by_id(result, "unfused_optimizer") is not None
+    churn = by_id(result, "allocator_churn")
+    assert churn is not None and churn.saving_window_ns == 200_000
+    assert churn.overlap is None
+
+
+@pytest.mark.parametrize(("once_us", "steps_read"), [((0, 500), 3), ((1_000, 1_900), 2)])
+def test_one_time_work_leaves_out_only_the_optimizer_steps_it_overlaps(
+    tmp_path: Path, once_us: tuple[int, int], steps_read: int
+) -> None:
+    # Three steps; one-time work (start-up, compilation) in the first step's forward pass
+    # leaves every optimizer step in; over the first optimizer step, it leaves that one out.
+    trace = write_h200(optimizer_trace(10_000_000, steps=3), tmp_path / "once.json")
+    once = pl.DataFrame({"start_ns": [once_us[0] * 1_000], "end_ns": [once_us[1] * 1_000]})
+    f = by_id(findings(trace, window=WindowResult(excluded=once)), "unfused_optimizer")
+    assert f is not None
+    assert f.evidence.regions[0].calls == steps_read
+    assert f.evidence.regions[0].dur_ns == steps_read * 550_000
+
+
+def test_the_warmup_step_s_extra_optimizer_kernels_are_not_counted_per_step(tmp_path: Path) -> None:
+    # The first step is slow (a 3 ms forward pass) and its optimizer step also creates the
+    # state (eight kernels); the two steady steps run four: four per step, as the title says.
+    t = HandMadeTrace()
+    end = optimizer_step(t, 1, 0.0, 10_000_000, kernels=8, forward_us=3_000)
+    for n in (2, 3):
+        end = optimizer_step(t, n, end, 10_000_000)
+    result = findings(write_h200(t, tmp_path / "warm.json"))
+    f = by_id(result, "unfused_optimizer")
+    assert f is not None
+    assert f.title.startswith("The optimizer step runs as 4 kernels per step")
+    assert dict(f.evidence.figures)["kernels_per_step"] == 4.0
+
+
 # -- the ranking: by share of the time, not by the saving's ns ------------------------------------
 
 
@@ -156,7 +269,9 @@ def stalls_trace(steps: int = 4, stall_us: float = 1_500.0) -> HandMadeTrace:
         t.gpu(ADD, base + 10, 4_990, launch_ts=base + 2)
         t.host(DATALOADER, base + 4_995, stall_us - 1, cat="user_annotation")
         t.host("aten::add", base + 5_000 + stall_us - 5, 3)
-        t.gpu(ADD, base + 5_000 + stall_us, 5_000 - stall_us - 10, launch_ts=base + 4_996 + stall_us)
+        t.gpu(
+            ADD, base + 5_000 + stall_us, 5_000 - stall_us - 10, launch_ts=base + 4_996 + stall_us
+        )
     return t
 
 
@@ -271,7 +386,9 @@ def test_zero_length_runtime_call_nests_inside_its_op(tmp_path: Path) -> None:
     trace = ti.load(h200_file(t, tmp_path / "zero.json"), cache=False)
     ev = trace.events.select("id", "parent", pl.col("name").cast(pl.String))
     name_of = dict(zip(ev["id"].to_list(), ev["name"].to_list(), strict=True))
-    parent_of = {n: name_of.get(p) for n, p in zip(ev["name"].to_list(), ev["parent"].to_list(), strict=True)}
+    parent_of = {
+        n: name_of.get(p) for n, p in zip(ev["name"].to_list(), ev["parent"].to_list(), strict=True)
+    }
     assert parent_of["cudaStreamSynchronize"] == "aten::_local_scalar_dense"
     assert parent_of["aten::_local_scalar_dense"] == "aten::item"
     assert parent_of["aten::empty"] == "aten::add"
