@@ -130,3 +130,15 @@ def test_collectives_nothing_waits_on_keep_their_exposed_share() -> None:
     assert f is not None and f.material and f.saving_pct > 20
     assert f.confidence == "low" and "no cross-stream wait" in f.confidence_reason
     assert not f.method.startswith("replayed")
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_a_collectives_own_host_time_and_syncs_are_left_to_the_communication_findings(rank: int) -> None:
+    # gloo stages each CUDA gradient through host memory: its spans hold host work and
+    # stream syncs. Those are the all-reduces' cost, which bucketing cuts (allreduce_per_parameter
+    # leads); host_bound and host_sync must not offer them as host work or syncs to remove.
+    r = result(f"comm_perparam.rank{rank}")
+    assert r.findings[0].id == "allreduce_per_parameter"
+    for f in (*r.findings, *r.not_material):
+        if f.id in ("host_bound", "host_sync"):
+            assert not any(g.name.startswith(("gloo:", "c10d::")) for g in f.evidence.regions), f.id

@@ -10,7 +10,7 @@ from collections.abc import Callable
 import pytest
 
 from traceinsight.analysis.diff.compare import DiffOptions, diff_traces
-from traceinsight.analysis.findings import FindingsResult, find, replayed
+from traceinsight.analysis.findings import DETECTORS, FindingsResult, find, replayed
 from traceinsight.analysis.report import analyze
 from traceinsight.analysis.whatif import shared
 from traceinsight.analysis.whatif.model import whatif
@@ -74,7 +74,9 @@ def test_churn_replays_to_what_diff_measures_a_change_within_the_noise(sample_tr
     f = by_id(_findings("fix_churn_before", sample_trace), "allocator_churn")
     measured = _measured_pct("fix_churn_before", "fix_churn_after", sample_trace)
     assert f is not None and f.method.startswith("replayed:")
-    assert abs(f.saving_pct - measured) < 5.0 and f.saving_pct < (f.claim_pct or 0.0)
+    # diff's change on these traces is not significant (the interval of the ratio holds 1):
+    # the replay must stay as close to it as the noise allows, not invent a saving
+    assert abs(f.saving_pct - measured) < 5.0
 
 
 def test_the_narrower_fix_leads_and_the_wider_finding_counts_what_it_adds(sample_trace) -> None:  # type: ignore[no-untyped-def]
@@ -84,7 +86,18 @@ def test_the_narrower_fix_leads_and_the_wider_finding_counts_what_it_adds(sample
     assert ids(result)[0] == "unfused_optimizer"
     host = by_id(result, "host_bound")
     assert host is not None and "on top of the fixes of unfused_optimizer" in (host.overlap or "")
-    assert host.saving_pct < 10.0
+    # what it adds to the fused optimizer (60.2 - 49.7 %), not what it would save alone (30.8 %)
+    ctx = context(sample_trace("fix_optimizer_before"))
+    est = {e.finding.id: e for e in (d(ctx) for d in DETECTORS) if e is not None}
+    rep, _ = replayed.check(ctx)
+    assert rep is not None
+
+    def alone(*names: str) -> float:
+        return 100.0 * (rep.before_ns - rep.after_ns(tuple(t for n in names for t in est[n].transforms))) / rep.before_ns
+
+    adds = alone("unfused_optimizer", "host_bound") - alone("unfused_optimizer")
+    assert host.saving_pct == pytest.approx(adds, abs=0.05)
+    assert host.saving_pct < alone("host_bound") - 10.0
 
 
 def test_total_is_every_fix_replayed_together_not_the_sum(sample_trace) -> None:  # type: ignore[no-untyped-def]

@@ -226,3 +226,59 @@ def test_stream_wait_named_by_cuda_sync(tmp_path: Path) -> None:
     assert graph.stats["stream_waits"] == 1
     result = whatif(trace, [ScaleKernels("gemm", 0.5)], graph)
     assert _us(result, 1) == (140.0, 90.0)
+
+
+def _backward_on_another_thread(tmp_path: Path) -> ti.Trace:
+    """Per step (hand-made): the forward launches one kernel on the main thread; the backward
+    runs on another thread (700 µs of host ops, one kernel); the main thread waits inside its
+    ProfilerStep (no span: the annotation's own time) and then runs the optimizer, which
+    launches one kernel. The step ends with the optimizer's kernel."""
+    events = []
+    corr = 1
+    for i in range(5):
+        t = 1000.0 + i * 1000.0
+        events.append(op("aten::linear", t, 40))
+        events.append(launch("cudaLaunchKernel", t + 30, 5, correlation=corr))
+        events.append(kernel("ampere_sgemm_128x64_nn", t + 40, 50, correlation=corr))
+        bwd = t + 60
+        events.append(op("autograd::engine::evaluate_function: MmBackward0", bwd, 700, tid=2))
+        events.append(launch("cudaLaunchKernel", bwd + 690, 5, correlation=corr + 1, tid=2))
+        events.append(kernel("ampere_sgemm_128x64_nt", bwd + 698, 20, correlation=corr + 1))
+        opt = bwd + 710  # the main thread wakes when the backward returns
+        events.append(op("Optimizer.step#SGD.step", opt, 60))
+        events.append(launch("cudaLaunchKernel", opt + 50, 5, correlation=corr + 2))
+        events.append(kernel("multi_tensor_apply_kernel", opt + 58, 10, correlation=corr + 2))
+        events.append(op(f"ProfilerStep#{i}", t, opt + 70 - t, cat="user_annotation"))
+        corr += 3
+    path = write_trace(tmp_path / "threads.json", events, baseTimeNanoseconds=0)
+    return ti.load(path, cache=False)
+
+
+def test_a_thread_waiting_inside_its_step_annotation_follows_the_thread_that_woke_it(tmp_path: Path) -> None:
+    trace = _backward_on_another_thread(tmp_path)
+    faster = whatif(trace, [ShrinkHost(r"^autograd::engine", 0.5)])
+    assert faster.explained
+    before, after = _us(faster)
+    assert before == pytest.approx(838.0, abs=1.0)  # host start to the optimizer kernel's end
+    # the backward's 700 µs halved: the optimizer, woken by it, starts 350 µs earlier
+    assert before - after == pytest.approx(350.0, abs=10.0)
+    # host time of the main thread itself is still its own: halving it moves the step by
+    # what the main thread does (40 + 60 µs of ops), not by the time it spent waiting
+    main = whatif(trace, [ShrinkHost(r"^(aten::linear|Optimizer)", 0.5)])
+    assert _us(main)[0] - _us(main)[1] == pytest.approx(50.0, abs=10.0)
+
+
+def test_remove_keeps_the_calls_inside_the_named_spans(tmp_path: Path) -> None:
+    # Hand-made: the serialized scenario, with every second step's sync inside a collective's
+    # host span (a gloo all-reduce staging a CUDA tensor syncs on it).
+    trace = scenario(tmp_path, sync=True)
+    events = json.loads((tmp_path / "scenario_True.json").read_text())["traceEvents"]
+    syncs = [e for e in events if e["name"] == "cudaDeviceSynchronize"]
+    for e in syncs[::2]:
+        events.append(op("gloo:all_reduce", e["ts"], e["dur"], cat="user_annotation"))
+    trace = ti.load(write_trace(tmp_path / "gloo.json", events, baseTimeNanoseconds=0), cache=False)
+    every = whatif(trace, [Remove("cudaDeviceSynchronize")])
+    outside = whatif(trace, [Remove("cudaDeviceSynchronize", keep_inside="^gloo:")])
+    assert every.saving_ns > outside.saving_ns > 0
+    assert "not inside ^gloo:" in outside.transformations[0]["description"]
+    assert "keep_inside" not in every.transformations[0]

@@ -26,6 +26,7 @@ import polars as pl
 from traceinsight.analysis.classify import with_classes
 from traceinsight.analysis.device import model as device_model
 from traceinsight.analysis.findings.catalogue import BANDWIDTH_EFFICIENCY, SIMT_EFFICIENCY
+from traceinsight.analysis.findings.chains import MEMORY_FAMILIES
 from traceinsight.analysis.findings.context import FindingContext
 from traceinsight.analysis.findings.model import Evidence, KernelEvidence, OpEvidence
 from traceinsight.analysis.findings.savings import Estimate, estimate
@@ -420,10 +421,15 @@ def detect_eager_attention(ctx: FindingContext) -> Estimate | None:
     shaped = bool(sub.scores)
     peaks = shaped and not how.startswith("no peak")
     families = ", ".join(sorted(set(kern["family"].fill_null("other").to_list())))
+    # The scale, mask, softmax and cast kernels between the two matmuls are also chains a
+    # generic fusion would claim: SDPA is the narrower fix for them, so the fusion finding
+    # counts only what it adds on top of it (and is replayed after it).
+    memory_ns = int(kern.filter(pl.col("family").is_in(list(MEMORY_FAMILIES)))["dur_ns"].sum())
     return estimate(
         ctx,
         "eager_attention",
         {"compute": saving},
+        within_parts=(("compute", "unfused_elementwise", int(memory_ns * window_ns / all_ns)),),
         confidence="high" if peaks else "medium" if shaped else "low",
         confidence_reason=(
             "softmax between two matmuls whose shapes match (the score matrix), kernels of every op on it"

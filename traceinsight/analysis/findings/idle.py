@@ -6,6 +6,7 @@ from __future__ import annotations
 import polars as pl
 
 from traceinsight.analysis.findings.advice import host_work_advice
+from traceinsight.analysis.findings.collectives import BACKEND_SPAN, C10D_OP
 from traceinsight.analysis.findings.context import DYNAMO_INTERNAL, FindingContext
 from traceinsight.analysis.findings.fixes import exact_names, no_host_time_in
 from traceinsight.analysis.findings.model import (
@@ -36,6 +37,8 @@ SYNC_OPS = (
 )
 # What removing the synchronisations removes: the ops that read a device value on the host
 # and the explicit synchronize calls (stream, device, event).
+# Host spans of a collective (a backend's "gloo:all_reduce", the dispatcher's "c10d::allreduce_").
+COLLECTIVE_SPANS = f"{BACKEND_SPAN}|{C10D_OP}"
 SYNC_CALLS = r"^(aten::item|aten::_local_scalar_dense|aten::nonzero|aten::tolist)$|^(cuda|hip|cu)\w*Synchronize$"
 
 
@@ -98,14 +101,20 @@ def detect_dataloader_stall(ctx: FindingContext) -> Estimate | None:
     )
 
 
+def _in_collective() -> pl.Expr:
+    return pl.col("culprit").fill_null("").str.contains(COLLECTIVE_SPANS)
+
+
 def detect_host_sync(ctx: FindingContext) -> Estimate | None:
-    opened = ctx.sync_gaps
+    # A collective's own syncs (gloo staging CUDA tensors through host memory) are not the
+    # loop's: the communication findings say how to cut them.
+    opened = ctx.sync_gaps.filter(~_in_collective())
     # Gaps the host spent in a sync that did not open them (waiting on other work): all of it.
     waited = (
         pl.DataFrame()
         if ctx.gaps is None
-        else ctx.gaps.gaps.filter(pl.col("cause") == "sync").join(
-            opened.select("device", "start_ns"), on=["device", "start_ns"], how="anti"
+        else ctx.gaps.gaps.filter((pl.col("cause") == "sync") & ~_in_collective()).join(
+            ctx.sync_gaps.select("device", "start_ns"), on=["device", "start_ns"], how="anti"
         )
     )
     opened_ns = int(opened["saving_ns"].sum())
@@ -190,7 +199,7 @@ def detect_host_sync(ctx: FindingContext) -> Estimate | None:
         ctx,
         "host_sync",
         {"idle": idle},
-        transforms=(Remove(SYNC_CALLS),),
+        transforms=(Remove(SYNC_CALLS, keep_inside=COLLECTIVE_SPANS),),
         within_parts=parts,
         confidence="high" if culprits.height else "medium",
         confidence_reason=f"{n_gaps} idle gaps opened by synchronising calls; "
@@ -291,6 +300,9 @@ def detect_host_bound(ctx: FindingContext) -> Estimate | None:
             & pl.col("culprit").is_not_null()
             & (pl.col("culprit") != NO_CULPRIT)
             & ~pl.col("culprit").str.contains(DYNAMO_INTERNAL.pattern)
+            # a collective's host span (gloo:all_reduce, c10d::allreduce_) is communication:
+            # its findings (cpu_collectives, allreduce_per_parameter, ...) say how to cut it
+            & ~pl.col("culprit").str.contains(COLLECTIVE_SPANS)
         )
         .group_by("culprit")
         .agg(pl.col("dur_ns").sum().alias("idle_ns"), pl.len().alias("gaps"))

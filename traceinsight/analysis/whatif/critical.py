@@ -102,7 +102,8 @@ def walk(graph: StepGraph, tl: Timeline, lo_ns: int, end_gpu: int | None, end_ho
         else:  # host_start: the host time before the node on its thread
             wake, wake_off = graph.host_wake_src, graph.host_wake_off_ns
             w = -1 if wake is None or wake_off is None else int(wake[i])
-            if w >= 0 and wake_off is not None and int(hend[w]) + int(wake_off[i]) - int(hdur[i]) == int(hstart[i]):
+            post = 0 if tl.host_post_ns is None else int(tl.host_post_ns[i])
+            if w >= 0 and wake_off is not None and int(hend[w]) + int(wake_off[i]) + post - int(hdur[i]) == int(hstart[i]):
                 # woken by another thread: its time since that thread's node ended, then that node
                 if add("host", "host", i, int(hend[w]), int(hstart[i])):
                     break

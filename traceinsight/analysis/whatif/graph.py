@@ -92,9 +92,12 @@ class StepGraph:
     notes: tuple[str, ...] = ()
     stats: dict[str, int] = field(default_factory=dict)
     # host nodes woken by another thread (see ``threads.with_wakes``): the node ends at least
-    # ``wake_off_ns`` after that thread's node ``wake_src`` ends; None or -1: no such edge
+    # ``wake_off_ns`` after that thread's node ``wake_src`` ends, plus the replayed time of its
+    # thread's work after the wake (segments marked in ``seg_after_wake``: the node's own
+    # segment and those before it since the wake); None or -1: no such edge
     host_wake_src: np.ndarray | None = None
     host_wake_off_ns: np.ndarray | None = None
+    seg_after_wake: np.ndarray | None = None
 
     @property
     def host_nodes(self) -> int:

@@ -61,6 +61,8 @@ class Timeline:
     gpu_dur_ns: np.ndarray
     durations: Durations
     rounds: int
+    # per host node woken by another thread: its thread's replayed time from the wake to its end
+    host_post_ns: np.ndarray | None = None
 
 
 def _chain_solve(chain: np.ndarray, c: np.ndarray, x: np.ndarray) -> np.ndarray:
@@ -107,6 +109,9 @@ def replay(graph: StepGraph, durations: Durations | None = None) -> Timeline:
     wake_src = graph.host_wake_src if graph.host_wake_src is not None else np.full(graph.host_nodes, -1, dtype=np.int64)
     wake_off = graph.host_wake_off_ns if graph.host_wake_off_ns is not None else np.zeros(graph.host_nodes, dtype=np.int64)
     has_wake = wake_src >= 0
+    # the woken thread's time from the wake to the node's end (its own segment included)
+    after = graph.seg_after_wake if graph.seg_after_wake is not None else np.zeros(n_seg, dtype=bool)
+    post = np.rint(np.bincount(graph.seg_node, weights=np.where(after, run, 0).astype(np.float64), minlength=graph.host_nodes)).astype(np.int64)
     gpu_end = np.full(graph.gpu_nodes, NEG, dtype=np.int64)
     host_end = np.full(graph.host_nodes, NEG, dtype=np.int64)
     rounds = 0
@@ -114,7 +119,7 @@ def replay(graph: StepGraph, durations: Durations | None = None) -> Timeline:
         rounds += 1
         sync_x = np.where(has_sync, gpu_end[np.where(has_sync, sync_src, 0)] + graph.host_sync_post_ns, NEG) if graph.gpu_nodes else np.full(graph.host_nodes, NEG)
         sync_x = np.where(sync_x <= NEG // 2, NEG, sync_x)
-        wake_x = np.where(has_wake, host_end[np.where(has_wake, wake_src, 0)] + wake_off, NEG) if graph.host_nodes else np.full(0, NEG)
+        wake_x = np.where(has_wake, host_end[np.where(has_wake, wake_src, 0)] + wake_off + post, NEG) if graph.host_nodes else np.full(0, NEG)
         wake_x = np.where(wake_x <= NEG // 2, NEG, wake_x)
         new_host_end = _chain_solve(graph.host_thread, c_host, np.maximum(np.maximum(head_x, sync_x), wake_x))
         prev_host_end = np.concatenate([[NEG], new_host_end[:-1]])
@@ -140,6 +145,7 @@ def replay(graph: StepGraph, durations: Durations | None = None) -> Timeline:
         gpu_dur_ns=gdur,
         durations=d,
         rounds=rounds,
+        host_post_ns=post,
     )
 
 

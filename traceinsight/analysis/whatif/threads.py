@@ -5,7 +5,11 @@ thread asked for; a worker waits for a queue), so the graph as built keeps each 
 time between its spans as fixed host time: a change that makes the main thread earlier would
 leave the other thread's work where it was. Here an untraced gap of at least ``WAKE_GAP_NS``
 on a thread, during which a node on another thread ended, becomes a wake edge from the last
-such node: the woken node ends at least as long after it as recorded, and the gap is dropped.
+such node: the woken thread resumes as long after it as recorded, its work from there to the
+woken node is replayed with its own durations, and the gap is dropped.
+The self time of an annotation (``ProfilerStep#N``, ``record_function``) counts as such a gap:
+the main thread waiting in ``loss.backward()`` for the autograd thread is untraced time inside
+the step's annotation, not a gap between spans.
 With recorded durations the replay is unchanged (the edge gives back the recorded end); with
 changed ones the woken thread follows the thread that woke it.
 """
@@ -28,16 +32,29 @@ def with_wakes(graph: StepGraph, tl: Timeline) -> StepGraph:
     """``graph`` with wake edges (``tl``: its replay with recorded durations)."""
     if graph.host_nodes == 0 or np.unique(graph.host_thread).size < 2:
         return graph
-    big = np.flatnonzero(graph.seg_gap_ns >= WAKE_GAP_NS)
+    # idle pieces: untraced gaps before a segment, and annotations' own time (a segment)
+    annotation = (
+        pl.DataFrame({"id": graph.seg_owner})
+        .join(graph.host_events.select("id", (pl.col("kind") == "user_annotation").alias("a")), on="id", how="left")["a"]
+        .fill_null(False)
+        .to_numpy()
+    )
+    own = annotation & (graph.seg_dur_ns >= WAKE_GAP_NS)
+    is_gap = graph.seg_gap_ns >= WAKE_GAP_NS
+    big = np.flatnonzero(is_gap | own)
     if big.size == 0:
         return graph
+    # a segment that is both keeps its gap (the earlier piece) as the idle one
+    in_seg = ~is_gap[big]
     node = graph.seg_node[big]
     thread = graph.host_thread[node]
-    woke_at = graph.seg_start_ns[big]  # recorded end of the gap
+    # recorded end of the idle piece, and its length
+    woke_at = graph.seg_start_ns[big] + np.where(in_seg, graph.seg_dur_ns[big], 0)
+    idle_ns = np.where(in_seg, graph.seg_dur_ns[big], graph.seg_gap_ns[big])
     # candidate wakers: every host node, by recorded end
     ends = pl.DataFrame({"src": np.arange(graph.host_nodes), "src_thread": graph.host_thread, "t": tl.host_end_ns})
     gaps = pl.DataFrame({"i": np.arange(big.size), "node": node, "thread": thread, "t": woke_at,
-                         "gap_start": woke_at - graph.seg_gap_ns[big]})
+                         "gap_start": woke_at - idle_ns})
     # the last node of another thread that ended during the gap: a join per thread pair is
     # replaced by an as-of join over all ends excluding the gap's own thread
     found = []
@@ -51,20 +68,29 @@ def with_wakes(graph: StepGraph, tl: Timeline) -> StepGraph:
         return graph
     hits = pl.concat(found).filter(pl.col("src_end").is_not_null() & (pl.col("src_end") > pl.col("gap_start")))
     # one edge per node: its latest woken gap
-    hits = hits.sort("t").group_by("node").agg(pl.col("src").last(), pl.col("i"))
+    hits = hits.sort("t").group_by("node").agg(pl.col("src").last(), pl.col("i"), pl.col("i").last().alias("last"))
     if hits.height == 0:
         return graph
     src = np.full(graph.host_nodes, -1, dtype=np.int64)
     off = np.zeros(graph.host_nodes, dtype=np.int64)
     n = hits["node"].to_numpy()
     s = hits["src"].to_numpy()
+    last = hits["last"].to_numpy()
     src[n] = s
-    off[n] = tl.host_end_ns[n] - tl.host_end_ns[s]
-    dropped = big[np.concatenate(hits["i"].to_list())] if hits.height else big[:0]
-    gap = graph.seg_gap_ns.copy()
-    gap[dropped] = 0
+    # the wake's own latency: from the waker's end to the end of the idle piece; the thread's
+    # work after it (to the woken node's end) is replayed with its own durations
+    off[n] = woke_at[last] - tl.host_end_ns[s]
+    resume = np.full(graph.host_nodes, np.iinfo(np.int64).max, dtype=np.int64)
+    resume[n] = graph.seg_start_ns[big[last]]
+    after = graph.seg_start_ns >= resume[graph.seg_node]
+    which = np.concatenate(hits["i"].to_list()) if hits.height else np.zeros(0, dtype=np.int64)
+    gap, dur = graph.seg_gap_ns.copy(), graph.seg_dur_ns.copy()
+    gap[big[which[~in_seg[which]]]] = 0
+    dur[big[which[in_seg[which]]]] = 0
     stats = {**graph.stats, "wake_edges": int(n.size)}
-    return replace(graph, seg_gap_ns=gap, host_wake_src=src, host_wake_off_ns=off, stats=stats)
+    return replace(
+        graph, seg_gap_ns=gap, seg_dur_ns=dur, host_wake_src=src, host_wake_off_ns=off, seg_after_wake=after, stats=stats
+    )
 
 
 def as_woken(graph: StepGraph, tl: Timeline) -> Timeline:
@@ -75,4 +101,7 @@ def as_woken(graph: StepGraph, tl: Timeline) -> Timeline:
     own[graph.host_seg] = True
     weights = np.where(own, graph.seg_gap_ns, graph.seg_gap_ns + graph.seg_dur_ns).astype(np.float64)
     pre = np.rint(np.bincount(graph.seg_node, weights=weights, minlength=graph.host_nodes)).astype(np.int64)
-    return replace(tl, host_pre_ns=pre, durations=Durations.recorded(graph))
+    after = graph.seg_after_wake if graph.seg_after_wake is not None else np.zeros(graph.seg_node.size, dtype=bool)
+    run = np.where(after, graph.seg_gap_ns + graph.seg_dur_ns, 0).astype(np.float64)
+    post = np.rint(np.bincount(graph.seg_node, weights=run, minlength=graph.host_nodes)).astype(np.int64)
+    return replace(tl, host_pre_ns=pre, host_post_ns=post, durations=Durations.recorded(graph))

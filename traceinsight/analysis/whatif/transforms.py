@@ -132,9 +132,14 @@ class Remove(Transformation):
 
     kind: ClassVar[str] = "remove"
     pattern: str
+    # spans inside which matching calls stay (a collective's own syncs, staging its tensors,
+    # are the collective's: removing them is the communication fix's business)
+    keep_inside: str | None = None
 
     def apply(self, graph: StepGraph, d: Durations) -> Durations:
         segs = _segments_in(graph, self.pattern)
+        if self.keep_inside is not None:
+            segs &= ~_segments_in(graph, self.keep_inside)
         nodes_hit = segs[graph.host_seg]
         names = graph.gpu_work["name"].cast(pl.String).fill_null("")
         gpu = names.str.contains(_regex(self.pattern)).to_numpy()
@@ -148,7 +153,13 @@ class Remove(Transformation):
         )
 
     def describe(self) -> str:
-        return f"remove {self.pattern}"
+        return f"remove {self.pattern}" + (f" (not inside {self.keep_inside})" if self.keep_inside else "")
+
+    def to_dict(self) -> dict[str, object]:
+        out = super().to_dict()
+        if self.keep_inside is None:
+            out.pop("keep_inside")
+        return out
 
 
 @dataclass(frozen=True)
