@@ -169,6 +169,28 @@ def test_unfused_optimizer_saving_is_the_span_minus_one_fused_pass(tmp_path: Pat
     assert host.overlap == "0.15 ms of its idle time is counted under unfused_optimizer"
 
 
+def test_the_optimizer_s_launch_latency_is_counted_once_in_a_trace_without_gaps(
+    tmp_path: Path,
+) -> None:
+    # The device never idles 10 µs (no idle gap at all): forty 3 µs optimizer kernels, each
+    # waiting 7 µs for its launch. Those 273 µs inside the optimizer's span are launch_bound's
+    # too: counted once, under the optimizer, as in a trace with gaps.
+    t = HandMadeTrace()
+    t.step(1, 0, 1_400)
+    t.host("aten::add", 0, 3)
+    t.gpu(ADD, 5, 995, launch_ts=1)
+    t.host("Optimizer.step#AdamW.step", 995, 405, cat="user_annotation")
+    for i in range(40):
+        ts = 1_000.0 + 10 * i
+        t.host("aten::_foreach_mul_", ts - 1, 8)
+        t.gpu(MULTI_TENSOR, ts + 7, 3, launch_ts=ts)
+    result = findings(write_h200(t, tmp_path / "no_gaps.json"))
+    opt, launch = by_id(result, "unfused_optimizer"), by_id(result, "launch_bound")
+    assert opt is not None and launch is not None
+    assert opt.overlap == "its idle time is part of what launch_bound reports; counted once, here"
+    assert launch.overlap == "0.27 ms of its idle time is counted under unfused_optimizer"
+
+
 def test_the_parameter_count_is_addcdiv_s_and_the_fused_pass_is_priced_to_the_ns(
     tmp_path: Path,
 ) -> None:
