@@ -28,7 +28,9 @@ from traceinsight.analysis.whatif.copies import ScaleLaunchedIn
 
 OPTIMIZER_PREFIX = "Optimizer.step#"
 # Host ops of fused optimizers (torch's fused=True path; apex and DeepSpeed call their own).
-FUSED_OPTIMIZER_OP = r"^aten::_fused_(?:adam|adamw|sgd|adagrad)|FusedAdam|FusedLAMB|FusedSGD|multi_tensor_adam"
+FUSED_OPTIMIZER_OP = (
+    r"^aten::_fused_(?:adam|adamw|sgd|adagrad)|FusedAdam|FusedLAMB|FusedSGD|multi_tensor_adam"
+)
 # The first input of these ops is every parameter once per step (foreach) or one parameter
 # per call (for-loop implementation): their sizes add up to the parameter count.
 PARAM_OPS = ("aten::_foreach_addcdiv_", "aten::addcdiv_", "aten::_foreach_lerp_", "aten::lerp_")
@@ -79,7 +81,11 @@ def _optimizer_fix(model: device_model.DeviceModel, annotation: str) -> tuple[st
             "(torch.compile(optimizer.step)), so it runs as a few kernels per step.",
             "batch or compile the optimizer step",
         )
-    action = "the fused optimizer (fused=True)" if model.features.fused_optimizer else "the foreach optimizer (foreach=True)"
+    action = (
+        "the fused optimizer (fused=True)"
+        if model.features.fused_optimizer
+        else "the foreach optimizer (foreach=True)"
+    )
     return device_model.fused_optimizer_advice(model), action
 
 
@@ -93,9 +99,13 @@ def detect_unfused_optimizer(ctx: FindingContext) -> Estimate | None:
     classes = with_classes(k.select(pl.col("name").cast(pl.String)).unique(), vendor=model.vendor)
     # Already fused: a fused optimizer kernel (torch's _fused_adam, apex FusedAdam /
     # multi_tensor_adam) runs in the step, or the host called a fused optimizer op.
-    fused_kernel = classes.filter((pl.col("family") == "optimizer") & (pl.col("subfamily") == "fused")).height > 0
+    fused_kernel = (
+        classes.filter((pl.col("family") == "optimizer") & (pl.col("subfamily") == "fused")).height
+        > 0
+    )
     host_ops = ctx.trace.events.filter(
-        (pl.col("kind") == "cpu_op") & pl.col("name").cast(pl.String).str.contains(FUSED_OPTIMIZER_OP)
+        (pl.col("kind") == "cpu_op")
+        & pl.col("name").cast(pl.String).str.contains(FUSED_OPTIMIZER_OP)
     )
     if fused_kernel or host_ops.height > 0:
         return None
@@ -120,11 +130,16 @@ def detect_unfused_optimizer(ctx: FindingContext) -> Estimate | None:
     if ctx.window is not None and ctx.window.excluded.height:
         # An optimizer step that overlaps one-time work (start-up, compilation, capture) is not
         # the steady state: its span holds the first call's idle, which fusing would not save.
-        one_time = ctx.window.excluded.select(pl.col("start_ns").alias("once_start_ns"), pl.col("end_ns").alias("once_end_ns"))
+        one_time = ctx.window.excluded.select(
+            pl.col("start_ns").alias("once_start_ns"), pl.col("end_ns").alias("once_end_ns")
+        )
         hit = (
             per_step.select("step", "start_ns", "stop_ns")
             .join(one_time, how="cross")
-            .filter((pl.col("start_ns") < pl.col("once_end_ns")) & (pl.col("once_start_ns") < pl.col("stop_ns")))
+            .filter(
+                (pl.col("start_ns") < pl.col("once_end_ns"))
+                & (pl.col("once_start_ns") < pl.col("stop_ns"))
+            )
         )
         per_step = per_step.filter(~pl.col("step").is_in(hit["step"].to_list()))
         if per_step.height == 0:
@@ -196,7 +211,9 @@ def detect_unfused_optimizer(ctx: FindingContext) -> Estimate | None:
         # one fused pass instead of the optimizer's kernels, launched once: its host time
         # (per-parameter launches) leaves the step's path
         transforms=(
-            ScaleLaunchedIn(exact_names([str(k["annotation"][0])]), fused_ns / kernel_ns if kernel_ns else 1.0),
+            ScaleLaunchedIn(
+                exact_names([str(k["annotation"][0])]), fused_ns / kernel_ns if kernel_ns else 1.0
+            ),
             *no_host_time_in([str(k["annotation"][0])]),
         ),
         within_parts=tuple(parts),
