@@ -203,3 +203,19 @@ def test_replayed_saving_of_loop_iterations_is_per_iteration(sample_trace: objec
         assert f.saving_window_ns == pytest.approx(80 * f.saving_ns, rel=0.02)
     launch = by_id(result, "launch_bound")
     assert f"{launch.saving_ns / 1e6:.1f} ms per step" in report.headline.verdict
+
+
+def test_a_wider_finding_is_never_credited_more_than_its_own_fix_saves(sample_trace) -> None:  # type: ignore[no-untyped-def]
+    # fix_item_sync_before: with the syncs removed the profiled loop turns host-bound, so
+    # collapsing launches on top of that fix would save 37 %; collapsing them alone saves 8 %.
+    # The finding reads what its own fix saves; the rest needs both (the total counts it).
+    result = _findings("fix_item_sync_before", sample_trace)
+    launch = by_id(result, "launch_bound")
+    assert launch is not None and "capped at what it saves alone" in (launch.overlap or "")
+    ctx = context(sample_trace("fix_item_sync_before"))
+    est = {e.finding.id: e for e in (d(ctx) for d in DETECTORS) if e is not None}
+    rep, _ = replayed.check(ctx)
+    assert rep is not None
+    alone = 100.0 * (rep.before_ns - rep.after_ns(est["launch_bound"].transforms)) / rep.before_ns
+    assert launch.saving_pct == pytest.approx(alone, abs=0.05) and alone < 15.0
+    assert result.findings[0].id == "host_bound"

@@ -35,11 +35,9 @@ FIX_FINDING = {
 # overhead is the larger finding, rightly (see docs/findings.md, "Predicted vs measured").
 NOT_LEADING = {"churn"}
 # Pairs whose "before" recording leads, rightly, with another finding once savings are
-# replayed: item_sync's syncs (host_sync, 11 %; diff measures 14 % for removing them) sit in a
-# loop whose host launches each micro-step's ~70 kernels more slowly than the GPU runs them:
-# with the syncs gone the profiled step is host-bound (launches plus 2 ms of host work per
-# micro-step), and collapsing the launches, replayed on top of that fix, saves more (launch_bound).
-LED_BY = {"item_sync": "launch_bound"}
+# replayed: item_sync's 2 ms of host work per micro-step (host_bound, 35 %) costs more than the
+# syncs around it (host_sync, 11 %; diff measures 14 % for removing them).
+LED_BY = {"item_sync": "host_bound"}
 # After the fix, what is left of the finding, replayed: fix_launch_after still launches an
 # eager aten::sum after the graph replay, whose dispatch the replay prices at ~7 % of the 1 ms step.
 # item_sync's fix keeps one .item() per step, which the replay prices at ~1.5 %.

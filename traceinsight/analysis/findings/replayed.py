@@ -143,7 +143,9 @@ def _per_step_ns(ctx: FindingContext, f: Finding, rep: _Replay, saved: int, pct:
     return round(pct / 100.0 * ctx.window_ns)
 
 
-def _replayed(ctx: FindingContext, f: Finding, rep: _Replay, est: Estimate, after_ns: int, first: list[str]) -> Finding:
+def _replayed(
+    ctx: FindingContext, f: Finding, rep: _Replay, est: Estimate, after_ns: int, first: list[str], capped: bool = False
+) -> Finding:
     saved = max(rep.before_ns - after_ns, 0)
     pct = 100.0 * saved / rep.before_ns if rep.before_ns > 0 else 0.0
     where = (
@@ -153,6 +155,7 @@ def _replayed(ctx: FindingContext, f: Finding, rep: _Replay, est: Estimate, afte
         f"replayed: the trace's dependency graph (host threads, launches, streams, syncs) replayed "
         f"with {_describe(est.transforms)}: {rep.before_ns / 1e6:.3f} → {after_ns / 1e6:.3f} ms, {where}"
         + (f", counting only what it adds to the fixes of {', '.join(first)} (they claim part of the same time)" if first else "")
+        + (", at most what it saves alone" if capped else "")
         + ". "
         f"Estimate from the pools before replaying: {f.saving_pct:.1f} % ({f.method})"
     )
@@ -165,6 +168,7 @@ def _replayed(ctx: FindingContext, f: Finding, rep: _Replay, est: Estimate, afte
         overlap=(
             f"replayed on top of the fixes of {', '.join(first)}, which claim part of the same time: "
             "only what it adds is counted"
+            + (" (capped at what it saves alone: the rest needs both fixes)" if capped else "")
             if first
             else None
         ),
@@ -227,13 +231,21 @@ def settle_all(ctx: FindingContext, estimates: list[Estimate]) -> Settled:
         # A finding whose time a narrower one also claims (that one's ``within`` names it) is
         # replayed on top of the narrower fixes: its saving is what it adds to them.
         first = tuple(t for e in with_t if _nested_in(e, est.finding.id) for t in e.transforms)
+        capped = False
         try:
             base = rep.before_ns if not first else rep.after_ns(first)
             after = rep.after_ns((*first, *est.transforms)) + (rep.before_ns - base)
+            if first:
+                # On top of the narrower fixes it may also collect what they only unlock
+                # together with it (GPU time saved by a fusion shows once launches are
+                # collapsed): never more than its own fix saves when applied alone.
+                alone = rep.after_ns(est.transforms)
+                capped = alone > after
+                after = max(after, alone)
         except TransformError as exc:
             failed[est.finding.id] = f"its change could not be replayed ({exc})"
             continue
-        out.append(_replayed(ctx, claimed[est.finding.id], rep, est, after, [e.finding.id for e in with_t if _nested_in(e, est.finding.id)]))
+        out.append(_replayed(ctx, claimed[est.finding.id], rep, est, after, [e.finding.id for e in with_t if _nested_in(e, est.finding.id)], capped))
         kept.append(est)
     replayed_ids = {e.finding.id for e in kept}
     out = [_parents_noted(f, estimates, replayed_ids) for f in out]
