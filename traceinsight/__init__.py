@@ -10,7 +10,16 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING
 
-from traceinsight.api import analyze, compare, diff, load, load_job, whatif
+from traceinsight.api import (
+    analyze,
+    analyze_memory_snapshot,
+    compare,
+    diff,
+    load,
+    load_job,
+    load_memory_snapshot,
+    whatif,
+)
 from traceinsight.version import __version__
 
 if TYPE_CHECKING:
@@ -28,10 +37,12 @@ if TYPE_CHECKING:
     from traceinsight.analysis.sections.ops import OpsResult
     from traceinsight.analysis.sections.overview import OverviewResult
     from traceinsight.analysis.sections.steps import StepsResult
+    from traceinsight.analysis.snapshot.report import SnapshotReport
     from traceinsight.analysis.whatif.model import WhatIfResult
     from traceinsight.analysis.whatif.section import CriticalPathResult
     from traceinsight.engine.job import Job
     from traceinsight.trace.model import Trace, TraceMeta
+    from traceinsight.trace.snapshot.model import MemorySnapshot
 
 # Public names resolved on first use, so that importing the package does not load polars.
 _LAZY = {
@@ -53,6 +64,8 @@ _LAZY = {
     "OpsResult": "traceinsight.analysis.sections.ops",
     "OverviewResult": "traceinsight.analysis.sections.overview",
     "StepsResult": "traceinsight.analysis.sections.steps",
+    "MemorySnapshot": "traceinsight.trace.snapshot.model",
+    "SnapshotReport": "traceinsight.analysis.snapshot.report",
     "WhatIfResult": "traceinsight.analysis.whatif.model",
     "CriticalPathResult": "traceinsight.analysis.whatif.section",
 }
@@ -69,21 +82,25 @@ __all__ = [
     "JobReport",
     "KernelsResult",
     "MemoryResult",
+    "MemorySnapshot",
     "OpsResult",
     "OverviewResult",
     "Report",
     "Result",
     "SeriesResult",
+    "SnapshotReport",
     "StepsResult",
     "Trace",
     "TraceMeta",
     "WhatIfResult",
     "__version__",
     "analyze",
+    "analyze_memory_snapshot",
     "compare",
     "diff",
     "load",
     "load_job",
+    "load_memory_snapshot",
     "whatif",
 ]
 

@@ -1,6 +1,7 @@
 """The public Python API: ``load`` a trace, ``analyze`` it, ``diff`` two runs; ``load_job``
 the ranks of a distributed run (``analyze(job)`` runs the cross-rank analyses) and
-``compare`` a series of runs.
+``compare`` a series of runs; ``load_memory_snapshot`` / ``analyze_memory_snapshot`` for the
+CUDA allocator's snapshots.
 
 Each function takes a path or an already loaded :class:`~traceinsight.trace.model.Trace`.
 Imports are lazy so that ``import traceinsight`` stays light (and ``traceinsight.capture``
@@ -19,18 +20,34 @@ if TYPE_CHECKING:
     from traceinsight.analysis.job.report import JobReport
     from traceinsight.analysis.job.series import SeriesResult
     from traceinsight.analysis.report import Report
+    from traceinsight.analysis.snapshot.report import SnapshotReport
     from traceinsight.analysis.whatif.model import WhatIfResult
     from traceinsight.analysis.whatif.transforms import Transformation
     from traceinsight.engine.job import Job
     from traceinsight.trace.model import Trace
+    from traceinsight.trace.snapshot.model import MemorySnapshot
 
-__all__ = ["PathOrTrace", "analyze", "compare", "diff", "load", "load_job", "whatif"]
+__all__ = [
+    "PathOrTrace",
+    "analyze",
+    "analyze_memory_snapshot",
+    "compare",
+    "diff",
+    "load",
+    "load_job",
+    "load_memory_snapshot",
+    "whatif",
+]
 
 PathOrTrace = Union["Trace", str, "os.PathLike[str]"]
 
 
 def load(
-    path: str | os.PathLike[str], *, cache: bool = True, workers: int | None = None, cycle: int | str = "latest"
+    path: str | os.PathLike[str],
+    *,
+    cache: bool = True,
+    workers: int | None = None,
+    cycle: int | str = "latest",
 ) -> Trace:
     """Load a Kineto trace (``.json`` / ``.json.gz``) into a :class:`Trace`.
 
@@ -106,7 +123,13 @@ def load_job(
     from traceinsight.engine.job import load_job as load_ranks
 
     return load_ranks(
-        source, jobs=jobs, engine=engine, address=address, config=config, allow_missing=allow_missing, cache=cache,
+        source,
+        jobs=jobs,
+        engine=engine,
+        address=address,
+        config=config,
+        allow_missing=allow_missing,
+        cache=cache,
         cycle=cycle,
     )
 
@@ -181,10 +204,14 @@ def analyze(
 
     if isinstance(trace, Job):
         return trace.analyze(
-            config, only=list(only) if only is not None else None, skip=list(skip) if skip is not None else None
+            config,
+            only=list(only) if only is not None else None,
+            skip=list(skip) if skip is not None else None,
         )
 
-    return analyze_trace(_as_trace(trace, cache=cache), config, only=only, skip=skip, on_section=on_section)
+    return analyze_trace(
+        _as_trace(trace, cache=cache), config, only=only, skip=skip, on_section=on_section
+    )
 
 
 def diff(
@@ -251,8 +278,44 @@ def whatif(
 
     try:
         written = parse(
-            list(scale), list(remove), list(host), graphs=graphs, overlap_comm=overlap_comm, async_copies=async_copies
+            list(scale),
+            list(remove),
+            list(host),
+            graphs=graphs,
+            overlap_comm=overlap_comm,
+            async_copies=async_copies,
         )
         return run_whatif(_as_trace(trace, cache=cache), (*transformations, *written))
     except TransformError as exc:
         raise UsageError(str(exc)) from None
+
+
+def load_memory_snapshot(path: str | os.PathLike[str]) -> MemorySnapshot:
+    """Read a ``torch.cuda.memory._dump_snapshot`` pickle into frames (segments, blocks, events,
+    frames). The pickle is read with an unpickler that refuses every class and function, so a
+    crafted file cannot run code; it raises ``TraceFormatError`` naming the file instead."""
+    from traceinsight.trace.snapshot.load import load_memory_snapshot as load_snapshot
+
+    return load_snapshot(path)
+
+
+def analyze_memory_snapshot(
+    snapshot: MemorySnapshot | str | os.PathLike[str],
+    *,
+    device: int | None = None,
+    iterations: int | None = None,
+    compare_with: MemorySnapshot | str | os.PathLike[str] | None = None,
+) -> SnapshotReport:
+    """Peak, leaks, fragmentation and the OOM of one device of a snapshot (the device with the
+    most events unless ``device`` is given); ``iterations`` names how many iterations the
+    trace holds when they cannot be found from it; ``compare_with`` adds the per-site change of
+    the peak against a second snapshot."""
+    from traceinsight.analysis.snapshot.report import analyze_snapshot
+
+    def loaded(value: MemorySnapshot | str | os.PathLike[str]) -> MemorySnapshot:
+        return load_memory_snapshot(value) if isinstance(value, (str, os.PathLike)) else value
+
+    other = None if compare_with is None else loaded(compare_with)
+    return analyze_snapshot(
+        loaded(snapshot), device=device, iterations=iterations, compare_with=other
+    )

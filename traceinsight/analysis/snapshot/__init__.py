@@ -1,0 +1,1 @@
+"""Answers from a CUDA caching-allocator snapshot: peak, leaks, fragmentation, OOM, comparison."""

@@ -1,0 +1,131 @@
+"""Fragmentation: memory the allocator reserved but could not hand out as one piece.
+
+The caching allocator splits segments into blocks; freed blocks stay reserved (``inactive``)
+and only serve requests that fit in one of them. Reserved minus allocated is the memory held
+idle; the largest inactive block against the largest request says whether that idle memory is
+usable. Inactive blocks at the end of a split segment ("tails") are what
+``expandable_segments:True`` removes: an expandable segment grows in place by mapping pages, so
+the next request extends the segment instead of finding a new one, and tails do not pile up.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import polars as pl
+
+from traceinsight.analysis.core.base import Result
+from traceinsight.analysis.snapshot.peak import PeakResult
+from traceinsight.analysis.snapshot.units import fmt_bytes
+from traceinsight.trace.snapshot.model import MemorySnapshot
+
+# expandable segments pay off once idle tails are a fair share of the idle reserved memory.
+TAILS_SHARE = 0.25
+
+
+@dataclass(frozen=True)
+class FragmentationResult(Result):
+    name: ClassVar[str] = "memory_fragmentation"
+    device: int = 0
+    segments: int = 0
+    reserved_bytes: int = 0  # when the snapshot was taken
+    allocated_bytes: int = 0
+    reserved_free_bytes: int = 0  # reserved minus allocated
+    reserved_free_at_peak_bytes: int = 0  # the same, when allocated memory peaked
+    inactive_blocks: int = (
+        0  # free blocks of split segments (a segment of one free block is not split)
+    )
+    inactive_bytes: int = 0
+    largest_inactive_bytes: int = 0
+    largest_request_bytes: int = 0  # the largest allocation in the trace or held in the snapshot
+    inactive_tails: int = 0  # split segments whose last block is inactive
+    inactive_tail_bytes: int = 0
+    expandable: bool = False  # segments already expandable (or the setting says so)
+    expandable_would_help: bool = False
+    advice: str = ""
+
+
+def run(snapshot: MemorySnapshot, device: int, peak: PeakResult) -> FragmentationResult:
+    segments = snapshot.segments.filter(pl.col("device") == device)
+    blocks = snapshot.blocks.filter(pl.col("device") == device)
+    if segments.is_empty():
+        return FragmentationResult(
+            available=False, reason="the snapshot holds no segments for this device", device=device
+        )
+    per_segment = blocks.group_by("segment_id").agg(
+        pl.len().alias("n"), pl.col("block_index").max().alias("last")
+    )
+    marked = blocks.join(per_segment, on="segment_id").with_columns(
+        ((pl.col("state") == "inactive") & (pl.col("n") > 1)).alias("split_free"),
+    )
+    split_free = marked.filter(pl.col("split_free"))
+    tails = split_free.filter(pl.col("block_index") == pl.col("last"))
+    held = blocks.filter(pl.col("state") != "inactive")
+    events = snapshot.events.filter((pl.col("device") == device) & (pl.col("action") == "alloc"))
+    largest_request = max(int(events["size_bytes"].max() or 0), int(held["size_bytes"].max() or 0))  # type: ignore[arg-type]
+    reserved = int(segments["total_size_bytes"].sum())
+    allocated = int(held["size_bytes"].sum())
+    free = reserved - allocated
+    largest_free = int(blocks.filter(pl.col("state") == "inactive")["size_bytes"].max() or 0)  # type: ignore[arg-type]
+    tail_bytes = int(tails["size_bytes"].sum())
+    expandable = bool(segments["is_expandable"].fill_null(False).any()) or _setting_on(
+        snapshot.allocator_settings
+    )
+    helps = (
+        not expandable
+        and tails.height >= 2
+        and tail_bytes >= max(largest_request, TAILS_SHARE * free)
+        and free > 0
+    )
+    return FragmentationResult(
+        device=device,
+        segments=segments.height,
+        reserved_bytes=reserved,
+        allocated_bytes=allocated,
+        reserved_free_bytes=free,
+        reserved_free_at_peak_bytes=max(peak.reserved_at_peak_bytes - peak.peak_allocated_bytes, 0),
+        inactive_blocks=split_free.height,
+        inactive_bytes=int(split_free["size_bytes"].sum()),
+        largest_inactive_bytes=largest_free,
+        largest_request_bytes=largest_request,
+        inactive_tails=tails.height,
+        inactive_tail_bytes=tail_bytes,
+        expandable=expandable,
+        expandable_would_help=helps,
+        advice=_advice(
+            helps, expandable, free, largest_free, largest_request, tails.height, tail_bytes
+        ),
+    )
+
+
+def _setting_on(settings: dict[str, Any]) -> bool:
+    value = settings.get("expandable_segments")
+    return value is True or (
+        isinstance(settings.get("PYTORCH_CUDA_ALLOC_CONF"), str)
+        and "expandable_segments:true"
+        in str(settings["PYTORCH_CUDA_ALLOC_CONF"]).replace(" ", "").lower()
+    )
+
+
+def _advice(
+    helps: bool,
+    expandable: bool,
+    free: int,
+    largest_free: int,
+    largest_request: int,
+    tails: int,
+    tail_bytes: int,
+) -> str:
+    if helps:
+        return (
+            f"{tails} segments end in a free tail ({fmt_bytes(tail_bytes)} in all); "
+            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True lets a segment grow in place instead of leaving tails"
+        )
+    if free <= 0:
+        return "no reserved memory is idle"
+    if largest_free >= largest_request:
+        return f"{fmt_bytes(free)} reserved but free; the largest free block ({fmt_bytes(largest_free)}) fits the largest request"
+    if expandable:
+        return f"{fmt_bytes(free)} reserved but free; segments are already expandable"
+    return f"{fmt_bytes(free)} reserved but free in blocks smaller than the largest request ({fmt_bytes(largest_request)}), scattered inside segments rather than at their ends"

@@ -1,0 +1,145 @@
+"""Leaks: sites whose held bytes grow from one iteration to the next.
+
+Iterations are found from the trace itself: in a training or inference loop most sites allocate
+once per step, so the most common number of allocations per stack (at least 3) is taken as the
+number of iterations, and each allocation of the earliest such stack starts one. Without such a
+repetition, or when the caller names a count, the trace is cut into equal slices of time
+(``time_us``; event order where times are missing). A site leaks when its bytes held at the end
+of each iteration never fall, end higher than they began, and rise in at least half the steps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import polars as pl
+
+from traceinsight.analysis.core.base import Result
+from traceinsight.analysis.snapshot.replay import DeviceReplay, live_at
+
+MIN_ITERATIONS = 3
+DEFAULT_SLICES = 10
+
+
+@dataclass(frozen=True)
+class LeaksResult(Result):
+    """``boundaries`` are the last event index of each iteration; ``leaks`` one row per growing
+    site: ``growth_per_iteration_bytes``, ``first_bytes`` / ``last_bytes`` (held at the end of
+    the first and last iteration), ``grew_in`` (iterations in which it rose), ``live_bytes``."""
+
+    name: ClassVar[str] = "memory_leaks"
+    device: int = 0
+    iterations: int = 0
+    method: str = ""
+    boundaries: tuple[int, ...] = ()
+    leaks: pl.DataFrame | None = None
+
+    def to_polars(self) -> pl.DataFrame:
+        return self.leaks if self.leaks is not None else pl.DataFrame()
+
+
+def iteration_boundaries(
+    replay: DeviceReplay, iterations: int | None = None
+) -> tuple[list[int], str]:
+    """The last event index of each iteration, and how the iterations were found."""
+    levels = replay.levels
+    if levels.is_empty():
+        return [], "no recorded trace"
+    last_idx = int(levels["idx"].max())  # type: ignore[arg-type]
+    if iterations is None:
+        starts, stack_id = _repeating_starts(replay.allocations)
+        if len(starts) >= MIN_ITERATIONS:
+            bounds = [s - 1 for s in starts[1:]] + [last_idx]
+            return (
+                bounds,
+                f"{len(starts)} iterations, each starting at an allocation of stack {stack_id} (the earliest of the sites allocating the most common number of times)",
+            )
+        iterations = DEFAULT_SLICES
+    slices = max(1, min(iterations, levels.height))
+    return (
+        _equal_slices(levels, slices),
+        f"{slices} equal slices of {'time' if levels['time_us'].null_count() == 0 else 'event order'}",
+    )
+
+
+def _repeating_starts(allocations: pl.DataFrame) -> tuple[list[int], int | None]:
+    made = allocations.filter((pl.col("alloc_idx") >= 0) & pl.col("stack_id").is_not_null())
+    if made.is_empty():
+        return [], None
+    per_stack = made.group_by("stack_id").agg(
+        pl.len().alias("n"), pl.col("alloc_idx").min().alias("first")
+    )
+    repeated = per_stack.filter(pl.col("n") >= MIN_ITERATIONS)
+    if repeated.is_empty():
+        return [], None
+    # The most common count; between equally common counts, the larger (finer iterations).
+    modes = repeated.group_by("n").len().sort(["len", "n"], descending=[True, True])
+    count = int(modes["n"][0])
+    marker = int(repeated.filter(pl.col("n") == count).sort("first")["stack_id"][0])
+    starts = made.filter(pl.col("stack_id") == marker)["alloc_idx"].sort().to_list()
+    return starts, marker
+
+
+def _equal_slices(levels: pl.DataFrame, slices: int) -> list[int]:
+    order = levels["time_us"] if levels["time_us"].null_count() == 0 else levels["idx"]
+    low, high = int(order.min()), int(order.max())  # type: ignore[arg-type]
+    span = max(high - low, 1)
+    # Each event goes to the slice its time falls in; a slice's boundary is its last event.
+    bucket = ((order - low) * slices // span).clip(0, slices - 1)
+    ends = (
+        levels.with_columns(bucket.alias("slice"))
+        .group_by("slice")
+        .agg(pl.col("idx").max())
+        .sort("slice")
+    )
+    return [int(i) for i in ends["idx"].to_list()]
+
+
+def run(replay: DeviceReplay, iterations: int | None = None) -> LeaksResult:
+    bounds, method = iteration_boundaries(replay, iterations)
+    if len(bounds) < MIN_ITERATIONS:
+        return LeaksResult(
+            available=False,
+            reason=f"too few iterations to see growth ({len(bounds)}; at least {MIN_ITERATIONS} needed)",
+            device=replay.device,
+            iterations=len(bounds),
+            method=method,
+            boundaries=tuple(bounds),
+        )
+    live = live_at(replay.allocations, bounds)
+    steps = len(bounds) - 1
+    per_site = live.sort("point").group_by("site").agg(pl.col("live_bytes").alias("live_bytes"))
+    diffs = pl.col("live_bytes").list
+    leaks = (
+        per_site.with_columns(
+            diffs.first().alias("first_bytes"),
+            diffs.last().alias("last_bytes"),
+            diffs.eval(pl.element().diff().drop_nulls() > 0).list.sum().alias("grew_in"),
+            diffs.eval(pl.element().diff().drop_nulls() < 0).list.any().alias("fell"),
+        )
+        .filter(
+            ~pl.col("fell")
+            & (pl.col("last_bytes") > pl.col("first_bytes"))
+            & (pl.col("grew_in") * 2 >= steps)
+        )
+        .select(
+            "site",
+            ((pl.col("last_bytes") - pl.col("first_bytes")) / steps)
+            .round(0)
+            .cast(pl.Int64)
+            .alias("growth_per_iteration_bytes"),
+            "first_bytes",
+            "last_bytes",
+            pl.col("grew_in").cast(pl.Int64),
+            "live_bytes",
+        )
+        .sort(["growth_per_iteration_bytes", "site"], descending=[True, False])
+    )
+    return LeaksResult(
+        device=replay.device,
+        iterations=len(bounds),
+        method=method,
+        boundaries=tuple(bounds),
+        leaks=leaks,
+    )

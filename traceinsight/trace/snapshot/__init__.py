@@ -1,0 +1,1 @@
+"""CUDA caching-allocator snapshots (``torch.cuda.memory._dump_snapshot``) as polars frames."""
