@@ -33,13 +33,17 @@ def with_wakes(graph: StepGraph, tl: Timeline) -> StepGraph:
     if graph.host_nodes == 0 or np.unique(graph.host_thread).size < 2:
         return graph
     # idle pieces: untraced gaps before a segment, and annotations' own time (a segment)
-    annotation = (
-        pl.DataFrame({"id": graph.seg_owner})
-        .join(graph.host_events.select("id", (pl.col("kind") == "user_annotation").alias("a")), on="id", how="left")["a"]
-        .fill_null(False)
-        .to_numpy()
-    )
-    own = annotation & (graph.seg_dur_ns >= WAKE_GAP_NS)
+    own = np.zeros(graph.seg_node.size, dtype=bool)
+    long_seg = np.flatnonzero(graph.seg_dur_ns >= WAKE_GAP_NS)
+    if long_seg.size:
+        # owner id -> annotation?, by a search over the sorted ids (only the long segments)
+        ids = graph.host_events["id"].to_numpy()
+        ann = (graph.host_events["kind"] == "user_annotation").to_numpy()
+        order = np.argsort(ids, kind="stable")
+        owners = graph.seg_owner[long_seg]
+        pos = np.clip(np.searchsorted(ids[order], owners), 0, max(ids.size - 1, 0))
+        hit = (ids[order][pos] == owners) & ann[order][pos] if ids.size else np.zeros(owners.size, dtype=bool)
+        own[long_seg[hit]] = True
     is_gap = graph.seg_gap_ns >= WAKE_GAP_NS
     big = np.flatnonzero(is_gap | own)
     if big.size == 0:
