@@ -43,11 +43,7 @@ PathOrTrace = Union["Trace", str, "os.PathLike[str]"]
 
 
 def load(
-    path: str | os.PathLike[str],
-    *,
-    cache: bool = True,
-    workers: int | None = None,
-    cycle: int | str = "latest",
+    path: str | os.PathLike[str], *, cache: bool = True, workers: int | None = None, cycle: int | str = "latest"
 ) -> Trace:
     """Load a Kineto trace (``.json`` / ``.json.gz``) into a :class:`Trace`.
 
@@ -123,13 +119,7 @@ def load_job(
     from traceinsight.engine.job import load_job as load_ranks
 
     return load_ranks(
-        source,
-        jobs=jobs,
-        engine=engine,
-        address=address,
-        config=config,
-        allow_missing=allow_missing,
-        cache=cache,
+        source, jobs=jobs, engine=engine, address=address, config=config, allow_missing=allow_missing, cache=cache,
         cycle=cycle,
     )
 
@@ -204,14 +194,10 @@ def analyze(
 
     if isinstance(trace, Job):
         return trace.analyze(
-            config,
-            only=list(only) if only is not None else None,
-            skip=list(skip) if skip is not None else None,
+            config, only=list(only) if only is not None else None, skip=list(skip) if skip is not None else None
         )
 
-    return analyze_trace(
-        _as_trace(trace, cache=cache), config, only=only, skip=skip, on_section=on_section
-    )
+    return analyze_trace(_as_trace(trace, cache=cache), config, only=only, skip=skip, on_section=on_section)
 
 
 def diff(
@@ -278,12 +264,7 @@ def whatif(
 
     try:
         written = parse(
-            list(scale),
-            list(remove),
-            list(host),
-            graphs=graphs,
-            overlap_comm=overlap_comm,
-            async_copies=async_copies,
+            list(scale), list(remove), list(host), graphs=graphs, overlap_comm=overlap_comm, async_copies=async_copies
         )
         return run_whatif(_as_trace(trace, cache=cache), (*transformations, *written))
     except TransformError as exc:

@@ -6,7 +6,7 @@ names (listed in ``sections``)::
     {
       "schema_version": 2,              # layout of this envelope
       "traceinsight_version": "0.1.0",
-      "kind": "report",                 # report | diff | gaps | bound | compile | whatif | sql | job | series
+      "kind": "report",                 # report | diff | gaps | bound | compile | whatif | sql | job | series | memory_snapshot
       "inputs": {"trace": "run.json.gz"},        # diff: {"before": ..., "after": ...}
       "options": {"only": null, "skip": null},  # command options that shaped the output (bound: by, ...)
       "sections": ["overview", "gaps"], # the keys below holding results
@@ -30,6 +30,7 @@ from traceinsight.analysis.diff.compare import DiffResult
 from traceinsight.analysis.job.report import JobReport
 from traceinsight.analysis.job.series import SeriesResult
 from traceinsight.analysis.report import Report
+from traceinsight.analysis.snapshot.report import SnapshotReport
 from traceinsight.render.documents import (
     BoundListing,
     CompileReport,
@@ -41,8 +42,10 @@ from traceinsight.version import __version__
 
 ENVELOPE_SCHEMA_VERSION = 2
 
-Kind = Literal["report", "diff", "gaps", "bound", "compile", "whatif", "sql", "job", "series"]
-Document = Report | DiffResult | GapsListing | BoundListing | CompileReport | WhatIfReport | QueryRows | JobReport | SeriesResult
+Kind = Literal["report", "diff", "gaps", "bound", "compile", "whatif", "sql", "job", "series", "memory_snapshot"]
+Document = (
+    Report | DiffResult | GapsListing | BoundListing | CompileReport | WhatIfReport | QueryRows | JobReport | SeriesResult | SnapshotReport
+)
 
 # Keys of Report.to_dict() that the envelope header replaces.
 _REPORT_HEADER_KEYS = ("schema_version", "traceinsight_version", "trace", "sections")
@@ -126,6 +129,15 @@ def _rows(obj: QueryRows) -> dict[str, Any]:
     return data
 
 
+def _snapshot(obj: SnapshotReport) -> dict[str, Any]:
+    inputs: dict[str, str | list[str]] = {"snapshot": obj.path}
+    if obj.compare is not None:
+        inputs["compare"] = obj.compare.after_path
+    data = _header("memory_snapshot", inputs, {"device": obj.device}, ["memory_snapshot"])
+    data["memory_snapshot"] = obj.to_dict()
+    return data
+
+
 # The envelope of each kind of document, by its type.
 _DOCUMENTS: dict[type, Callable[[Any], dict[str, Any]]] = {
     Report: _report,
@@ -137,6 +149,7 @@ _DOCUMENTS: dict[type, Callable[[Any], dict[str, Any]]] = {
     CompileReport: _compile,
     WhatIfReport: _whatif,
     QueryRows: _rows,
+    SnapshotReport: _snapshot,
 }
 
 

@@ -22,6 +22,7 @@ from traceinsight.analysis.diff.compare import DiffResult
 from traceinsight.analysis.job.report import JobReport
 from traceinsight.analysis.job.series import SeriesResult
 from traceinsight.analysis.report import Report
+from traceinsight.analysis.snapshot.report import SnapshotReport
 from traceinsight.atomic import write_atomic
 from traceinsight.errors import UsageError
 from traceinsight.render import envelope
@@ -175,6 +176,24 @@ def _rows_renderable(rows: QueryRows) -> RenderableType:
     return Group(table, Text(f"{frame.height:,} row(s)", style="dim"))
 
 
+def _snapshot_terminal(obj: SnapshotReport, narrow: bool) -> RenderableType:
+    from traceinsight.render.snapshot.terminal import render_terminal
+
+    return render_terminal(obj)
+
+
+def _snapshot_md(obj: SnapshotReport, top: int) -> str:
+    from traceinsight.render.snapshot.markdown import render_markdown
+
+    return render_markdown(obj, top=max(top, 10))
+
+
+def _snapshot_html(obj: SnapshotReport, trace: Trace | None) -> str:
+    from traceinsight.render.snapshot.html import render_html
+
+    return render_html(obj)
+
+
 # Every kind of document, by its type: the one table every format choice reads.
 DOCUMENTS: dict[type, DocumentKind] = {
     Report: DocumentKind("report", ("terminal", "json", "md", "html"), 100, _report_terminal, _report_md, _report_html),
@@ -186,6 +205,7 @@ DOCUMENTS: dict[type, DocumentKind] = {
     QueryRows: DocumentKind("sql", ("terminal", "csv", "json"), None, lambda obj, narrow: _rows_renderable(obj)),
     JobReport: DocumentKind("job", ("terminal", "json", "md", "html", "perfetto"), 100, _job_terminal, _job_md, _job_html),
     SeriesResult: DocumentKind("series", ("terminal", "json", "md", "html"), 120, _series_terminal, _series_md, _series_html),
+    SnapshotReport: DocumentKind("memory_snapshot", ("terminal", "json", "md", "html"), 120, _snapshot_terminal, _snapshot_md, _snapshot_html),
 }
 # Formats each kind of output can be written in, as the commands accept them.
 FORMATS: dict[Kind, tuple[Format, ...]] = {d.kind: d.formats for d in DOCUMENTS.values()}

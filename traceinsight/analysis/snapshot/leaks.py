@@ -5,7 +5,7 @@ once per step, so the most common number of allocations per stack (at least 3) i
 number of iterations, and each allocation of the earliest such stack starts one. Without such a
 repetition, or when the caller names a count, the trace is cut into equal slices of time
 (``time_us``; event order where times are missing). A site leaks when its bytes held at the end
-of each iteration never fall, end higher than they began, and rise in at least half the steps.
+of each iteration never fall, end higher than they began, and rise in at least half the steps (and in two at least).
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from traceinsight.analysis.snapshot.replay import DeviceReplay, live_at
 
 MIN_ITERATIONS = 3
 DEFAULT_SLICES = 10
+# A single rise is a step change (a cache filled once), not a leak.
+MIN_GROWTHS = 2
 
 
 @dataclass(frozen=True)
@@ -121,7 +123,7 @@ def run(replay: DeviceReplay, iterations: int | None = None) -> LeaksResult:
         .filter(
             ~pl.col("fell")
             & (pl.col("last_bytes") > pl.col("first_bytes"))
-            & (pl.col("grew_in") * 2 >= steps)
+            & (pl.col("grew_in") >= max(MIN_GROWTHS, (steps + 1) // 2))
         )
         .select(
             "site",

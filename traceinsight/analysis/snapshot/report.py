@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
 import polars as pl
@@ -37,6 +37,7 @@ class SnapshotReport(Result):
     device: int = 0
     devices: tuple[int, ...] = ()
     events: int = 0
+    first_time_us: int | None = None  # the first traced event's time, for times relative to it
     stacks: int = 0
     peak: PeakResult = field(default_factory=PeakResult)
     leaks: LeaksResult = field(default_factory=LeaksResult)
@@ -47,21 +48,9 @@ class SnapshotReport(Result):
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"schema_version": RESULT_SCHEMA_VERSION}
-        for name in (
-            "path",
-            "file_bytes",
-            "layout",
-            "device",
-            "devices",
-            "events",
-            "stacks",
-            "peak",
-            "leaks",
-            "fragmentation",
-            "oom",
-            "compare",
-        ):
-            data[name] = jsonable(getattr(self, name))
+        for f in fields(self):
+            if f.name != "timeline":  # drawing points, not a finding
+                data[f.name] = jsonable(getattr(self, f.name))
         return data
 
     def to_polars(self) -> pl.DataFrame:
@@ -99,6 +88,7 @@ def analyze_snapshot(
         device=chosen,
         devices=tuple(known),
         events=replayed.levels.height,
+        first_time_us=replayed.levels["time_us"].min() if replayed.levels.height else None,  # type: ignore[arg-type]
         stacks=site_table.height,
         peak=peak_result,
         leaks=run_leaks(replayed, iterations),

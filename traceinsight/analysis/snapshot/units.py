@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 def fmt_bytes(value: int | float) -> str:
-    """Binary units, three significant figures: 512 B, 1.50 KiB, 3.25 GiB."""
+    """Binary units with one decimal, as the renderers write them: 512 B, 1.5 KiB, 3.2 GiB."""
     size = float(value)
     sign = "-" if size < 0 else ""
     size = abs(size)
@@ -12,6 +12,6 @@ def fmt_bytes(value: int | float) -> str:
         if size < 1024 or unit == "TiB":
             if unit == "B":
                 return f"{sign}{int(size)} B"
-            return f"{sign}{size:.3g} {unit}" if size >= 100 else f"{sign}{size:.2f} {unit}"
+            return f"{sign}{size:.1f} {unit}"
         size /= 1024
     raise AssertionError("unreachable")
