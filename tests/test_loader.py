@@ -21,7 +21,9 @@ from .handmade import HOST_PID, MAIN_TID, kernel, launch, op, write_trace
 def test_every_sample_loads_with_the_documented_schema(name: str, sample_trace) -> None:
     trace = sample_trace(name)
     assert list(trace.events.columns) == list(EVENT_COLUMNS)
-    assert trace.events.schema["ts_ns"] == pl.Int64 and trace.events.schema["name"] == pl.Categorical
+    assert (
+        trace.events.schema["ts_ns"] == pl.Int64 and trace.events.schema["name"] == pl.Categorical
+    )
     assert list(trace.kernels.columns) == list(KERNEL_COLUMNS)
     assert trace.events["dur_ns"].min() >= 0
     assert (trace.events["end_ns"] == trace.events["ts_ns"] + trace.events["dur_ns"]).all()
@@ -35,7 +37,9 @@ def test_every_sample_loads_with_the_documented_schema(name: str, sample_trace) 
     if unlinked.height:
         assert any("launched before" in w for w in trace.meta.warnings)
         first_linked = linked.group_by("device", "stream").agg(pl.col("ts_ns").min().alias("first"))
-        late = unlinked.join(first_linked, on=["device", "stream"]).filter(pl.col("ts_ns") > pl.col("first"))
+        late = unlinked.join(first_linked, on=["device", "stream"]).filter(
+            pl.col("ts_ns") > pl.col("first")
+        )
         assert late.height == 0
     # A kernel cannot start before the call that launched it started (1 µs of clock skew allowed).
     assert (linked["launch_ts_ns"] <= linked["ts_ns"] + 1_000).all()
@@ -58,20 +62,28 @@ def test_real_training_trace_links_kernels_to_ops_steps_and_samples(sample_trace
     assert set(kernels["step"].drop_nulls().unique().to_list()) <= set(steps)
     # ProfilerStep spans contain their host events: each host event's step span holds its ts.
     spans = trace.events.filter(
-        (pl.col("kind") == "user_annotation") & pl.col("name").cast(pl.String).str.starts_with("ProfilerStep#")
+        (pl.col("kind") == "user_annotation")
+        & pl.col("name").cast(pl.String).str.starts_with("ProfilerStep#")
     )
     assert spans.height == len(steps)
     # AND the memory events and counter samples land in their own frames
     assert trace.memory.height > 0 and trace.memory["total_allocated_bytes"].max() > 0
-    assert set(trace.counters["name"].cast(pl.String).unique()) >= {"nvml.utilization", "nvml.power"}
+    assert set(trace.counters["name"].cast(pl.String).unique()) >= {
+        "nvml.utilization",
+        "nvml.power",
+    }
     assert trace.has_shapes and trace.has_steps and trace.has_gpu
 
 
 def test_nesting_parent_contains_child(sample_trace) -> None:
     events = sample_trace("train_eager").events
     joined = events.filter(pl.col("parent").is_not_null()).join(
-        events.select(pl.col("id").alias("parent"), pl.col("ts_ns").alias("p_ts"), pl.col("end_ns").alias("p_end"),
-                      pl.col("depth").alias("p_depth")),
+        events.select(
+            pl.col("id").alias("parent"),
+            pl.col("ts_ns").alias("p_ts"),
+            pl.col("end_ns").alias("p_end"),
+            pl.col("depth").alias("p_depth"),
+        ),
         on="parent",
     )
     assert joined.height > 1000
@@ -95,7 +107,9 @@ def test_python_function_frames_form_their_own_tree(sample_trace) -> None:
     kinds = events.select("id", pl.col("kind").alias("parent_kind"))
     parents = python.join(kinds.rename({"id": "parent"}), on="parent")
     assert (parents["parent_kind"] == "python").all()
-    ops = events.filter(pl.col("kind") == "cpu_op").join(kinds.rename({"id": "parent"}), on="parent")
+    ops = events.filter(pl.col("kind") == "cpu_op").join(
+        kinds.rename({"id": "parent"}), on="parent"
+    )
     assert not (ops["parent_kind"] == "python").any()
 
 
@@ -146,7 +160,10 @@ def test_rocm_hip_trace_links_hip_launches(tmp_path: Path) -> None:
     # WHEN it is loaded
     trace = ti.load(path, cache=False)
     # THEN each kernel links to its hip launch and, through it, to the op
-    assert trace.kernels["launch_name"].cast(pl.String).to_list() == ["hipLaunchKernel", "hipExtModuleLaunchKernel"]
+    assert trace.kernels["launch_name"].cast(pl.String).to_list() == [
+        "hipLaunchKernel",
+        "hipExtModuleLaunchKernel",
+    ]
     assert trace.kernels["op_name"].cast(pl.String).to_list() == ["aten::mm", "aten::mm"]
     assert trace.meta.devices[0].name == "AMD Instinct MI300X"
 
@@ -209,8 +226,10 @@ def test_missing_base_time_makes_times_relative_to_the_first_event(tmp_path: Pat
 def test_string_pids_and_tids(tmp_path: Path) -> None:
     path = write_trace(
         tmp_path / "strpid.json",
-        [op("PyTorch Profiler (0)", 0, 50, pid="Spans", tid="PyTorch Profiler", cat="Trace"),
-         op("aten::add", 1, 2, pid="123", tid="456")],
+        [
+            op("PyTorch Profiler (0)", 0, 50, pid="Spans", tid="PyTorch Profiler", cat="Trace"),
+            op("aten::add", 1, 2, pid="123", tid="456"),
+        ],
     )
     trace = ti.load(path, cache=False)
     rows = {r["name"]: r for r in trace.events.select("name", "pid", "tid").iter_rows(named=True)}
@@ -237,7 +256,11 @@ def test_kind_of_each_category_handmade(tmp_path: Path) -> None:
     events = [op(name, i, 1, cat=cat) for i, (name, (cat, _)) in enumerate(cases.items())]
     path = write_trace(tmp_path / "kinds.json", [*events, no_cat])
     trace = ti.load(path, cache=False)
-    kinds = dict(trace.events.select(pl.col("name").cast(pl.String), pl.col("kind").cast(pl.String)).iter_rows())
+    kinds = dict(
+        trace.events.select(
+            pl.col("name").cast(pl.String), pl.col("kind").cast(pl.String)
+        ).iter_rows()
+    )
     assert kinds == {name: kind for name, (_, kind) in cases.items()} | {"no cat": "other"}
 
 
@@ -246,7 +269,9 @@ def test_missing_or_zero_durations(tmp_path: Path) -> None:
     trace = ti.load(path, cache=False)
     assert trace.events["dur_ns"].to_list() == [0, 0, 0]
     warnings = " ".join(trace.meta.warnings)
-    assert "no usable 'dur'" in warnings and "negative" in warnings
+    # only "c" is negative: a zero dur is an instant, not a slip to report
+    assert "1 duration events had no usable 'dur'" in warnings
+    assert "1 events had a negative 'dur'; set to 0" in warnings
 
 
 @pytest.mark.parametrize("dur", [-9.2e18, -9223372036854775808, -1e300, 9.2e18])
@@ -260,7 +285,8 @@ def test_durations_beyond_int64_ns_are_dropped_with_a_warning(tmp_path: Path, du
     assert "1 duration events had no usable 'dur'" in " ".join(trace.meta.warnings)
 
 
-@pytest.mark.parametrize("dur", [-9.2e18, -1e300, 9.2e18])
+# 4.613e15 µs is 4.613e18 ns, just above 2**62 ns (4.6117e18): the limit is in ns, to the digit.
+@pytest.mark.parametrize("dur", [-9.2e18, -1e300, 9.2e18, 4.613e15, -4.613e15])
 def test_linker_range_check_covers_negative_durations(tmp_path: Path, dur: float) -> None:
     # GIVEN the raw columns of a hand-made trace whose dur (µs) is then set beyond ±2**62 ns,
     # as another reader could hand them over (the JSON reader already nulls such values)
@@ -271,13 +297,105 @@ def test_linker_range_check_covers_negative_durations(tmp_path: Path, dur: float
     raw = read_trace(path, read_bytes(path))
     durations = raw.take_durations()
     durations = durations.with_columns(
-        pl.when(pl.col("name") == "a").then(pl.lit(dur)).otherwise(pl.col("dur")).cast(durations["dur"].dtype).alias("dur")
+        pl.when(pl.col("name") == "a")
+        .then(pl.lit(dur))
+        .otherwise(pl.col("dur"))
+        .cast(durations["dur"].dtype)
+        .alias("dur")
     )
     # WHEN the linker gets them THEN that dur is dropped with a warning, not cast into Int64
     linked = link(durations, raw.counters, raw.memory, None)
     assert linked.events.sort("ts_ns")["dur_ns"].to_list() == [0, 3_000]
     assert any("1 duration events had no usable 'dur'" in w for w in linked.warnings)
     assert not any("negative" in w for w in linked.warnings)
+
+
+def test_counters_at_2_62_ns_or_beyond_are_dropped_like_events(tmp_path: Path) -> None:
+    # GIVEN the raw columns of a hand-made trace with a counter at exactly 2**62 ns, where event
+    # times stop being usable (4611686018427388 µs is 2**62 ns to the double)
+    from traceinsight.trace.link import link
+    from traceinsight.trace.reader import read_bytes, read_trace
+
+    events = [
+        op("a", 1, 2),
+        {"ph": "C", "name": "mem", "pid": 0, "ts": 5, "args": {"bytes": 1}},
+        {"ph": "C", "name": "mem", "pid": 0, "ts": 7, "args": {"bytes": 2}},
+    ]
+    path = write_trace(tmp_path / "counters.json", events)
+    raw = read_trace(path, read_bytes(path))
+    counters = raw.counters.with_columns(
+        pl.when(pl.col("ts") == 7)
+        .then(pl.lit(4611686018427388.0))
+        .otherwise(pl.col("ts"))
+        .alias("ts")
+    )
+    # WHEN the linker gets them THEN that counter is left out, the other kept
+    linked = link(raw.take_durations(), counters, raw.memory, 0)
+    assert linked.counters["ts_ns"].to_list() == [5_000]
+
+
+def test_kernels_carry_the_host_context_of_their_launch_or_none(tmp_path: Path) -> None:
+    # GIVEN a hand-made step: a kernel launched by aten::mm inside a "forward" annotation, one
+    # launched outside any op or annotation, one with no launch call in the trace; and a host
+    # op between steps 1 and 2
+    events = [
+        op("ProfilerStep#1", 0, 100, cat="user_annotation"),
+        op("forward", 5, 45, cat="user_annotation"),
+        op("aten::mm", 10, 10),
+        launch("cudaLaunchKernel", 12, 2, correlation=1),
+        kernel("k_mm", 30, 5, correlation=1),
+        launch("cudaLaunchKernel", 60, 2, correlation=2),
+        kernel("k_bare", 70, 5, correlation=2),
+        kernel("k_unlaunched", 80, 5, correlation=99),
+        op("between_steps", 110, 5),
+        op("ProfilerStep#2", 120, 80, cat="user_annotation"),
+    ]
+    trace = ti.load(write_trace(tmp_path / "context.json", events), cache=False)
+    ids = dict(trace.events.select(pl.col("name").cast(pl.String), "id").iter_rows())
+    k = {
+        r["name"]: r
+        for r in trace.kernels.with_columns(pl.col(pl.Categorical).cast(pl.String)).iter_rows(
+            named=True
+        )
+    }
+    # THEN each kernel has its launch's op, outermost op and annotation (not the step), by id
+    mm = k["k_mm"]
+    assert (mm["launch_name"], mm["op_name"], mm["top_op_name"], mm["annotation"]) == (
+        "cudaLaunchKernel",
+        "aten::mm",
+        "aten::mm",
+        "forward",
+    )
+    assert (mm["op_id"], mm["top_op_id"], mm["annotation_id"], mm["step"]) == (
+        ids["aten::mm"],
+        ids["aten::mm"],
+        ids["forward"],
+        1,
+    )
+    # a launch under no op or annotation: no op, no annotation, still the step's
+    bare = k["k_bare"]
+    assert bare["launch_name"] == "cudaLaunchKernel" and bare["step"] == 1
+    assert [
+        bare[c]
+        for c in ("op_id", "op_name", "top_op_id", "top_op_name", "annotation_id", "annotation")
+    ] == [None] * 6
+    # no launch call: no host context at all
+    lone = k["k_unlaunched"]
+    assert [
+        lone[c]
+        for c in ("launch_id", "launch_name", "launch_ts_ns", "launch_tid", "top_op_name", "step")
+    ] == [None] * 6
+    # a host op after step 1 ended and before step 2 began belongs to neither
+    step_of = dict(trace.events.select(pl.col("name").cast(pl.String), "step").iter_rows())
+    assert step_of["between_steps"] is None and step_of["aten::mm"] == 1
+    # and host events at the top of their thread have no parent (null, not a row number)
+    parent_of = dict(trace.events.select(pl.col("name").cast(pl.String), "parent").iter_rows())
+    assert parent_of["ProfilerStep#1"] is None and parent_of["between_steps"] is None
+    assert parent_of["aten::mm"] == ids["forward"]
+    # GPU work is on no host tree: no parent, no depth
+    depth_of = dict(trace.events.select(pl.col("name").cast(pl.String), "depth").iter_rows())
+    assert (depth_of["ProfilerStep#1"], depth_of["aten::mm"]) == (0, 2)
+    assert depth_of["k_mm"] is None and parent_of["k_mm"] is None
 
 
 def test_begin_end_pairs_become_durations(tmp_path: Path) -> None:
@@ -308,7 +426,13 @@ def test_json_array_form_and_gzip_by_magic(tmp_path: Path) -> None:
 def test_counters_land_in_the_counters_frame(tmp_path: Path) -> None:
     events = [
         op("a", 0, 100),
-        {"ph": "C", "name": "nvml.utilization", "pid": 0, "ts": 50.5, "args": {"gpu_pct": 97, "memory_pct": 40.5}},
+        {
+            "ph": "C",
+            "name": "nvml.utilization",
+            "pid": 0,
+            "ts": 50.5,
+            "args": {"gpu_pct": 97, "memory_pct": 40.5},
+        },
     ]
     trace = ti.load(write_trace(tmp_path / "c.json", events, baseTimeNanoseconds=0), cache=False)
     rows = trace.counters.sort("series").to_dicts()
@@ -330,7 +454,11 @@ def test_chunked_decode_matches_single_piece(
     doc = json.loads(gzip.decompress(sample_path("train_compiled").read_bytes()))
     if layout == "events_first":
         doc = {"traceEvents": doc.pop("traceEvents")} | doc
-    text = json.dumps(doc, indent=1 if layout == "indented" else None, separators=None if layout == "indented" else (",", ":"))
+    text = json.dumps(
+        doc,
+        indent=1 if layout == "indented" else None,
+        separators=None if layout == "indented" else (",", ":"),
+    )
     path = tmp_path / "trace.json"
     path.write_text(text)
     # WHEN it is decoded in pieces of chunk_bytes
@@ -346,20 +474,32 @@ def test_chunked_decode_matches_single_piece(
     assert chunked.meta.warnings == whole.meta.warnings
 
 
-def test_traceevents_key_inside_an_earlier_value_is_not_taken_for_the_real_one(tmp_path: Path) -> None:
+def test_traceevents_key_inside_an_earlier_value_is_not_taken_for_the_real_one(
+    tmp_path: Path,
+) -> None:
     # hand-made: a header value holds its own "traceEvents" list before the real key
     events = [op(f"op{i}", i * 10, 5) for i in range(50)]
     path = tmp_path / "decoy.json"
-    decoy = {"schemaVersion": 1, "notes": {"traceEvents": [op("decoy", 0, 1)]}, "traceEvents": events, "traceName": "t"}
+    decoy = {
+        "schemaVersion": 1,
+        "notes": {"traceEvents": [op("decoy", 0, 1)]},
+        "traceEvents": events,
+        "traceName": "t",
+    }
     path.write_text(json.dumps(decoy))
     trace = ti.load(path, cache=False)
     assert trace.events["name"].cast(pl.String).to_list() == [f"op{i}" for i in range(50)]
 
 
-def test_chunk_cut_inside_nested_objects_falls_back(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_chunk_cut_inside_nested_objects_falls_back(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     # GIVEN a hand-made trace whose args hold a list of objects, so "}, {" also occurs
     # inside events
-    events = [op(f"op{i}", i * 10, 5, args={"External id": i, "list": [{"a": 1}, {"b": 2}] * 20}) for i in range(200)]
+    events = [
+        op(f"op{i}", i * 10, 5, args={"External id": i, "list": [{"a": 1}, {"b": 2}] * 20})
+        for i in range(200)
+    ]
     path = write_trace(tmp_path / "nested.json", events)
     # WHEN it is decoded in pieces small enough that some cut lands inside an event
     monkeypatch.setattr(chunking, "CHUNK_BYTES", 300)
@@ -374,14 +514,28 @@ def test_lenient_args_keep_good_fields(tmp_path: Path) -> None:
     events = [
         launch("cudaLaunchKernel", 1, 1, correlation=3),
         kernel("k", 3, 2, correlation=3, extra={"grid": "oops", "registers per thread": 32}),
-        {"ph": "X", "cat": "cpu_op", "name": "x", "pid": HOST_PID, "tid": MAIN_TID, "ts": "7.5", "dur": 1},
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "x",
+            "pid": HOST_PID,
+            "tid": MAIN_TID,
+            "ts": "7.5",
+            "dur": 1,
+        },
     ]
     # WHEN they are loaded
-    trace = ti.load(write_trace(tmp_path / "lenient.json", events, baseTimeNanoseconds=0), cache=False)
+    trace = ti.load(
+        write_trace(tmp_path / "lenient.json", events, baseTimeNanoseconds=0), cache=False
+    )
     # THEN the bad fields alone are dropped (the kernel keeps its other args and its link) and
     # the numeric string is read as a number
     k = trace.kernels.row(0, named=True)
-    assert k["registers_per_thread"] == 32 and k["grid"] is None and k["launch_name"] == "cudaLaunchKernel"
+    assert (
+        k["registers_per_thread"] == 32
+        and k["grid"] is None
+        and k["launch_name"] == "cudaLaunchKernel"
+    )
     assert trace.events.filter(pl.col("name").cast(pl.String) == "x")["ts_ns"].to_list() == [7_500]
 
 
@@ -389,7 +543,16 @@ def test_lenient_args_keep_raw_shapes_and_unknown_phases_are_counted(tmp_path: P
     # GIVEN hand-made events: a bad sequence number beside good shapes, and a phase no
     # reader knows
     events = [
-        op("aten::mm", 1, 2, args={"Input Dims": [[2, 3], [3, 4]], "Input type": ["float", "float"], "Sequence number": "x"}),
+        op(
+            "aten::mm",
+            1,
+            2,
+            args={
+                "Input Dims": [[2, 3], [3, 4]],
+                "Input type": ["float", "float"],
+                "Sequence number": "x",
+            },
+        ),
         {"ph": "Z", "name": "mystery", "pid": HOST_PID, "tid": MAIN_TID, "ts": 2},
         op("aten::add", 4, 1),
     ]
@@ -415,11 +578,20 @@ def test_two_gpu_ddp_trace_keeps_rank_and_collectives(rank: int, sample_trace) -
     assert (nccl["group_size"] == 2).all() and (nccl["in_msg_nelems"] > 0).all()
     # the all-reduces run on their own stream, beside the compute stream
     assert nccl["stream"].n_unique() == 1
-    assert nccl["stream"][0] not in trace.kernels.filter(~pl.col("name").cast(pl.String).str.starts_with("nccl"))["stream"].unique().to_list()
+    assert (
+        nccl["stream"][0]
+        not in trace.kernels.filter(~pl.col("name").cast(pl.String).str.starts_with("nccl"))[
+            "stream"
+        ]
+        .unique()
+        .to_list()
+    )
 
 
 @pytest.mark.parametrize("inflater", ["default", "zlib"])
-def test_gzip_text_is_the_same_whichever_inflater(inflater: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_gzip_text_is_the_same_whichever_inflater(
+    inflater: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     import zlib
 
     from traceinsight.errors import TraceFormatError
