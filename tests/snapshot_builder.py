@@ -1,6 +1,6 @@
 """Hand-made allocator snapshots: a tiny caching allocator that records what PyTorch records.
 
-Segments are reserved explicitly, allocations carved from them in address order; ``dump``
+Segments are reserved explicitly, allocations carved from them at the lowest free address; ``dump``
 writes the pickle ``torch.cuda.memory._dump_snapshot`` would: the segments with their blocks
 (live allocations active, the gaps between them inactive) and the trace of every event.
 """
@@ -47,7 +47,15 @@ class _Segment:
     size: int
     expandable: bool
     live: dict[int, tuple[int, list[Frame]]] = field(default_factory=dict)  # addr -> (size, frames)
-    top: int = 0  # bump pointer, bytes from the start
+
+    def first_fit(self, size: int) -> int | None:
+        """The lowest address with ``size`` free bytes, as a split block would be reused."""
+        cursor = self.address
+        for addr in sorted(self.live):
+            if addr - cursor >= size:
+                return cursor
+            cursor = addr + self.live[addr][0]
+        return cursor if self.address + self.size - cursor >= size else None
 
 
 class SnapshotBuilder:
@@ -87,10 +95,9 @@ class SnapshotBuilder:
         self, size: int, frames: list[Frame], *, segment: int = -1, record: bool = True
     ) -> int:
         seg = self.segments[segment]
-        if seg.top + size > seg.size:
+        addr = seg.first_fit(size)
+        if addr is None:
             raise ValueError("segment full")
-        addr = seg.address + seg.top
-        seg.top += size
         seg.live[addr] = (size, frames)
         if record:
             self._event("alloc", size, frames, addr=addr)

@@ -91,6 +91,10 @@ def test_leak_found_with_growth_per_iteration(tmp_path: Path) -> None:
     r = report(tmp_path, leaky(6))
     assert r.leaks.available
     assert r.leaks.iterations == 6
+    assert (
+        r.leaks.method
+        == f"6 iterations, each starting at an allocation at {ACT_SITE} (the earliest site allocating once per iteration at a steady pace)"
+    )
     assert r.leaks.leaks is not None
     assert r.leaks.leaks["site"].to_list() == [LEAK_SITE]  # the freed activation does not leak
     row = r.leaks.leaks.row(0, named=True)

@@ -20,9 +20,6 @@ from traceinsight.analysis.snapshot.peak import PeakResult
 from traceinsight.analysis.snapshot.units import fmt_bytes
 from traceinsight.trace.snapshot.model import MemorySnapshot
 
-# expandable segments pay off once idle tails are a fair share of the idle reserved memory.
-TAILS_SHARE = 0.25
-
 
 @dataclass(frozen=True)
 class FragmentationResult(Result):
@@ -38,7 +35,8 @@ class FragmentationResult(Result):
     )
     inactive_bytes: int = 0
     largest_inactive_bytes: int = 0
-    largest_request_bytes: int = 0  # the largest allocation in the trace or held in the snapshot
+    # the largest allocation (or failed request) in the trace, or block held
+    largest_request_bytes: int = 0
     inactive_tails: int = 0  # split segments whose last block is inactive
     inactive_tail_bytes: int = 0
     expandable: bool = False  # segments already expandable (or the setting says so)
@@ -62,7 +60,10 @@ def run(snapshot: MemorySnapshot, device: int, peak: PeakResult) -> Fragmentatio
     split_free = marked.filter(pl.col("split_free"))
     tails = split_free.filter(pl.col("block_index") == pl.col("last"))
     held = blocks.filter(pl.col("state") != "inactive")
-    events = snapshot.events.filter((pl.col("device") == device) & (pl.col("action") == "alloc"))
+    # A request that failed (oom) is a request too, and the one fragmentation matters most for.
+    events = snapshot.events.filter(
+        (pl.col("device") == device) & pl.col("action").is_in(["alloc", "oom"])
+    )
     largest_request = max(int(events["size_bytes"].max() or 0), int(held["size_bytes"].max() or 0))  # type: ignore[arg-type]
     reserved = int(segments["total_size_bytes"].sum())
     allocated = int(held["size_bytes"].sum())
@@ -72,12 +73,8 @@ def run(snapshot: MemorySnapshot, device: int, peak: PeakResult) -> Fragmentatio
     expandable = bool(segments["is_expandable"].fill_null(False).any()) or _setting_on(
         snapshot.allocator_settings
     )
-    helps = (
-        not expandable
-        and tails.height >= 2
-        and tail_bytes >= max(largest_request, TAILS_SHARE * free)
-        and free > 0
-    )
+    # Tails only hurt when no free block fits the largest request while the tails together would.
+    helps = not expandable and tails.height >= 2 and largest_free < largest_request <= tail_bytes
     return FragmentationResult(
         device=device,
         segments=segments.height,
