@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+import pytest
 
 from traceinsight.analysis.findings.headline import _bound_clause
 from traceinsight.analysis.findings.precision import misaligned_dims
@@ -226,3 +227,30 @@ def test_an_optimizer_without_a_fused_version_is_not_told_fused_true(tmp_path: P
             e["name"] = "Optimizer.step#Shampoo.step"
     f = by_id(findings(write_h200(t, tmp_path / "shampoo.json")), "unfused_optimizer")
     assert f is not None and "fused=True" not in f.fix and "Shampoo" in f.fix
+
+
+def test_the_optimizer_is_not_charged_for_idle_that_waits_on_queued_work(tmp_path: Path) -> None:
+    # Hand-made: the foreach step, and the same step whose second half waits 2 ms on work queued
+    # elsewhere (its kernels launched on time, started 2 ms late: a device-side wait, as for a
+    # gradient all-reduce on another stream). Fusing the optimizer does not remove that wait.
+    def trace(wait_us: float) -> HandMadeTrace:
+        t = HandMadeTrace()
+        t.step(1, 0, 2_000 + 40 * 150 + wait_us)
+        t.host("aten::add", 5, 3)
+        t.gpu(ADD, 10, 1_000, launch_ts=6)
+        t.host("Optimizer.step#AdamW.step", 1_000, 40 * 150 + 100, cat="user_annotation")
+        ts = 1_100.0
+        for i in range(40):
+            t.host("aten::_foreach_mul_", ts - 30, 20)
+            late = wait_us if i >= 20 else 0.0
+            # the late ones were queued before the GPU ran out of work: launched 120 µs early
+            t.gpu(FOREACH, ts + late, 100, launch_ts=ts - (120 if late else 25))
+            ts += 150
+        return t
+
+    plain = by_id(findings(write_h200(trace(0.0), tmp_path / "plain.json")), "unfused_optimizer")
+    waits = by_id(findings(write_h200(trace(2_000.0), tmp_path / "waits.json")), "unfused_optimizer")
+    assert plain is not None and waits is not None
+    # neither the 2 ms wait nor the 20 gaps of 50 µs between the queued kernels are claimed
+    # (in the plain step those 50 µs are launch latency, which fusing does remove)
+    assert waits.estimate_ns == pytest.approx(plain.estimate_ns - 1_000_000, abs=20_000)
