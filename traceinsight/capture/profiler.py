@@ -14,6 +14,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
 from traceinsight.capture.distributed import dist_rank
+from traceinsight.capture.memsnap import DEFAULT_MAX_ENTRIES, MemoryHistory, snapshot_path
 from traceinsight.capture.merge import merge_samples, read_trace, write_trace_atomic
 from traceinsight.capture.nvml import NvmlSampler
 from traceinsight.errors import CaptureError
@@ -97,8 +98,12 @@ class Profile(contextlib.ContextDecorator):
         interval_s: float = 0.1,
         devices: Sequence[int] | None = None,
         gpm: bool = True,
+        memory_snapshot: bool = False,
+        memory_max_entries: int = DEFAULT_MAX_ENTRIES,
     ) -> None:
         self.path = Path(path)
+        self._memory = MemoryHistory(memory_max_entries) if memory_snapshot else None
+        self.memory_snapshot_path: Path | None = None  # set once the snapshot is written
         self.schedule = _as_schedule(schedule)
         self.options = {
             "record_shapes": record_shapes,
@@ -167,6 +172,9 @@ class Profile(contextlib.ContextDecorator):
             **kwargs,
         )
         self._start_ns = time.time_ns()
+        self.memory_snapshot_path = None
+        if self._memory is not None and not self._memory.start():
+            log.warning("traceinsight: no memory snapshot: %s", self._memory.reason)
         if self._nvml:
             self.sampler = NvmlSampler(self._devices, interval_s=self.interval_s, gpm=self._gpm)
             self.sampler.start()
@@ -177,6 +185,8 @@ class Profile(contextlib.ContextDecorator):
         except BaseException:
             if self.sampler is not None:
                 self.sampler.stop()
+            if self._memory is not None:
+                self._memory.stop()
             raise
         _active.append(self)
         return self
@@ -201,12 +211,31 @@ class Profile(contextlib.ContextDecorator):
             if self.sampler is not None:
                 self.sampler.stop()
             self.summary = self._summarize(end_ns)
+            # After the profiler has stopped (its own buffers are freed), and whether or not the
+            # profiled code raised: an out-of-memory error is when the snapshot matters most.
+            self._dump_memory()
         if self._errors and exc is None:
             first = self._errors[0]
+            if isinstance(first, CaptureError):  # says itself what it could not write
+                raise first
             raise CaptureError(f"could not write the trace to {self.path}: {first}") from first
         for err in self._errors:
-            log.error("traceinsight: could not write the trace: %s", err)
+            log.error(
+                "traceinsight: %s",
+                err if isinstance(err, CaptureError) else f"could not write the trace: {err}",
+            )
         return False
+
+    def _dump_memory(self) -> None:
+        if self._memory is None or not self._memory.recording:
+            return
+        target = snapshot_path(output_path(self.path))
+        try:
+            self.memory_snapshot_path = self._memory.dump(target)
+        except Exception as exc:
+            self._errors.append(
+                CaptureError(f"could not write the memory snapshot to {target}: {exc}")
+            )
 
     def _summarize(self, end_ns: int) -> GpuSummary | None:
         if self.sampler is None or not self.sampler.devices:
@@ -280,6 +309,8 @@ def profile(
     interval_s: float = 0.1,
     devices: Sequence[int] | None = None,
     gpm: bool = True,
+    memory_snapshot: bool = False,
+    memory_max_entries: int = DEFAULT_MAX_ENTRIES,
 ) -> Profile:
     """Profile a block or function with torch.profiler and NVML counters; write ``*.json.gz``.
 
@@ -288,6 +319,11 @@ def profile(
     inside the block is recorded. The trace is written atomically, with ``.rank<N>`` in the name
     under torch.distributed and ``.cycle<N>`` when the schedule repeats, and it is written even
     when the profiled code raises (the exception then propagates).
+
+    ``memory_snapshot=True`` (on a machine with CUDA) also records the CUDA allocator's history
+    (the last ``memory_max_entries`` events, with Python stacks) from the start of the block and
+    writes it beside the trace as ``<name>.memory.pickle`` when the block ends, also when it
+    raises (an out-of-memory error included); ``traceinsight memory`` reads it.
     """
     return Profile(
         path,
@@ -301,4 +337,6 @@ def profile(
         interval_s=interval_s,
         devices=devices,
         gpm=gpm,
+        memory_snapshot=memory_snapshot,
+        memory_max_entries=memory_max_entries,
     )

@@ -32,6 +32,8 @@ class RunResult:
     summary: GpuSummary | None = None
     nvml_status: str = "disabled"
     message: str = ""
+    # the allocator snapshot, when one was asked for and written
+    memory_snapshot: Path | None = None
 
 
 def split_command(command: Sequence[str]) -> tuple[str, str, list[str]]:
@@ -102,13 +104,15 @@ def run_script(
     record_shapes: bool = True,
     steps_from: StepsFrom = "optimizer",
     nvml: bool = True,
+    memory_snapshot: bool = False,
 ) -> RunResult:
     """Run ``[python] script.py ARGS`` in this process under :func:`profile`.
 
     With ``steps_from="optimizer"`` every ``optimizer.step()`` (any torch optimizer, through
     torch's global step hook) advances the profiler schedule; with ``"manual"`` the script
     calls ``traceinsight.capture.current_profiler().step()`` itself. An exception in the
-    script is printed and gives exit code 1; the trace is written either way.
+    script is printed and gives exit code 1; the trace is written either way (and, with
+    ``memory_snapshot``, the allocator snapshot beside it).
     """
     kind, target, argv = split_command(command)
     if steps_from not in ("optimizer", "manual"):
@@ -127,6 +131,7 @@ def run_script(
         profile_memory=profile_memory,
         interval_s=interval_s,
         nvml=nvml,
+        memory_snapshot=memory_snapshot,
     )
     handle = None
     exit_code = 0
@@ -154,6 +159,7 @@ def run_script(
         summary=prof.summary,
         nvml_status=prof.sampler.status if prof.sampler is not None else "disabled",
         message=_outcome(prof, schedule, steps_from),
+        memory_snapshot=prof.memory_snapshot_path,
     )
 
 

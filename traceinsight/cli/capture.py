@@ -38,6 +38,14 @@ def capture_command(
     profile_memory: Annotated[
         bool, typer.Option("--profile-memory", help="Record allocations and frees.")
     ] = False,
+    memory: Annotated[
+        bool,
+        typer.Option(
+            "--memory",
+            help="Also record the CUDA allocator's history and write a snapshot beside the trace "
+            "(NAME.memory.pickle, read by `traceinsight memory`), also when the script fails.",
+        ),
+    ] = False,
     steps_from: Annotated[
         str,
         typer.Option(
@@ -88,12 +96,17 @@ def capture_command(
         profile_memory=profile_memory,
         steps_from="manual" if steps_from == "manual" else "optimizer",
         nvml=not no_nvml,
+        memory_snapshot=memory,
     )
     err = sys.stderr
     if result.paths:
         print(f"traceinsight: trace written to {result.message}", file=err)
     else:
         print(f"traceinsight: {result.message}", file=err)
+    if result.memory_snapshot is not None:
+        print(f"traceinsight: memory snapshot written to {result.memory_snapshot}", file=err)
+    elif memory:
+        print("traceinsight: no memory snapshot (CUDA is not available)", file=err)
     if result.summary is not None:
         print(result.summary.format(), file=err)
         if summary_json is not None:
