@@ -176,3 +176,60 @@ def test_tiny_kernels_are_mostly_shorter_than_their_launch(sample_trace: Any) ->
     big = kernels.run(sample_trace("gemm_bf16"), AnalysisConfig())
     gemm = big.families.filter(pl.col("family") == "gemm").row(0, named=True)
     assert gemm["short_pct"] < 10
+
+
+# ---- graph replays ---------------------------------------------------------------------
+
+ROOT_DIR = Path(__file__).resolve().parents[1]
+VLLM_FULL = ROOT_DIR.parent / "shared" / "third_party" / "tracelens" / "vllm_decode_full" / "graph_execution.json.gz"
+
+
+def _graph_events(launch_name: str) -> list[dict[str, Any]]:
+    """Hand-made: three replays of graph A (two kernels) and one of graph B (three kernels);
+    each launch's kernels share its correlation id, as Kineto writes them."""
+    events: list[dict[str, Any]] = []
+    t = 100.0
+    for i, names in enumerate([["a1", "a2"], ["a1", "a2"], ["b1", "b2", "b3"], ["a1", "a2"]]):
+        corr = 100 + i
+        events.append(launch(launch_name, t, 5, corr))
+        k_ts = t + 10
+        for n in names:
+            events.append(kernel(n, k_ts, 20 if n.startswith("a") else 40, corr))
+            k_ts += 25 if n.startswith("a") else 45
+        t += 200
+    return events
+
+
+@pytest.mark.parametrize("launch_name", ["cudaGraphLaunch", "hipGraphLaunch", "cuGraphLaunch_v2"])
+def test_graph_replays_are_told_apart_by_their_kernels(tmp_path: Path, launch_name: str) -> None:
+    trace = load(write_trace(tmp_path / "graphs.json", _graph_events(launch_name)), cache=False)
+    r = kernels.run(trace, AnalysisConfig())
+    assert r.launch.graph_launches == 4 and r.launch.graph_kernels == 9
+    rows = {row["launches"]: row for row in r.graphs.iter_rows(named=True)}
+    a, b = rows[3], rows[1]
+    assert (a["graph"], a["kernels_per_launch"], a["total_ns"]) == (0, 2, 120_000)
+    assert (b["graph"], b["kernels_per_launch"], b["total_ns"]) == (1, 3, 120_000)
+    assert a["share_pct"] == pytest.approx(50.0) and a["top_kernel_pct"] == pytest.approx(50.0)
+    assert b["top_kernel"] in ("b1", "b2", "b3") and b["per_launch_ns"] == pytest.approx(120_000)
+    assert "graphs replayed" in _render(r)
+
+
+def test_a_decode_loop_replays_one_graph() -> None:
+    r = kernels.run(load(ROOT_DIR / "sample_traces" / "decode" / "decode_graph.json.gz"), AnalysisConfig())
+    (g,) = r.graphs.iter_rows(named=True)
+    # 80 forwards, one graph replay each, 133 kernels per replay: 97 % of all kernel time
+    assert (g["launches"], g["kernels_per_launch"]) == (80, 133)
+    assert 95.0 < g["share_pct"] < 99.0
+
+
+@pytest.mark.skipif(not VLLM_FULL.exists(), reason="third-party traces not present")
+def test_hip_graph_replays_are_graph_kernels() -> None:
+    r = kernels.run(load(VLLM_FULL), AnalysisConfig())
+    assert r.launch.graph_launches == 1 and r.launch.graph_kernels == 421
+    assert r.graphs.height == 1 and r.graphs["share_pct"][0] > 95.0
+
+
+def _render(r: kernels.KernelsResult) -> str:
+    out = io.StringIO()
+    Console(file=out, width=120).print(render_terminal(r))
+    return out.getvalue()

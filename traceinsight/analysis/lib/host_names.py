@@ -16,6 +16,8 @@ SYNC_CALL_PATTERN = (
 )
 SYNC_OPS = ("aten::_local_scalar_dense", "aten::item")
 DATA_LOADING_PATTERN = r"(?i)dataloader|data_load|data[ _]loading|dataloading|torch/utils/data/"
+# Replays of a captured CUDA/HIP graph (runtime or driver API, versioned names included).
+GRAPH_LAUNCH_PATTERN = r"^(cuda|hip|cu)GraphLaunch"
 # Device memory taken from or given back to the driver (the caching allocator's misses, empty_cache).
 ALLOCATOR_CALLS = r"^(cuda|hip)(Malloc|Free)(Async|Host)?$|^cuMem(Alloc|Free)"
 

@@ -24,10 +24,12 @@ import polars as pl
 from traceinsight.analysis.classify import with_classes
 from traceinsight.analysis.core.base import NO_INPUTS, AnalysisConfig, AnalysisSpec, Inputs, Result
 from traceinsight.analysis.device import model as device_model
+from traceinsight.analysis.lib.host_names import GRAPH_LAUNCH_PATTERN
 from traceinsight.trace.model import Trace
 
-# cudaGraphLaunch (runtime API) or cuGraphLaunch (driver API), versioned names included.
-GRAPH_LAUNCH = r"^cu(da)?GraphLaunch"
+GRAPH_LAUNCH = GRAPH_LAUNCH_PATTERN  # cudaGraphLaunch, hipGraphLaunch, cuGraphLaunch
+# Distinct graphs listed in the table of graphs (the rest are summed in the launch stats).
+MAX_GRAPHS = 50
 
 KERNEL_TABLE_COLUMNS: dict[str, pl.DataType | type[pl.DataType]] = {
     "name": pl.String,
@@ -95,6 +97,21 @@ class LaunchStats:
     graph_kernel_ns: int = 0
 
 
+# One row per distinct graph replayed: graphs are told apart by the sequence of kernel names
+# one launch runs (traces do not name the graph a launch replays).
+GRAPH_TABLE_COLUMNS: dict[str, pl.DataType | type[pl.DataType]] = {
+    "graph": pl.Int64,
+    "launches": pl.Int64,
+    "kernels_per_launch": pl.Int64,
+    "total_ns": pl.Int64,
+    "per_launch_ns": pl.Float64,
+    "share_pct": pl.Float64,
+    "top_kernel": pl.String,
+    "top_kernel_pct": pl.Float64,
+    "first_ts_ns": pl.Int64,
+}
+
+
 @dataclass(frozen=True)
 class KernelsResult(Result):
     name = "kernels"
@@ -106,6 +123,8 @@ class KernelsResult(Result):
     families: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=FAMILY_TABLE_COLUMNS))
     subfamilies: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=SUBFAMILY_TABLE_COLUMNS))
     launch: LaunchStats = field(default_factory=LaunchStats)
+    # the kernels inside CUDA/HIP graph replays, per distinct graph
+    graphs: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=GRAPH_TABLE_COLUMNS))
 
     def to_polars(self) -> pl.DataFrame:
         return self.kernels
@@ -194,6 +213,52 @@ def _launch_stats(k: pl.DataFrame) -> LaunchStats:
     )
 
 
+def _graphs(k: pl.DataFrame, total_ns: int) -> pl.DataFrame:
+    """Per distinct graph (by the kernel-name sequence of a launch): its launches, kernels,
+    time, share of all kernel time and its largest kernel."""
+    g = k.filter(pl.col("is_graph") & pl.col("launch_id").is_not_null())
+    if g.height == 0:
+        return pl.DataFrame(schema=GRAPH_TABLE_COLUMNS)
+    per_launch = (
+        g.sort("ts_ns")
+        .group_by("launch_id", maintain_order=True)
+        .agg(
+            pl.col("name").str.join("\n").hash().alias("signature"),
+            pl.len().alias("kernels"),
+            pl.col("dur_ns").sum().alias("dur_ns"),
+            pl.col("ts_ns").min().alias("first_ts_ns"),
+        )
+    )
+    top = (
+        g.join(per_launch.select("launch_id", "signature"), on="launch_id")
+        .group_by("signature", "name")
+        .agg(pl.col("dur_ns").sum())
+        .sort(["signature", "dur_ns", "name"], descending=[False, True, False])
+        .group_by("signature", maintain_order=True)
+        .agg(pl.col("name").first().alias("top_kernel"), pl.col("dur_ns").first().alias("top_ns"))
+    )
+    table = (
+        per_launch.group_by("signature")
+        .agg(
+            launches=pl.len().cast(pl.Int64),
+            kernels_per_launch=pl.col("kernels").max().cast(pl.Int64),
+            total_ns=pl.col("dur_ns").sum().cast(pl.Int64),
+            first_ts_ns=pl.col("first_ts_ns").min().cast(pl.Int64),
+        )
+        .join(top, on="signature")
+        .sort(["total_ns", "first_ts_ns"], descending=[True, False])
+        .head(MAX_GRAPHS)
+        # numbered in the order they were first replayed, so the numbers read as a timeline
+        .with_columns(graph=(pl.col("first_ts_ns").rank("ordinal") - 1).cast(pl.Int64))
+        .with_columns(
+            per_launch_ns=pl.col("total_ns") / pl.col("launches"),
+            share_pct=_share("total_ns", total_ns),
+            top_kernel_pct=pl.col("top_ns") * 100.0 / pl.col("total_ns"),
+        )
+    )
+    return table.select([pl.col(c).cast(t) for c, t in GRAPH_TABLE_COLUMNS.items()])
+
+
 def run(trace: Trace, config: AnalysisConfig, inputs: Inputs = NO_INPUTS) -> KernelsResult:
     if trace.kernels.height == 0:
         return KernelsResult(available=False, reason="no GPU kernels, memcpys or memsets in this trace")
@@ -275,6 +340,7 @@ def run(trace: Trace, config: AnalysisConfig, inputs: Inputs = NO_INPUTS) -> Ker
         families=families,
         subfamilies=subfamilies,
         launch=_launch_stats(k),
+        graphs=_graphs(k, total_ns),
     )
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import polars as pl
 
 from traceinsight.analysis.lib import intervals
-from traceinsight.analysis.lib.host_names import SYNC_CALL_PATTERN, SYNC_OPS
+from traceinsight.analysis.lib.host_names import GRAPH_LAUNCH_PATTERN, SYNC_CALL_PATTERN, SYNC_OPS
 from traceinsight.analysis.lib.timeline import busy_intervals
 from traceinsight.trace.model import Trace
 from traceinsight.trace.schema import PROFILER_STEP_PREFIX
@@ -36,7 +36,7 @@ FIRST_LAUNCH_FACTOR = 50.0
 LIMIT_SHARE = 0.05
 # CUDA/HIP graph capture and instantiation.
 CAPTURE = r"^(cuda|hip)StreamBeginCapture|^(cuda|hip)StreamEndCapture|^(cuda|hip)GraphInstantiate|^cu(StreamBeginCapture|StreamEndCapture|GraphInstantiate)"
-GRAPH_LAUNCH = r"^(cuda|hip)GraphLaunch|^cuGraphLaunch"
+GRAPH_LAUNCH = GRAPH_LAUNCH_PATTERN
 CAPTURE_LIMIT_SHARE = 0.25
 # Graph replays whose kernels are missing limit the window when they are this share of launches.
 UNTRACED_REPLAY_SHARE = 0.5

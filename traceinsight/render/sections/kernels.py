@@ -75,16 +75,39 @@ def _launch(result: KernelsResult) -> RenderableType:
             "than the CPU took to launch them",
         )
     if s.graph_kernels:
+        share = f", {pct(100.0 * s.graph_kernel_ns / result.total_ns)} of kernel time" if result.total_ns else ""
         grid.add_row(
-            "CUDA graphs",
-            f"{s.graph_kernels:,} kernels ({ns(s.graph_kernel_ns)}) from {s.graph_launches:,} cudaGraphLaunch calls",
+            "graph replays",
+            f"{s.graph_kernels:,} kernels ({ns(s.graph_kernel_ns)}{share}) from {s.graph_launches:,} graph launch calls",
         )
     grid.add_row("tensor cores", f"{pct(result.tensor_core_pct)} of kernel time (by kernel name; heuristic)")
     return grid
 
 
+def _graphs(result: KernelsResult) -> RenderableType | None:
+    if result.graphs.height == 0:
+        return None
+    rows = [
+        [
+            f"#{r['graph']}",
+            f"{r['launches']:,}",
+            f"{r['kernels_per_launch']:,}",
+            ns(r["per_launch_ns"]),
+            ns(r["total_ns"]),
+            pct(r["share_pct"]),
+            f"{kernel_label(r['top_kernel'])} ({pct(r['top_kernel_pct'], 0)})",
+        ]
+        for r in result.graphs.iter_rows(named=True)
+    ]
+    headers = ["graph", "launches", "kernels", "per launch", "total", "share", "largest kernel"]
+    return compact_table(headers, rows, title="graphs replayed (told apart by the kernels one launch runs)")
+
+
 def render_terminal(result: KernelsResult) -> RenderableType:
     parts: list[RenderableType] = [_launch(result)]
+    graphs = _graphs(result)
+    if graphs is not None:
+        parts.append(graphs)
     fam_rows = [
         [
             row["family"],
