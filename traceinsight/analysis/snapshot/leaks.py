@@ -5,7 +5,9 @@ once per step, at a steady pace over the whole loop. A stack is a candidate mark
 allocates at least 3 times, its allocations span at least half the trace, and the events between
 them vary little (coefficient of variation at most 0.25: a site allocating 4 times per step, in a
 burst, is not one). The most common count among candidates is the number of iterations (between
-equally common counts, the smaller), and each allocation of the earliest such stack starts one.
+equally common counts, the smaller), and each allocation of the earliest such stack starts one;
+the iterations compared are the whole ones, from one such allocation to the next (what follows
+the last one may be a step cut short by an error, or the program's teardown).
 Without such a marker, or when the caller names a count, the trace is cut into equal slices of
 time (``time_us``; event order where times are missing). A site leaks when its bytes held at the
 end of each iteration never fall, end higher than they began, and rise in at least half the
@@ -53,14 +55,15 @@ def iteration_boundaries(
     levels = replay.levels
     if levels.is_empty():
         return [], "no recorded trace"
-    last_idx = int(levels["idx"].max())  # type: ignore[arg-type]
     if iterations is None:
         starts, marker_site = _repeating_starts(replay.allocations)
-        if len(starts) >= MIN_ITERATIONS:
-            bounds = [s - 1 for s in starts[1:]] + [last_idx]
+        # Whole iterations only: from one marker to the next. What follows the last marker
+        # may be an iteration cut short or the program's teardown freeing everything.
+        if len(starts) > MIN_ITERATIONS:
+            bounds = [s - 1 for s in starts[1:]]
             return (
                 bounds,
-                f"{len(starts)} iterations, each starting at an allocation at {marker_site} (the earliest site allocating once per iteration at a steady pace)",
+                f"{len(bounds)} whole iterations, each starting at an allocation at {marker_site} (the earliest site allocating once per iteration at a steady pace); the events after the last one are left out",
             )
         iterations = DEFAULT_SLICES
     slices = max(1, min(iterations, levels.height))

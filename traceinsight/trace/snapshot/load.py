@@ -28,6 +28,8 @@ from traceinsight.trace.snapshot.model import (
 from traceinsight.trace.snapshot.unpickle import read_pickle
 
 _FRAME_KEY = itemgetter("filename", "line", "name")
+_FRAMES = methodcaller("get", "frames")
+_IDENTITY_CACHE = 200_000
 
 # Snapshot key → column, for the fields that are copied as they are.
 _SEGMENT_FIELDS = {
@@ -56,24 +58,38 @@ class _Stacks:
 
     def __init__(self) -> None:
         self.ids: dict[tuple[tuple[Any, Any, Any], ...], int] = {}
-        # Where a pickle shares one frames list between entries (pickle memoizes objects by
-        # identity), the list's identity finds the stack without building its key again.
-        self._by_list: dict[int, int] = {}
+        # PyTorch's pickles share each distinct frame dict between the stacks that hold it (and
+        # pickle keeps that sharing), so a stack is first looked up by the identities of its
+        # frame dicts, which costs far less than reading three fields of each. Identities are
+        # only valid while the objects live: ``forget_identities`` is called before the objects
+        # seen so far may be freed.
+        self._by_identity: dict[tuple[int, ...], int] = {}
 
     def id_of(self, frames: list[dict[str, Any]] | None) -> int | None:
-        if not frames:
-            return None
-        known = self._by_list.get(id(frames))
-        if known is not None:
-            return known
-        key = tuple(map(_FRAME_KEY, frames))
-        stack_id = self.ids.setdefault(key, len(self.ids))
-        self._by_list[id(frames)] = stack_id
-        return stack_id
+        return self.ids_of([{"frames": frames}])[0]
 
     def ids_of(self, entries: Iterable[dict[str, Any]]) -> list[int | None]:
-        id_of = self.id_of
-        return [id_of(frames) for frames in map(methodcaller("get", "frames"), entries)]
+        # One loop with everything local: it runs once per event, millions of times.
+        by_identity = self._by_identity
+        known = by_identity.get
+        found: list[int | None] = []
+        append = found.append
+        for frames in map(_FRAMES, entries):
+            if not frames:
+                append(None)
+                continue
+            identity = tuple(map(id, frames))
+            stack_id = known(identity)
+            if stack_id is None:
+                stack_id = self.ids.setdefault(tuple(map(_FRAME_KEY, frames)), len(self.ids))
+                if len(by_identity) >= _IDENTITY_CACHE:
+                    by_identity.clear()  # frames not shared (hand-written pickles): keep it small
+                by_identity[identity] = stack_id
+            append(stack_id)
+        return found
+
+    def forget_identities(self) -> None:
+        self._by_identity.clear()
 
     def frame(self) -> pl.DataFrame:
         stack_ids: list[int] = []
@@ -197,6 +213,7 @@ def _events(traces: list[Any], stacks: _Stacks) -> pl.DataFrame:
         columns["stack_id"] = stacks.ids_of(entries)
         n = len(entries)
         # Free the Python objects of this device before the next one is converted.
+        stacks.forget_identities()
         traces[device] = None
         frame = pl.DataFrame(columns, schema={k: EVENT_SCHEMA[k] for k in columns}, strict=False)
         del columns
