@@ -21,8 +21,9 @@ from .conftest import SAMPLES_DIR
 from .findings_helpers import by_id, context, ids
 
 # (before, after, the finding the change addresses): pairs whose finding carries its fix as
-# transformations, so that its saving is replayed. churn is checked apart (its measured change
-# is within the noise).
+# transformations, so that its saving is replayed. "Measured" is diff's change of the mean
+# kept step between the two traces; churn's is not significant (its steps vary by more), and
+# the replay is held to it all the same.
 PAIRS = [
     ("amp_off", "amp_on", "fp32_no_tensor_cores"),
     ("dataloader_w0", "dataloader_w4", "dataloader_stall"),
@@ -34,6 +35,7 @@ PAIRS = [
     ("fix_misaligned_before", "fix_misaligned_after", "gemm_misaligned"),
     ("fix_launch_before", "fix_launch_after", "launch_bound"),
     ("whatif/whatif_sync", "whatif/whatif_sync_dropped", "host_sync"),
+    ("fix_churn_before", "fix_churn_after", "allocator_churn"),
 ]
 WITHIN = 1.5  # predicted / measured, either way
 
@@ -49,7 +51,7 @@ def _findings(name: str, loader: Callable[[str], Trace], replay: bool = True) ->
 
 @functools.cache
 def _measured_pct(before: str, after: str, loader: Callable[[str], Trace]) -> float:
-    """diff's own figure: minus its change of the median kept step device time."""
+    """diff's own figure: minus its change of the mean kept step device time."""
     change = diff_traces(loader(before), loader(after), DiffOptions(n_boot=50)).step_time.change_pct
     assert change is not None
     return -change
@@ -66,17 +68,6 @@ def test_replayed_saving_is_within_one_and_a_half_of_the_measured_one(sample_tra
     assert f.method.startswith("replayed:") and f.claim_pct is not None
     measured = _measured_pct(before, after, sample_trace)
     assert measured / WITHIN <= f.saving_pct <= measured * WITHIN, (f.saving_pct, measured)
-
-
-def test_churn_replays_to_what_diff_measures_a_change_within_the_noise(sample_trace) -> None:  # type: ignore[no-untyped-def]
-    if not _exists("fix_churn_before", "fix_churn_after"):
-        pytest.skip("pair not recorded")
-    f = by_id(_findings("fix_churn_before", sample_trace), "allocator_churn")
-    measured = _measured_pct("fix_churn_before", "fix_churn_after", sample_trace)
-    assert f is not None and f.method.startswith("replayed:")
-    # diff's change on these traces is not significant (the interval of the ratio holds 1):
-    # the replay must stay as close to it as the noise allows, not invent a saving
-    assert abs(f.saving_pct - measured) < 5.0
 
 
 def test_the_narrower_fix_leads_and_the_wider_finding_counts_what_it_adds(sample_trace) -> None:  # type: ignore[no-untyped-def]
