@@ -113,6 +113,13 @@ class SnapshotBuilder:
                 return
         raise KeyError(addr)
 
+    def release(self, segment: int) -> None:
+        """Give an empty segment back to the driver (``segment_free``), as ``empty_cache`` does."""
+        seg = self.segments.pop(segment)
+        if seg.live:
+            raise ValueError("segment still holds allocations")
+        self._event("segment_free", seg.size, addr=seg.address)
+
     def oom(self, size: int, device_free: int) -> None:
         self._event(
             "oom", size, stack("/home/user/train.py", 57, "train_step"), device_free=device_free

@@ -26,7 +26,7 @@ ACT_SITE = f"{MODEL}:12 (block)"
 def leaky(steps: int = 6) -> SnapshotBuilder:
     """Each step: a 4 MiB activation (freed) and 1 MiB kept in a list (the leak)."""
     b = SnapshotBuilder()
-    b.segment(64 * MiB)
+    b.segment(max(64, steps + 8) * MiB)
     for _ in range(steps):
         act = b.alloc(4 * MiB, stack(MODEL, 12, "block", forward=True))
         b.alloc(1 * MiB, stack(TRAIN, 30, "train_step"))
@@ -92,7 +92,9 @@ def test_leak_found_with_growth_per_iteration(tmp_path: Path) -> None:
     assert r.leaks.available
     # six steps, each starting at an activation: five whole iterations before the last start
     assert r.leaks.iterations == 5
-    assert r.leaks.method.startswith(f"5 whole iterations, each starting at an allocation at {ACT_SITE} ")
+    assert r.leaks.method.startswith(
+        f"5 whole iterations, each starting at an allocation at {ACT_SITE} "
+    )
     assert r.leaks.leaks is not None
     assert r.leaks.leaks["site"].to_list() == [LEAK_SITE]  # the freed activation does not leak
     row = r.leaks.leaks.row(0, named=True)
@@ -179,6 +181,31 @@ def test_oom_explained_with_expandable_segments_first(tmp_path: Path) -> None:
     assert o.fix is not None and o.fix.kind == "expandable_segments"
     # the batch must shrink so that 56 MiB loses 24 MiB: 32/56
     assert "0.57×" in o.fixes[-1].text
+
+
+def test_fragmentation_at_the_oom_rebuilt_when_teardown_follows(tmp_path: Path) -> None:
+    """The program frees everything and empties the cache after the error, before the dump:
+    the layout at the error is rebuilt from the trace."""
+    b = fragmented()
+    b.oom(20 * MiB, 6 * MiB)
+    for seg in b.segments:
+        for addr in list(seg.live):
+            b.free(addr)
+    while b.segments:
+        b.release(0)
+    r = report(tmp_path, b)
+    assert r.peak.end_allocated_bytes == 0 and r.peak.end_reserved_bytes == 0
+    f = r.fragmentation
+    assert f.moment == "at the out-of-memory error (event #36)"
+    assert (f.segments, f.reserved_bytes, f.allocated_bytes) == (4, 100 * MiB, 56 * MiB)
+    assert (f.inactive_blocks, f.inactive_bytes, f.largest_inactive_bytes) == (8, 44 * MiB, 8 * MiB)
+    assert (f.inactive_tails, f.inactive_tail_bytes, f.largest_request_bytes) == (
+        3,
+        24 * MiB,
+        20 * MiB,
+    )
+    assert f.expandable_would_help
+    assert r.oom.fix is not None and r.oom.fix.kind == "expandable_segments"
 
 
 def test_oom_checkpointing_when_forward_activations_hold_it(tmp_path: Path) -> None:
@@ -334,3 +361,17 @@ def test_site_is_the_first_user_frame(tmp_path: Path) -> None:
     snap = load_memory_snapshot(leaky(1).dump(tmp_path / "s.pickle"))
     table = sites(snap)
     assert table.rows() == [(0, ACT_SITE, 2, True), (1, LEAK_SITE, 2, False)]
+
+
+def test_many_iterations_compared_at_evenly_spread_ends(tmp_path: Path) -> None:
+    r = report(tmp_path, leaky(250))
+    assert (r.leaks.iterations, r.leaks.compared) == (249, 100)
+    assert r.leaks.leaks is not None
+    row = r.leaks.leaks.row(0, named=True)
+    # growth per iteration stays per iteration, not per compared end
+    assert (
+        row["site"],
+        row["growth_per_iteration_bytes"],
+        row["first_bytes"],
+        row["last_bytes"],
+    ) == (LEAK_SITE, 1 * MiB, 1 * MiB, 249 * MiB)

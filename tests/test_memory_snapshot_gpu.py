@@ -99,3 +99,8 @@ def test_oom_request_and_what_held_it() -> None:
     )
     # nothing reserved was idle: expandable segments cannot help; freeing the holder does
     assert [fix.kind for fix in o.fixes] == ["free_site", "smaller_batch"]
+    # the chunks were freed before the dump; at the error, every segment was full
+    f = r.fragmentation
+    assert f.moment.startswith("at the out-of-memory error")
+    assert (f.segments, f.reserved_free_bytes, f.inactive_blocks) == (facts["chunks"], 0, 0)
+    assert not f.expandable_would_help

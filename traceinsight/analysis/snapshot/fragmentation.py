@@ -1,6 +1,7 @@
 """Fragmentation: memory the allocator reserved but could not hand out as one piece.
 
-The caching allocator splits segments into blocks; freed blocks stay reserved (``inactive``)
+The layout is the one at the out-of-memory error when the trace has one (rebuilt from the trace,
+see ``layout.py``), else the one dumped. The caching allocator splits segments into blocks; freed blocks stay reserved (``inactive``)
 and only serve requests that fit in one of them. Reserved minus allocated is the memory held
 idle; the largest inactive block against the largest request says whether that idle memory is
 usable. Inactive blocks at the end of a split segment ("tails") are what
@@ -16,7 +17,10 @@ from typing import Any, ClassVar
 import polars as pl
 
 from traceinsight.analysis.core.base import Result
+from traceinsight.analysis.snapshot.layout import layout_at
+from traceinsight.analysis.snapshot.oom import OomResult
 from traceinsight.analysis.snapshot.peak import PeakResult
+from traceinsight.analysis.snapshot.replay import DeviceReplay
 from traceinsight.analysis.snapshot.units import fmt_bytes
 from traceinsight.trace.snapshot.model import MemorySnapshot
 
@@ -25,8 +29,9 @@ from traceinsight.trace.snapshot.model import MemorySnapshot
 class FragmentationResult(Result):
     name: ClassVar[str] = "memory_fragmentation"
     device: int = 0
+    moment: str = ""  # when the layout below is from: the out-of-memory error, else the dump
     segments: int = 0
-    reserved_bytes: int = 0  # when the snapshot was taken
+    reserved_bytes: int = 0
     allocated_bytes: int = 0
     reserved_free_bytes: int = 0  # reserved minus allocated
     reserved_free_at_peak_bytes: int = 0  # the same, when allocated memory peaked
@@ -44,9 +49,19 @@ class FragmentationResult(Result):
     advice: str = ""
 
 
-def run(snapshot: MemorySnapshot, device: int, peak: PeakResult) -> FragmentationResult:
+def run(
+    snapshot: MemorySnapshot, replay: DeviceReplay, peak: PeakResult, oom: OomResult | None = None
+) -> FragmentationResult:
+    """At the out-of-memory error when there is one (rebuilt from the trace), else as dumped."""
+    device = replay.device
     segments = snapshot.segments.filter(pl.col("device") == device)
     blocks = snapshot.blocks.filter(pl.col("device") == device)
+    moment = "when the snapshot was taken"
+    if oom is not None and oom.available and oom.idx is not None:
+        rebuilt = layout_at(snapshot, replay, oom.idx)
+        if rebuilt is not None:
+            segments, blocks = rebuilt
+            moment = f"at the out-of-memory error (event #{oom.idx:,})"
     if segments.is_empty():
         return FragmentationResult(
             available=False, reason="the snapshot holds no segments for this device", device=device
@@ -70,13 +85,12 @@ def run(snapshot: MemorySnapshot, device: int, peak: PeakResult) -> Fragmentatio
     free = reserved - allocated
     largest_free = int(blocks.filter(pl.col("state") == "inactive")["size_bytes"].max() or 0)  # type: ignore[arg-type]
     tail_bytes = int(tails["size_bytes"].sum())
-    expandable = bool(segments["is_expandable"].fill_null(False).any()) or _setting_on(
-        snapshot.allocator_settings
-    )
+    expandable = expandable_on(snapshot, device)
     # Tails only hurt when no free block fits the largest request while the tails together would.
     helps = not expandable and tails.height >= 2 and largest_free < largest_request <= tail_bytes
     return FragmentationResult(
         device=device,
+        moment=moment,
         segments=segments.height,
         reserved_bytes=reserved,
         allocated_bytes=allocated,
@@ -93,6 +107,14 @@ def run(snapshot: MemorySnapshot, device: int, peak: PeakResult) -> Fragmentatio
         advice=_advice(
             helps, expandable, free, largest_free, largest_request, tails.height, tail_bytes
         ),
+    )
+
+
+def expandable_on(snapshot: MemorySnapshot, device: int) -> bool:
+    """Whether the device's segments are expandable already (or the allocator setting says so)."""
+    dumped = snapshot.segments.filter(pl.col("device") == device)
+    return bool(dumped["is_expandable"].fill_null(False).any()) or _setting_on(
+        snapshot.allocator_settings
     )
 
 

@@ -28,6 +28,7 @@ MIN_ITERATIONS = 3
 DEFAULT_SLICES = 10
 # A single rise is a step change (a cache filled once), not a leak.
 MIN_GROWTHS = 2
+MAX_COMPARED = 100
 MAX_GAP_CV = 0.25
 
 
@@ -42,6 +43,7 @@ class LeaksResult(Result):
     iterations: int = 0
     method: str = ""
     boundaries: tuple[int, ...] = ()
+    compared: int = 0  # iteration ends compared (all of them, up to MAX_COMPARED)
     leaks: pl.DataFrame | None = None
 
     def to_polars(self) -> pl.DataFrame:
@@ -129,8 +131,17 @@ def run(replay: DeviceReplay, iterations: int | None = None) -> LeaksResult:
             method=method,
             boundaries=tuple(bounds),
         )
-    live = live_at(replay.allocations, bounds)
-    steps = len(bounds) - 1
+    # Thousands of iterations (a marker allocating in every micro-step) are compared at most
+    # MAX_COMPARED evenly spread ends: the table grows with sites x ends.
+    picks = list(range(len(bounds)))
+    if len(bounds) > MAX_COMPARED:
+        picks = sorted(
+            {round(i * (len(bounds) - 1) / (MAX_COMPARED - 1)) for i in range(MAX_COMPARED)}
+        )
+    compared = [bounds[i] for i in picks]
+    live = live_at(replay.allocations, compared)
+    steps = len(compared) - 1
+    span = picks[-1] - picks[0]  # iterations between the first and the last end compared
     per_site = live.sort("point").group_by("site").agg(pl.col("live_bytes").alias("live_bytes"))
     diffs = pl.col("live_bytes").list
     leaks = (
@@ -147,7 +158,7 @@ def run(replay: DeviceReplay, iterations: int | None = None) -> LeaksResult:
         )
         .select(
             "site",
-            ((pl.col("last_bytes") - pl.col("first_bytes")) / steps)
+            ((pl.col("last_bytes") - pl.col("first_bytes")) / span)
             .round(0)
             .cast(pl.Int64)
             .alias("growth_per_iteration_bytes"),
@@ -163,5 +174,6 @@ def run(replay: DeviceReplay, iterations: int | None = None) -> LeaksResult:
         iterations=len(bounds),
         method=method,
         boundaries=tuple(bounds),
+        compared=len(compared),
         leaks=leaks,
     )

@@ -10,7 +10,7 @@ import polars as pl
 from traceinsight.analysis.core.base import RESULT_SCHEMA_VERSION, Result, jsonable
 from traceinsight.analysis.snapshot.compare import SnapshotCompareResult
 from traceinsight.analysis.snapshot.compare import run as compare_peaks
-from traceinsight.analysis.snapshot.fragmentation import FragmentationResult
+from traceinsight.analysis.snapshot.fragmentation import FragmentationResult, expandable_on
 from traceinsight.analysis.snapshot.fragmentation import run as run_fragmentation
 from traceinsight.analysis.snapshot.leaks import LeaksResult
 from traceinsight.analysis.snapshot.leaks import run as run_leaks
@@ -75,7 +75,8 @@ def analyze_snapshot(
     site_table = sites(snapshot)
     replayed = replay(snapshot, chosen, site_table)
     peak_result = run_peak(replayed)
-    frag = run_fragmentation(snapshot, chosen, peak_result)
+    oom_result = run_oom(replayed, expandable=expandable_on(snapshot, chosen))
+    frag = run_fragmentation(snapshot, replayed, peak_result, oom_result)
     compared = None
     if compare_with is not None:
         other_device = default_device(compare_with) if device is None else device
@@ -93,7 +94,7 @@ def analyze_snapshot(
         peak=peak_result,
         leaks=run_leaks(replayed, iterations),
         fragmentation=frag,
-        oom=run_oom(replayed, expandable=frag.expandable),
+        oom=oom_result,
         compare=compared,
         timeline=timeline(replayed, peak_result.sites, points=points),
     )

@@ -106,8 +106,15 @@ def _leaks(report: SnapshotReport, top: int) -> Part:
     if not lk.available:
         return Part("Leaks", notes=[f"not available: {lk.reason}"])
     facts = [("iterations", lk.method)]
+    if lk.compared < lk.iterations:
+        facts.append(
+            (
+                "compared",
+                f"the ends of {lk.compared} iterations spread evenly over the {lk.iterations:,}",
+            )
+        )
     rows: list[tuple[str, ...]] = []
-    steps = max(lk.iterations - 1, 1)
+    steps = max(lk.compared - 1, 1)
     if lk.leaks is not None:
         for r in lk.leaks.head(top).iter_rows(named=True):
             rows.append(
