@@ -282,3 +282,39 @@ def test_remove_keeps_the_calls_inside_the_named_spans(tmp_path: Path) -> None:
     assert every.saving_ns > outside.saving_ns > 0
     assert "not inside ^gloo:" in outside.transformations[0]["description"]
     assert "keep_inside" not in every.transformations[0]
+
+
+# ---- the recorded variants: predicted from the base trace alone --------------------------
+
+WHATIF = ROOT / "sample_traces" / "whatif"
+WHATIF_TIMINGS = {r["name"]: r for r in json.loads((WHATIF / "whatif_timings.json").read_text())}
+
+
+def _kernel_ratio(variant: str, base: str) -> float:
+    return float(WHATIF_TIMINGS[variant]["kernels_per_step"]) / float(WHATIF_TIMINGS[base]["kernels_per_step"])
+
+
+@pytest.mark.parametrize(
+    ("base", "variant", "change"),
+    [
+        ("whatif_overlap", "whatif_overlap_half_host", "host"),
+        ("whatif_overlap", "whatif_overlap_half_gpu", "gpu"),
+        ("whatif_sync", "whatif_sync_half_host", "host"),
+        ("whatif_sync", "whatif_sync_half_gpu", "gpu"),
+        ("whatif_sync", "whatif_sync_dropped", "sync"),
+    ],
+)
+def test_each_recorded_variant_is_predicted_within_15_pct_from_its_base_trace(base: str, variant: str, change: str) -> None:
+    # host work h (a spin inside "host_work"), GPU work g (fp32 matmuls), with or without a
+    # per-step torch.cuda.synchronize() inside "sync"; each variant recorded and timed with
+    # CUDA events outside the profiler (sample_traces/make_whatif_samples.py)
+    transform = {
+        "host": ShrinkHost("^host_work$", 0.5),
+        "gpu": ScaleKernels("gemm", _kernel_ratio(variant, base)),
+        "sync": Remove("^sync$"),
+    }[change]
+    result = whatif(ti.load(WHATIF / f"{base}.json.gz"), [transform])
+    assert result.explained
+    measured_ms = float(WHATIF_TIMINGS[variant]["measured_ms"])
+    predicted_ms = result.steady_after_ns / 1e6
+    assert abs(predicted_ms - measured_ms) <= 0.15 * measured_ms, (predicted_ms, measured_ms)
