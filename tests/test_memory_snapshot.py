@@ -375,3 +375,33 @@ def test_many_iterations_compared_at_evenly_spread_ends(tmp_path: Path) -> None:
         row["first_bytes"],
         row["last_bytes"],
     ) == (LEAK_SITE, 1 * MiB, 1 * MiB, 249 * MiB)
+
+
+def test_snapshot_without_times(tmp_path: Path) -> None:
+    """Older snapshots have no time_us: event order stands in for time."""
+    b = SnapshotBuilder(times=False)
+    b.segment(64 * MiB)
+    for _ in range(6):
+        b.alloc(1 * MiB, stack(TRAIN, 30, "train_step"))
+    snap = load_memory_snapshot(b.dump(tmp_path / "s.pickle"))
+    assert snap.events["time_us"].null_count() == snap.events.height
+    r = analyze_snapshot(snap, iterations=3)
+    assert (
+        r.peak.peak_allocated_bytes == 6 * MiB
+        and r.peak.peak_time_us is None
+        and r.first_time_us is None
+    )
+    assert r.leaks.method == "3 equal slices of event order"
+    assert r.leaks.leaks is not None and r.leaks.leaks["site"].to_list() == [LEAK_SITE]
+
+
+def test_the_device_with_the_events_is_explained(tmp_path: Path) -> None:
+    b = leaky(3)
+    b.device = 1
+    data = b.snapshot_dict()
+    assert data["device_traces"][0] == [] and len(data["device_traces"][1]) == 13
+    path = tmp_path / "s.pickle"
+    path.write_bytes(pickle.dumps(data, protocol=5))
+    r = analyze_snapshot(load_memory_snapshot(path))
+    assert (r.device, r.devices, r.events) == (1, (1,), 13)
+    assert r.peak.peak_allocated_bytes == 7 * MiB
