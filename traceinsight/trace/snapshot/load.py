@@ -59,14 +59,12 @@ class _Stacks:
     def __init__(self) -> None:
         self.ids: dict[tuple[tuple[Any, Any, Any], ...], int] = {}
         # PyTorch's pickles share each distinct frame dict between the stacks that hold it (and
-        # pickle keeps that sharing), so a stack is first looked up by the identities of its
+        # pickle keeps that sharing; sample_traces/memory/h200/leak.pickle, torch 2.11: 661 frames
+        # in 152 events are 10 dicts, in 97 lists, neighbours sharing theirs), so a stack is first looked up by the identities of its
         # frame dicts, which costs far less than reading three fields of each. Identities are
         # only valid while the objects live: ``forget_identities`` is called before the objects
         # seen so far may be freed.
         self._by_identity: dict[tuple[int, ...], int] = {}
-
-    def id_of(self, frames: list[dict[str, Any]] | None) -> int | None:
-        return self.ids_of([{"frames": frames}])[0]
 
     def ids_of(self, entries: Iterable[dict[str, Any]]) -> list[int | None]:
         # One loop with everything local: it runs once per event, millions of times.
@@ -74,9 +72,14 @@ class _Stacks:
         known = by_identity.get
         found: list[int | None] = []
         append = found.append
+        last_frames: object = None
+        last_id: int | None = None
         for frames in map(_FRAMES, entries):
             if not frames:
                 append(None)
+                continue
+            if frames is last_frames:  # one list shared by neighbours (a free's two events)
+                append(last_id)
                 continue
             identity = tuple(map(id, frames))
             stack_id = known(identity)
@@ -85,6 +88,7 @@ class _Stacks:
                 if len(by_identity) >= _IDENTITY_CACHE:
                     by_identity.clear()  # frames not shared (hand-written pickles): keep it small
                 by_identity[identity] = stack_id
+            last_frames, last_id = frames, stack_id
             append(stack_id)
         return found
 
