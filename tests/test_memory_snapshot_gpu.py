@@ -91,6 +91,15 @@ def test_oom_request_and_what_held_it() -> None:
     # PyTorch's own message gives the free memory to two decimals of a GiB
     assert f"of which {o.device_free_bytes / (1 << 30):.2f} GiB is free" in facts["error"]
     assert o.shortfall_bytes == o.request_bytes - o.device_free_bytes
+    # and the allocated and idle reserved memory at the error as PyTorch's message gives them
+    assert (
+        f"Of the allocated memory {o.allocated_bytes / (1 << 30):.2f} GiB is allocated by PyTorch"
+        in facts["error"]
+    )
+    assert (
+        f"and {o.reserved_bytes - o.allocated_bytes} bytes is reserved by PyTorch but unallocated"
+        in facts["error"]
+    )
     assert o.sites is not None
     assert o.sites.rows()[0][:3] == (
         site(r, "oom", "chunks.append(torch.empty(OOM_CHUNK_BYTES"),
