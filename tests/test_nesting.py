@@ -7,10 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import polars as pl
+import pytest
 
 import traceinsight as ti
+from traceinsight.errors import TraceFormatError
 
-from .handmade import HandMadeTrace, write_trace
+from .handmade import HandMadeTrace, op, write_trace
 
 
 def parents(t: HandMadeTrace, path: Path) -> dict[str, str | None]:
@@ -59,3 +61,26 @@ def test_zero_length_call_at_the_start_of_its_parent(tmp_path: Path) -> None:
     assert p["op"] == "ProfilerStep#1"
     assert p["zero_at_op_start"] == "op"
     assert p["next_op"] == "ProfilerStep#1"
+
+
+def test_a_thread_spanning_just_under_2_62_ns_still_nests(tmp_path: Path) -> None:
+    # Nesting keys are (thread, time) in one int64 and need the span + 2 ns below 2**62: a
+    # thread from 0 to 2**62 - 3 ns fits (4611686018427386 µs is 2**62 - 2048 ns as a double).
+    path = write_trace(
+        tmp_path / "long.json",
+        [op("a", 0, 1), op("b", 4611686018427386.0, 2.045)],
+        baseTimeNanoseconds=0,
+    )
+    ev = ti.load(path, cache=False).events
+    assert ev["end_ns"].max() == 2**62 - 3
+    assert ev["parent"].to_list() == [None, None] and ev["depth"].to_list() == [0, 0]
+
+
+def test_threads_spanning_too_long_for_nesting_keys_are_refused(tmp_path: Path) -> None:
+    # Four threads over 95 years: their (thread, time) keys would not fit an int64; the load
+    # says so instead of nesting them wrongly.
+    events = [
+        op(name, ts, 0.5, tid=tid) for tid in (1, 2, 3, 4) for name, ts in (("a", 0), ("b", 3e15))
+    ]
+    with pytest.raises(TraceFormatError, match="too long a time for nesting keys"):
+        ti.load(write_trace(tmp_path / "too_long.json", events, baseTimeNanoseconds=0), cache=False)
