@@ -459,3 +459,12 @@ def test_an_optimizer_seen_only_in_the_warmup_step_is_still_read(tmp_path: Path)
     report = ti.analyze(write_h200(t, tmp_path / "warm_opt.json"), cache=False)
     assert report.steps.warmup_step == 1
     assert by_id(report.findings, "unfused_optimizer") is not None
+
+
+@pytest.mark.parametrize(("host", "named"), [("aten::add", False), ("aten::normal_", True)])
+def test_host_bound_leaves_an_operator_that_launches_kernels_to_launch_bound(tmp_path: Path, host: str, named: bool) -> None:
+    # Hand-made: a 2 ms gap while the host is inside an operator. aten::add launches the
+    # step's kernels: its host time is dispatch (launch_bound's); aten::normal_ here is CPU
+    # work that launches nothing (a tensor filled on the host): host_bound names it.
+    f = by_id(findings(write_h200(gap_trace(tmp_path, 2_000, host, cat="cpu_op"), tmp_path / "t.json")), "host_bound")
+    assert (f is not None and any(r.name == host for r in f.evidence.regions)) is named

@@ -283,6 +283,13 @@ HOST_CAUSES = ("untraced", "host_compute", "python")
 NO_CULPRIT = "(no host op)"
 
 
+def _launching_ops(ctx: FindingContext) -> list[str]:
+    """Names of the operators that launched device work, directly or as the outermost op."""
+    k = ctx.trace.kernels
+    names = pl.concat([k["op_name"].cast(pl.String), k["top_op_name"].cast(pl.String)]).drop_nulls().unique()
+    return names.to_list()
+
+
 def detect_host_bound(ctx: FindingContext) -> Estimate | None:
     """Idle gaps while the host ran untraced code or CPU-heavy ops inside a named region."""
     if ctx.gaps is None:
@@ -303,6 +310,10 @@ def detect_host_bound(ctx: FindingContext) -> Estimate | None:
             # a collective's host span (gloo:all_reduce, c10d::allreduce_) is communication:
             # its findings (cpu_collectives, allreduce_per_parameter, ...) say how to cut it
             & ~pl.col("culprit").str.contains(COLLECTIVE_SPANS)
+            # an operator that launches device work spends its host time dispatching it:
+            # launch overhead, which launch_bound prices and CUDA graphs remove (zeroing that
+            # op's own time everywhere would claim every launch of it)
+            & ~(pl.col("culprit").str.starts_with("aten::") & pl.col("culprit").is_in(_launching_ops(ctx)))
         )
         .group_by("culprit")
         .agg(pl.col("dur_ns").sum().alias("idle_ns"), pl.len().alias("gaps"))
