@@ -61,7 +61,12 @@ def test_mm_with_out_argument_counts_output_once() -> None:
 
 
 def test_addmm_counts_products_and_reads_bias() -> None:
-    c = cost("aten::addmm", [[16], [128, 64], [64, 16], [], []], [F32, F32, F32, "Scalar", "Scalar"], ["", "", "", "1", "1"])
+    c = cost(
+        "aten::addmm",
+        [[16], [128, 64], [64, 16], [], []],
+        [F32, F32, F32, "Scalar", "Scalar"],
+        ["", "", "", "1", "1"],
+    )
     assert c is not None
     assert c.flops == 2 * 128 * 64 * 16
     assert c.bytes == 4 * (16 + 128 * 64 + 64 * 16 + 128 * 16)
@@ -71,7 +76,9 @@ def test_bmm_and_baddbmm() -> None:
     b = cost("aten::bmm", [[4, 8, 16], [4, 16, 32]], [BF16, BF16])
     assert b is not None and b.flops == 2 * 4 * 8 * 16 * 32
     assert b.bytes == 2 * (4 * 8 * 16 + 4 * 16 * 32 + 4 * 8 * 32)
-    bb = cost("aten::baddbmm", [[4, 8, 32], [4, 8, 16], [4, 16, 32], [], []], [BF16] * 3 + ["Scalar"] * 2)
+    bb = cost(
+        "aten::baddbmm", [[4, 8, 32], [4, 8, 16], [4, 16, 32], [], []], [BF16] * 3 + ["Scalar"] * 2
+    )
     assert bb is not None and bb.flops == b.flops
 
 
@@ -127,10 +134,56 @@ def test_convolution_with_dilation_and_defaults() -> None:
 
 def test_convolution_backward_respects_output_mask() -> None:
     dims = [[2, 16, 16, 16], [2, 8, 16, 16], [16, 8, 3, 3], [], [], [], [], [], [], [], []]
-    types = [F32, F32, F32, "ScalarList", "ScalarList", "ScalarList", "ScalarList", "Scalar", "ScalarList", "Scalar", "ScalarList"]
+    types = [
+        F32,
+        F32,
+        F32,
+        "ScalarList",
+        "ScalarList",
+        "ScalarList",
+        "ScalarList",
+        "Scalar",
+        "ScalarList",
+        "Scalar",
+        "ScalarList",
+    ]
     fwd = 2 * 2 * 16 * 16 * (16 * 8 * 9)
-    both = cost("aten::convolution_backward", dims, types, ["", "", "", "[16]", "[1, 1]", "[1, 1]", "[1, 1]", "False", "[0, 0]", "1", "[True, True, True]"])
-    weight_only = cost("aten::convolution_backward", dims, types, ["", "", "", "[16]", "[1, 1]", "[1, 1]", "[1, 1]", "False", "[0, 0]", "1", "[False, True, False]"])
+    both = cost(
+        "aten::convolution_backward",
+        dims,
+        types,
+        [
+            "",
+            "",
+            "",
+            "[16]",
+            "[1, 1]",
+            "[1, 1]",
+            "[1, 1]",
+            "False",
+            "[0, 0]",
+            "1",
+            "[True, True, True]",
+        ],
+    )
+    weight_only = cost(
+        "aten::convolution_backward",
+        dims,
+        types,
+        [
+            "",
+            "",
+            "",
+            "[16]",
+            "[1, 1]",
+            "[1, 1]",
+            "[1, 1]",
+            "False",
+            "[0, 0]",
+            "1",
+            "[False, True, False]",
+        ],
+    )
     assert both is not None and both.flops == 2 * fwd
     assert weight_only is not None and weight_only.flops == fwd
 
@@ -139,8 +192,12 @@ def test_sdpa_causal_halves_the_work() -> None:
     q = [4, 8, 128, 64]
     dims = [q, q, q, [], [], [], [], []]
     types = [BF16, BF16, BF16, "", "Scalar", "Scalar", "Scalar", ""]
-    full = cost("aten::scaled_dot_product_attention", dims, types, ["", "", "", "", "0.", "False", "", ""])
-    causal = cost("aten::scaled_dot_product_attention", dims, types, ["", "", "", "", "0.", "True", "", ""])
+    full = cost(
+        "aten::scaled_dot_product_attention", dims, types, ["", "", "", "", "0.", "False", "", ""]
+    )
+    causal = cost(
+        "aten::scaled_dot_product_attention", dims, types, ["", "", "", "", "0.", "True", "", ""]
+    )
     expected = 2 * 4 * 8 * 128 * 128 * 64 * 2
     assert full is not None and full.flops == expected
     assert causal is not None and causal.flops == expected / 2
@@ -153,8 +210,18 @@ def test_efficient_attention_internal_op_uses_bshd_layout() -> None:
     q = [2, 256, 4, 32]
     dims = [q, q, q, [], [], [], [], [], [], [], [], [], [], []]
     types = [F32, F32, F32, "", "", "", "", "", "Scalar", "Scalar", "Scalar", "", "", ""]
-    plain = cost("aten::_efficient_attention_forward", dims, types, ["", "", "", "", "", "", "", "", "0.", "0", "True", "", "", ""])
-    masked = cost("aten::_efficient_attention_forward", dims, types, ["", "", "", "", "", "", "", "", "0.", "1", "True", "", "", ""])
+    plain = cost(
+        "aten::_efficient_attention_forward",
+        dims,
+        types,
+        ["", "", "", "", "", "", "", "", "0.", "0", "True", "", "", ""],
+    )
+    masked = cost(
+        "aten::_efficient_attention_forward",
+        dims,
+        types,
+        ["", "", "", "", "", "", "", "", "0.", "1", "True", "", "", ""],
+    )
     expected = 2 * 2 * 4 * 256 * 256 * 32 * 2
     assert plain is not None and plain.flops == expected
     assert masked is not None and masked.flops == expected / 2
@@ -173,7 +240,11 @@ def test_flash_attention_backward_is_two_and_a_half_forward() -> None:
 
 def test_layer_norm_and_backward() -> None:
     x = [16, 128, 256]
-    fwd = cost("aten::layer_norm", [x, [], [256], [256], [], []], [F32, "ScalarList", F32, F32, "Scalar", "Scalar"])
+    fwd = cost(
+        "aten::layer_norm",
+        [x, [], [256], [256], [], []],
+        [F32, "ScalarList", F32, F32, "Scalar", "Scalar"],
+    )
     assert fwd is not None
     numel = 16 * 128 * 256
     assert fwd.flops == 5 * numel
@@ -190,8 +261,12 @@ def test_layer_norm_and_backward() -> None:
 def test_softmax_and_backward() -> None:
     f = cost("aten::_softmax", [[2048, 1024], [], []], [BF16, "Scalar", "Scalar"])
     assert f is not None and f.bytes == 2 * 2 * 2048 * 1024 and f.flops == 5 * 2048 * 1024
-    b = cost("aten::_log_softmax_backward_data", [[8, 10], [8, 10], [], []], [F32, F32, "Scalar", "Scalar"])
-    assert b is not None and b.bytes == 3 * 4 * 80
+    b = cost(
+        "aten::_log_softmax_backward_data",
+        [[8, 10], [8, 10], [], []],
+        [F32, F32, "Scalar", "Scalar"],
+    )
+    assert b is not None and b.bytes == 3 * 4 * 80 and b.flops == 4 * 80
 
 
 def test_binary_elementwise_broadcasts() -> None:
@@ -219,8 +294,28 @@ def test_unary_and_fill() -> None:
     assert f is not None and f.bytes == 2000
 
 
+def test_activations_cost_more_than_one_flop_per_element() -> None:
+    # SiLU: x / (1 + exp(-x)), 4 per element; GELU's backward (erf form), 12.
+    s = cost("aten::silu", [[1000]], [F32])
+    assert s is not None and s.flops == 4 * 1000 and s.bytes == 4 * 2 * 1000
+    g = cost("aten::gelu_backward", [[1000], [1000], []], [F32, F32, "Scalar"], ["", "", "'none'"])
+    assert g is not None and g.flops == 12 * 1000 and g.bytes == 4 * 3 * 1000
+
+
+def test_cat_reads_and_writes_its_list_once_and_computes_nothing() -> None:
+    c = cost("aten::cat", [[[4, 8], [2, 8]], []], ["TensorList", "Scalar"])
+    assert c is not None and (c.flops, c.op_class) == (0.0, "copy")
+    # 48 elements of float32 (a list's element size is not recorded): read once, written once
+    assert c.bytes == c.list_bytes == 2 * 48 * 4
+
+
 def test_reduction_sum_over_dims() -> None:
-    c = cost("aten::sum", [[2048, 1024], [], [], []], [F32, "ScalarList", "Scalar", ""], ["", "[0]", "True", ""])
+    c = cost(
+        "aten::sum",
+        [[2048, 1024], [], [], []],
+        [F32, "ScalarList", "Scalar", ""],
+        ["", "[0]", "True", ""],
+    )
     assert c is not None
     assert c.flops == 2048 * 1024
     assert c.bytes == 4 * (2048 * 1024 + 1024)
@@ -229,7 +324,11 @@ def test_reduction_sum_over_dims() -> None:
 
 
 def test_embedding_forward_and_backward() -> None:
-    f = cost("aten::embedding", [[1024, 256], [16, 128], [], [], []], [F32, "long int", "Scalar", "Scalar", "Scalar"])
+    f = cost(
+        "aten::embedding",
+        [[1024, 256], [16, 128], [], [], []],
+        [F32, "long int", "Scalar", "Scalar", "Scalar"],
+    )
     idx = 16 * 128
     assert f is not None and f.flops == 0
     assert f.bytes == idx * 8 + 2 * idx * 256 * 4
@@ -240,29 +339,50 @@ def test_embedding_forward_and_backward() -> None:
         ["", "", "1024", "-1", "False"],
     )
     assert b is not None and b.bytes == 4 * idx * 256 + 8 * idx + 4 * 1024 * 256
+    # without the table's row count (no concrete inputs recorded): the weight gradient's
+    # bytes are unknown, so left out, not taken as one row
+    unknown = cost(
+        "aten::embedding_dense_backward",
+        [[16, 128, 256], [16, 128], [], [], []],
+        [F32, "long int", "Scalar", "Scalar", "Scalar"],
+    )
+    assert unknown is not None and unknown.bytes == 4 * idx * 256 + 8 * idx
 
 
 def test_copies_and_casts() -> None:
     c = cost("aten::copy_", [[4096], [4096], []], [BF16, F32, "Scalar"])
     assert c is not None and c.bytes == 4096 * (4 + 2) and c.flops == 0
     # aten::to with dtype code 15 (BFloat16) from float32.
-    t = cost("aten::_to_copy", [[100], [], [], [], [], [], []], [F32, "Scalar", "", "", "", "Scalar", ""], ["", "15", "", "", "", "False", ""])
-    assert t is not None and t.bytes == 100 * (4 + 2)
+    t = cost(
+        "aten::_to_copy",
+        [[100], [], [], [], [], [], []],
+        [F32, "Scalar", "", "", "", "Scalar", ""],
+        ["", "15", "", "", "", "False", ""],
+    )
+    assert t is not None and t.bytes == 100 * (4 + 2) and t.flops == 0
     k = cost("aten::clone", [[10, 10], []], [F32, "Scalar"])
-    assert k is not None and k.bytes == 800
+    assert k is not None and k.bytes == 800 and k.flops == 0
 
 
 def test_foreach_lists_of_shapes() -> None:
     shapes = [[4, 4], [4], [2, 3]]
     numel = 16 + 4 + 6
-    c = cost("aten::_foreach_addcmul_", [shapes, shapes, shapes, []], ["TensorList", "TensorList", "TensorList", "Scalar"])
+    c = cost(
+        "aten::_foreach_addcmul_",
+        [shapes, shapes, shapes, []],
+        ["TensorList", "TensorList", "TensorList", "Scalar"],
+    )
     assert c is not None
     assert c.flops == 2 * numel
     # addcmul_(v, g, g) as torch.optim calls it: the grad list is read once, not twice.
     assert c.bytes == (2 + 1) * numel * 4
     assert c.op_class == "optimizer"
     other = [[4, 4], [4], [3, 3]]
-    d = cost("aten::_foreach_addcmul_", [shapes, shapes, other, []], ["TensorList", "TensorList", "TensorList", "Scalar"])
+    d = cost(
+        "aten::_foreach_addcmul_",
+        [shapes, shapes, other, []],
+        ["TensorList", "TensorList", "TensorList", "Scalar"],
+    )
     assert d is not None and d.bytes == (3 + 1) * numel * 4
 
 
@@ -275,7 +395,11 @@ def test_fused_adamw() -> None:
     shapes = [[8, 8], [8]]
     numel = 72
     lists = [shapes] * 4 + [[], [[], []]]
-    c = cost("aten::_fused_adamw_", [*lists, [], [], [], [], [], [], [], [], []], ["TensorList"] * 6 + ["Scalar"] * 9)
+    c = cost(
+        "aten::_fused_adamw_",
+        [*lists, [], [], [], [], [], [], [], [], []],
+        ["TensorList"] * 6 + ["Scalar"] * 9,
+    )
     assert c is not None
     assert c.bytes == 7 * numel * 4
     assert c.flops == 14 * numel
@@ -332,7 +456,11 @@ def test_mm_flops_property(m: int, k: int, n: int) -> None:
 
 def test_kernel_costs_split_an_op_between_its_kernels_by_duration(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """Hand-made trace: one aten::mm launching two kernels (3 µs and 1 µs), one memcpy."""
-    mm_args = {"Input Dims": [[64, 64], [64, 64]], "Input type": [F32, F32], "Concrete Inputs": ["", ""]}
+    mm_args = {
+        "Input Dims": [[64, 64], [64, 64]],
+        "Input type": [F32, F32],
+        "Concrete Inputs": ["", ""],
+    }
     events = [
         op("aten::mm", 10.0, 20.0, args=mm_args),
         launch("cudaLaunchKernel", 12.0, 2.0, 1),
@@ -340,10 +468,21 @@ def test_kernel_costs_split_an_op_between_its_kernels_by_duration(tmp_path) -> N
         launch("cudaMemcpyAsync", 40.0, 2.0, 3),
         kernel("gemm_kernel", 20.0, 3.0, 1),
         kernel("splitKreduce_kernel", 24.0, 1.0, 2),
-        kernel("Memcpy HtoD (Pageable -> Device)", 45.0, 1.0, 3, cat="gpu_memcpy", extra={"bytes": 4096}),
+        kernel(
+            "Memcpy HtoD (Pageable -> Device)",
+            45.0,
+            1.0,
+            3,
+            cat="gpu_memcpy",
+            extra={"bytes": 4096},
+        ),
     ]
     trace = load(write_trace(tmp_path / "mm.json", events), cache=False)
-    costs = kernel_costs(trace).join(trace.kernels.select("id", pl.col("name").cast(pl.String)), on="id").sort("name")
+    costs = (
+        kernel_costs(trace)
+        .join(trace.kernels.select("id", pl.col("name").cast(pl.String)), on="id")
+        .sort("name")
+    )
     by_name = {r["name"]: r for r in costs.iter_rows(named=True)}
     total = 2 * 64**3
     assert by_name["gemm_kernel"]["flops"] == pytest.approx(0.75 * total)
