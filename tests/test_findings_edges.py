@@ -461,10 +461,18 @@ def test_an_optimizer_seen_only_in_the_warmup_step_is_still_read(tmp_path: Path)
     assert by_id(report.findings, "unfused_optimizer") is not None
 
 
-@pytest.mark.parametrize(("host", "named"), [("aten::add", False), ("aten::normal_", True)])
-def test_host_bound_leaves_an_operator_that_launches_kernels_to_launch_bound(tmp_path: Path, host: str, named: bool) -> None:
-    # Hand-made: a 2 ms gap while the host is inside an operator. aten::add launches the
-    # step's kernels: its host time is dispatch (launch_bound's); aten::normal_ here is CPU
-    # work that launches nothing (a tensor filled on the host): host_bound names it.
-    f = by_id(findings(write_h200(gap_trace(tmp_path, 2_000, host, cat="cpu_op"), tmp_path / "t.json")), "host_bound")
+@pytest.mark.parametrize(
+    ("host", "idle_us", "named"),
+    [("aten::add", 150.0, False), ("aten::add", 2_000.0, True), ("aten::normal_", 150.0, True)],
+)
+def test_host_bound_leaves_an_operator_that_only_dispatches_kernels_to_launch_bound(
+    tmp_path: Path, host: str, idle_us: float, named: bool
+) -> None:
+    # Hand-made: a gap while the host is inside an operator. aten::add launches the step's two
+    # kernels: with 150 µs in it (76 µs per kernel launched) its host time is dispatch,
+    # launch_bound's; with 2 ms (1 ms per kernel, over the 200 µs a dispatch can take) it is
+    # doing something else, and host_bound names it. aten::normal_ launches nothing (a tensor
+    # filled on the host): host_bound names it.
+    trace = write_h200(gap_trace(tmp_path, idle_us, host, cat="cpu_op"), tmp_path / "t.json")
+    f = by_id(findings(trace), "host_bound")
     assert (f is not None and any(r.name == host for r in f.evidence.regions)) is named

@@ -283,11 +283,31 @@ HOST_CAUSES = ("untraced", "host_compute", "python")
 NO_CULPRIT = "(no host op)"
 
 
+# Host time per kernel launched above which an operator is doing more than dispatching its
+# kernels (dispatch is microseconds, tens with the profiler's shapes; 124 ms in one foreach op
+# that launches 6 kernels is not).
+DISPATCH_MAX_NS_PER_KERNEL = 200_000
+
+
 def _launching_ops(ctx: FindingContext) -> list[str]:
-    """Names of the operators that launched device work, directly or as the outermost op."""
+    """Names of the operators whose host time is dispatch: they launched device work (directly
+    or as the outermost op) and spent at most DISPATCH_MAX_NS_PER_KERNEL per kernel doing so."""
     k = ctx.trace.kernels
-    names = pl.concat([k["op_name"].cast(pl.String), k["top_op_name"].cast(pl.String)]).drop_nulls().unique()
-    return names.to_list()
+    launched = (
+        pl.concat([k["op_name"].cast(pl.String), k["top_op_name"].cast(pl.String)])
+        .drop_nulls()
+        .alias("name")
+        .value_counts(name="kernels")
+    )
+    host = (
+        ctx.trace.events.filter(pl.col("kind") == "cpu_op")
+        .group_by(pl.col("name").cast(pl.String))
+        .agg(pl.col("dur_ns").sum().alias("host_ns"))
+    )
+    per = launched.join(host, on="name", how="inner").filter(
+        pl.col("host_ns") <= pl.col("kernels") * DISPATCH_MAX_NS_PER_KERNEL
+    )
+    return per["name"].to_list()
 
 
 def detect_host_bound(ctx: FindingContext) -> Estimate | None:
