@@ -48,6 +48,11 @@ def test_channels_last_pair() -> None:
     assert "torch.channels_last" in f.fix and "tensor cores" in f.fix
     after = by_id(findings(pair("channels_last", "after")), "channels_last")
     assert after is None or not after.material
+    # What the report shows is the replayed saving: 4.8 %, above the 2.7 % of the recording
+    # run and the 0.1 % of five re-timed rounds, whose spread (2.5-3.2 ms on a 33 ms step,
+    # retimed_model_pairs.json) no saving under 10 % can be told from: it must stay under it.
+    shown = by_id(findings(pair("channels_last", "before"), replay=True), "channels_last")
+    assert shown is not None and shown.material and shown.saving_pct < 10.0
 
 
 def test_zero_grad_pair() -> None:
@@ -60,6 +65,9 @@ def test_zero_grad_pair() -> None:
     assert launch is not None and "counted under zero_grad_memset" in (launch.overlap or "")
     after = by_id(findings(pair("zero_grad", "after")), "zero_grad_memset")
     assert after is None
+    # the replayed saving, which the report shows, is held to the same truth
+    shown = by_id(findings(pair("zero_grad", "before"), replay=True), "zero_grad_memset")
+    assert within(shown, ZERO_GRAD_RETIMED_PCT), (shown and shown.saving_pct, ZERO_GRAD_RETIMED_PCT)
 
 
 def test_input_padding_pair_is_named_but_not_material_and_convolutions_are_not_gemms() -> None:
