@@ -191,6 +191,24 @@ def test_the_optimizer_s_launch_latency_is_counted_once_in_a_trace_without_gaps(
     assert launch.overlap == "0.27 ms of its idle time is counted under unfused_optimizer"
 
 
+def test_the_note_of_time_counted_under_a_narrower_finding_is_in_ms_to_two_decimals(
+    tmp_path: Path,
+) -> None:
+    # One 25 µs gap between the optimizer's four back-to-back kernels, the host in untraced
+    # work: host_bound's idle, counted under unfused_optimizer. 0.025 ms reads 0.03 ms.
+    t = HandMadeTrace()
+    t.step(1, 0, 2_000)
+    t.host("aten::add", 5, 3)
+    t.gpu(ADD, 10, 1_090, launch_ts=6)
+    t.host("Optimizer.step#AdamW.step", 1_000, 900, cat="user_annotation")
+    for ts in (1_100, 1_200, 1_325, 1_425):
+        t.host("aten::_foreach_mul_", ts - 3, 2)
+        t.gpu(MULTI_TENSOR, ts, 100, launch_ts=ts - 2)
+    host = by_id(findings(write_h200(t, tmp_path / "note.json")), "host_bound")
+    assert host is not None
+    assert host.overlap == "0.03 ms of its idle time is counted under unfused_optimizer"
+
+
 def test_the_parameter_count_is_addcdiv_s_and_the_fused_pass_is_priced_to_the_ns(
     tmp_path: Path,
 ) -> None:
@@ -320,6 +338,29 @@ def test_findings_are_ranked_by_share_not_by_saving_ns(tmp_path: Path) -> None:
     assert compile_.overlap is not None and "by dataloader_stall:" in compile_.overlap
     # Shares are given to 3 decimals: 4.449 ms of 40 ms.
     assert stall.saving_pct == pytest.approx(11.122, abs=1e-9)
+    # Per step, that share of the mean step (9.99 ms): 1.111 ms, to the ns.
+    assert result.step_ns == 9_990_000 and stall.saving_ns == 1_111_083
+
+
+def test_even_a_1_ns_claim_on_a_shared_pool_says_it_was_scaled(tmp_path: Path) -> None:
+    # The stalls and a compile claim more idle than there is (scaled by 0.74); an AdamW step
+    # at the end of the last step, its four kernels back to back but for one 1 ns gap, claims
+    # that 1 ns of idle too, and says so like the others.
+    t = stalls_trace()
+    t.host("Optimizer.step#AdamW.step", 39_980, 19, cat="user_annotation")
+    ts = 39_990.0
+    for i in range(4):
+        t.host("aten::_foreach_mul_", 39_981 + i, 0.5)
+        t.gpu(MULTI_TENSOR, ts, 2, launch_ts=39_981 + i)
+        ts += 2 + (0.001 if i == 1 else 0)
+    comp = CompileResult(steps=4, compiles_in_trace=1, recompiles_in_trace=0, compile_ns=2_200_000)
+    result = findings(write_h200(t, tmp_path / "one_ns.json"), compile=comp)
+    opt = by_id(result, "unfused_optimizer")
+    assert opt is not None and opt.estimate_ns == 4_000 + 1  # 4 µs of kernel time, 1 ns idle
+    assert opt.overlap == (
+        "idle time is also claimed by dataloader_stall, compile_in_window: claims scaled by 0.74 "
+        "so that together they fit the idle time"
+    )
 
 
 # -- the rendered report: "per step" is the per-step saving --------------------------------------
