@@ -318,3 +318,20 @@ def test_each_recorded_variant_is_predicted_within_15_pct_from_its_base_trace(ba
     measured_ms = float(WHATIF_TIMINGS[variant]["measured_ms"])
     predicted_ms = result.steady_after_ns / 1e6
     assert abs(predicted_ms - measured_ms) <= 0.15 * measured_ms, (predicted_ms, measured_ms)
+
+
+def test_python_frames_that_overlap_ops_do_not_push_launches_past_their_kernels() -> None:
+    # memgrow_keep was recorded with with_stack=True: Python frames end a little after the ops
+    # inside them. Cutting the earlier segment where the next starts keeps every launch call at
+    # its recorded time; pushing the later one (as before) made 323 kernels seem to start
+    # before their launch, pinned a third of the device time and replayed every fix as 0 %.
+    from traceinsight.analysis.whatif.graph import NEG
+    from traceinsight.analysis.whatif.shared import recorded
+
+    trace = ti.load(ROOT / "sample_traces" / "catalogue" / "memgrow_keep.json.gz")
+    graph, _ = recorded(trace)
+    assert any("run past the next one" in n for n in graph.notes)
+    assert not any("before their launch call" in n for n in graph.notes)
+    pinned = graph.gpu_anchor_ns > NEG
+    assert graph.gpu_dur_ns[pinned].sum() < 0.05 * graph.gpu_dur_ns.sum()
+    assert whatif(trace, [CollapseLaunches()]).steady_saving_pct > 2.0  # was 0.0

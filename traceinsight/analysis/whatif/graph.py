@@ -183,16 +183,6 @@ def _gpu_frame(trace: Trace) -> pl.DataFrame:
     )
 
 
-def _thread_cummax(chain: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """Running maximum of ``values`` within each run of equal ``chain`` (sorted by chain)."""
-    if values.size == 0:
-        return values
-    lo = int(values.min())
-    span = int(values.max()) - lo + 1
-    out: np.ndarray = np.maximum.accumulate((values - lo) + chain * span) - chain * span + lo
-    return out
-
-
 def _median(values: np.ndarray, default: int) -> int:
     return int(np.median(values)) if values.size else default
 
@@ -271,16 +261,19 @@ def build(trace: Trace) -> StepGraph:
     first_t[1:] = (pid[1:] != pid[:-1]) | (tid[1:] != tid[:-1])
     last_t = np.ones(segs.height, dtype=bool)
     last_t[:-1] = first_t[1:]
-    # Spans that do not nest cleanly (Python frames around ops) would overlap on the thread:
-    # each segment keeps only the time no earlier segment of its thread covers.
+    # Spans that do not nest cleanly (Python frames around ops, whose times are coarser) would
+    # overlap on the thread. Each segment keeps its recorded start (launch calls and syncs are
+    # timed precisely: a launch pushed later would seem to follow its own kernel) and an
+    # earlier segment that runs past it is cut where it starts.
     start, stop = segs["start"].to_numpy(), segs["end"].to_numpy()
-    covered = np.concatenate([[NEG], _thread_cummax(np.cumsum(first_t) - 1, stop)[:-1]]) if segs.height else stop
-    covered = np.where(first_t, NEG, covered)
-    overlap = int((start < covered).sum())
+    next_start = np.concatenate([start[1:], start[-1:]]) if segs.height else start
+    overlap = int(((stop > next_start) & ~last_t).sum())
     if overlap:
-        notes.append(f"{overlap} host segments overlap earlier ones on their thread (imperfect nesting): only their uncovered time is kept")
-    start = np.maximum(start, covered)
+        notes.append(f"{overlap} host segments run past the next one on their thread (imperfect nesting): each is cut where the next starts")
+    stop = np.where(last_t, stop, np.minimum(stop, next_start))
     stop = np.maximum(stop, start)
+    covered = np.concatenate([[NEG], stop[:-1]]) if segs.height else stop
+    covered = np.where(first_t, NEG, covered)
     segs = segs.with_columns(
         seg=pl.int_range(pl.len(), dtype=pl.Int64),
         first_of_thread=pl.Series(first_t),
