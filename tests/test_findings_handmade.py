@@ -127,6 +127,10 @@ def test_host_bound_names_the_region_but_never_dynamo_internals(tmp_path: Path) 
     assert f is not None and f.material and "preprocess_batch" in f.title
     dynamo = write_h200(gap_trace(tmp_path, 800, "TorchDynamo Cache Lookup"), tmp_path / "dyn.json")
     assert by_id(findings(dynamo), "host_bound") is None
+    # any region name, whatever it begins with
+    hashes = write_h200(gap_trace(tmp_path, 800, "## forward ##"), tmp_path / "hashes.json")
+    f = by_id(findings(hashes), "host_bound")
+    assert f is not None and "## forward ##" in f.title
 
 
 def launch_trace(short: int, total: int = 100, *, lead_us: float = 7.0) -> HandMadeTrace:
@@ -528,6 +532,19 @@ def test_allocator_churn_ignores_the_warmup_step(tmp_path: Path) -> None:
         by_id(findings(write_h200(trace(True), tmp_path / "a2.json")), "allocator_churn")
         is not None
     )
+
+
+def test_allocator_churn_leaves_out_the_warmup_step_by_time_not_by_number(tmp_path: Path) -> None:
+    # Steps numbered out of time order (a second profiling session that restarted at #1): the
+    # slow first step in time, #2, is the warm-up; the allocation in the later step #1 counts.
+    t = HandMadeTrace()
+    for s, start, busy in ((2, 0.0, 1_900.0), (1, 2_000.0, 900.0)):
+        t.step(s, start, busy + 100)
+        t.host("aten::add", start + 5, 3)
+        t.gpu(ADD, start + 10, busy, launch_ts=start + 6)
+    t.host("cudaMalloc", 2_950, 100, cat="cuda_runtime")
+    result = findings(write_h200(t, tmp_path / "renumbered.json"))
+    assert by_id(result, "allocator_churn") is not None
 
 
 def test_memory_pressure_from_reserved_share(tmp_path: Path) -> None:

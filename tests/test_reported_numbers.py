@@ -266,6 +266,11 @@ def test_idle_before_the_optimizer_in_its_step_is_not_the_optimizer_s(tmp_path: 
     churn = by_id(result, "allocator_churn")
     assert churn is not None and churn.saving_window_ns == 200_000
     assert churn.overlap is None
+    assert churn.confidence_reason == (
+        "1 allocator calls in steady-state steps (warm-up step left out), 0.20 ms of host time"
+    )
+    # and no sync anywhere: no host_sync, not even one saving nothing
+    assert by_id(result, "host_sync") is None
 
 
 @pytest.mark.parametrize(("once_us", "steps_read"), [((0, 500), 3), ((1_000, 1_900), 2)])
