@@ -691,6 +691,27 @@ def test_host_sync_counts_the_gap_that_begins_when_the_sync_returns(
         assert host is not None and host.material and "prepare_batch" in host.title
 
 
+def test_launch_overhead_after_a_sync_is_counted_once_under_host_sync(tmp_path: Path) -> None:
+    # .item() blocks 600 µs until the GPU drains; 26 µs after it returns, one slow launch
+    # (400 µs in cudaLaunchKernel) leaves the GPU idle 407 µs more. That gap is launch
+    # overhead the sync opened: host_sync claims it, and launch_bound gives it up.
+    t = HandMadeTrace()
+    t.step(1, 0, 10_000)
+    t.host("aten::add", 1, 3)
+    t.gpu(ADD, 10, 4_990, launch_ts=2)
+    t.host("aten::item", 4_410, 600)
+    t.host("cudaStreamSynchronize", 4_411, 596, cat="cuda_runtime")
+    t.host("aten::add", 5_011, 3)
+    t.gpu(ADD, 5_013, 20, launch_ts=5_012)
+    t.host("aten::add", 5_034, 402)
+    t.gpu(ADD, 5_440, 4_550, launch_ts=5_035, launch_dur=400)
+    result = findings(write_h200(t, tmp_path / "sync_launch.json"))
+    sync, launch = by_id(result, "host_sync"), by_id(result, "launch_bound")
+    assert sync is not None and sync.saving_window_ns == 420_000
+    assert launch is not None and launch.saving_window_ns == 0
+    assert launch.overlap == "0.41 ms of its idle time is counted under host_sync"
+
+
 def test_a_sync_that_blocks_zero_ns_saves_nothing(tmp_path: Path) -> None:
     # Hand-made: the GPU is already idle when a zero-length cudaStreamSynchronize is called.
     t = HandMadeTrace()
