@@ -13,6 +13,8 @@ from traceinsight.analysis.findings import FindingContext, find
 from traceinsight.analysis.findings.catalogue import MATERIALITY_PCT, TENSOR_CORE_EFFICIENCY
 from traceinsight.analysis.sections.compile import CompileResult
 from traceinsight.analysis.sections.memory import MemoryResult
+from traceinsight.analysis.window.assess import Flag
+from traceinsight.analysis.window.spec import WindowResult
 
 from .findings_helpers import by_id, context, findings, ids, write_h200
 from .handmade import HandMadeTrace
@@ -545,6 +547,26 @@ def test_allocator_churn_leaves_out_the_warmup_step_by_time_not_by_number(tmp_pa
     t.host("cudaMalloc", 2_950, 100, cat="cuda_runtime")
     result = findings(write_h200(t, tmp_path / "renumbered.json"))
     assert by_id(result, "allocator_churn") is not None
+
+
+@pytest.mark.parametrize(("steps", "found"), [(1, False), (2, True)])
+def test_allocator_churn_in_a_window_that_is_not_steady_state(
+    tmp_path: Path, steps: int, found: bool
+) -> None:
+    # A window the assessment flags as not steady state (here its profiler overhead): a single
+    # step of it is all warm-up, its allocations by design; with two, the second's count.
+    t = HandMadeTrace()
+    for s in range(1, steps + 1):
+        start = 1_000.0 * (s - 1)
+        t.step(s, start, 1_000)
+        t.host("aten::add", start + 5, 3)
+        t.gpu(ADD, start + 10, 900, launch_ts=start + 6)
+    t.host("cudaMalloc", 1_000.0 * steps - 500, 200, cat="cuda_runtime")
+    flag = Flag(
+        id="profiler_overhead", title="profiler overhead", limits=True, evidence="hand-made"
+    )
+    result = findings(write_h200(t, tmp_path / "unsteady.json"), window=WindowResult(flags=(flag,)))
+    assert (by_id(result, "allocator_churn") is not None) is found
 
 
 def test_memory_pressure_from_reserved_share(tmp_path: Path) -> None:
