@@ -726,12 +726,44 @@ def test_launch_overhead_after_a_sync_is_counted_once_under_host_sync(tmp_path: 
     t.host("aten::add", 5_011, 3)
     t.gpu(ADD, 5_013, 20, launch_ts=5_012)
     t.host("aten::add", 5_034, 402)
-    t.gpu(ADD, 5_440, 4_550, launch_ts=5_035, launch_dur=400)
+    t.gpu(ADD, 5_440, 1_560, launch_ts=5_035, launch_dur=400)
+    # and a slow launch with no sync before it: launch_bound's own 410 µs
+    t.host("aten::add", 7_001, 402)
+    t.gpu(ADD, 7_410, 2_580, launch_ts=7_002, launch_dur=400)
     result = findings(write_h200(t, tmp_path / "sync_launch.json"))
     sync, launch = by_id(result, "host_sync"), by_id(result, "launch_bound")
     assert sync is not None and sync.saving_window_ns == 420_000
-    assert launch is not None and launch.saving_window_ns == 0
+    assert launch is not None and launch.saving_window_ns == 410_000
     assert launch.overlap == "0.41 ms of its idle time is counted under host_sync"
+
+
+def test_data_loading_after_a_sync_is_shared_in_proportion_to_the_time_blocked(
+    tmp_path: Path,
+) -> None:
+    # .item() blocks 600 µs; the gaps it opened hold 1.025 ms (13 µs draining, then 1.012 ms
+    # of DataLoader), so the sync claims 600 µs, 58.5 % of each: 0.59 ms of the loading gap,
+    # which dataloader_stall gives up.
+    t = HandMadeTrace()
+    t.step(1, 0, 10_000)
+    t.host("aten::add", 1, 3)
+    t.gpu(ADD, 10, 4_990, launch_ts=2)
+    t.host("aten::item", 4_410, 600)
+    t.host("cudaStreamSynchronize", 4_411, 596, cat="cuda_runtime")
+    t.host("aten::add", 5_011, 3)
+    t.gpu(ADD, 5_013, 20, launch_ts=5_012)
+    t.host(
+        "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
+        5_034,
+        1_000,
+        cat="user_annotation",
+    )
+    t.host("aten::add", 6_040, 3)
+    t.gpu(ADD, 6_045, 3_945, launch_ts=6_041)
+    result = findings(write_h200(t, tmp_path / "sync_loading.json"))
+    sync, loading = by_id(result, "host_sync"), by_id(result, "dataloader_stall")
+    assert sync is not None and sync.saving_window_ns == 600_000
+    assert loading is not None
+    assert loading.overlap == "0.59 ms of its idle time is counted under host_sync"
 
 
 def test_a_sync_that_blocks_zero_ns_saves_nothing(tmp_path: Path) -> None:
