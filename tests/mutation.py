@@ -49,11 +49,33 @@ TARGETS: dict[str, tuple[str, ...]] = {
     "traceinsight/analysis/findings/syncs.py": _FINDINGS,
     "traceinsight/analysis/findings/precision.py": _FINDINGS,
     "traceinsight/analysis/findings/catalogue.py": _FINDINGS,
-    "traceinsight/analysis/lib/stats.py": ("tests/test_stats_edges.py", "tests/test_stats.py", _NUMBERS),
-    "traceinsight/analysis/sections/gaps.py": (_NUMBERS, "tests/test_findings_edges.py", "tests/test_gaps.py"),
-    "traceinsight/trace/link.py": ("tests/test_nesting.py", _NUMBERS, "tests/test_steps.py", "tests/test_loader.py"),
-    "traceinsight/trace/nesting.py": ("tests/test_nesting.py", _NUMBERS, "tests/test_steps.py", "tests/test_loader.py"),
-    "traceinsight/analysis/cost/args.py": ("tests/test_cost_args.py", "tests/test_costmodel.py", _NUMBERS),
+    "traceinsight/analysis/lib/stats.py": (
+        "tests/test_stats_edges.py",
+        "tests/test_stats.py",
+        _NUMBERS,
+    ),
+    "traceinsight/analysis/sections/gaps.py": (
+        _NUMBERS,
+        "tests/test_findings_edges.py",
+        "tests/test_gaps.py",
+    ),
+    "traceinsight/trace/link.py": (
+        "tests/test_nesting.py",
+        _NUMBERS,
+        "tests/test_steps.py",
+        "tests/test_loader.py",
+    ),
+    "traceinsight/trace/nesting.py": (
+        "tests/test_nesting.py",
+        _NUMBERS,
+        "tests/test_steps.py",
+        "tests/test_loader.py",
+    ),
+    "traceinsight/analysis/cost/args.py": (
+        "tests/test_cost_args.py",
+        "tests/test_costmodel.py",
+        _NUMBERS,
+    ),
     "traceinsight/analysis/cost/formulas.py": ("tests/test_costmodel.py",),
     "traceinsight/analysis/sections/steps.py": ("tests/test_steps.py",),
 }
@@ -105,10 +127,33 @@ def _name(module: str) -> str:
     return module.removeprefix("traceinsight/").removesuffix(".py").replace("/", ".")
 
 
-def _copy_tree(dest: Path) -> None:
+def _pytest(tests: tuple[str, ...]) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-x",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-o",
+        "addopts=",
+        *tests,
+    ]
+
+
+def _copy_tree(dest: Path, keep: tuple[str, ...] = ()) -> None:
+    """The files the tests need, copied afresh into ``dest``; of what was there, only the
+    entries named in ``keep`` stay."""
     if dest.exists():
-        shutil.rmtree(dest)
-    dest.mkdir(parents=True)
+        for entry in dest.iterdir():
+            if entry.name in keep:
+                continue
+            if entry.is_dir():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+    dest.mkdir(parents=True, exist_ok=True)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     for item in COPIED:
         src = ROOT / item
@@ -121,7 +166,7 @@ def _copy_tree(dest: Path) -> None:
 def _config(module: str, tests: tuple[str, ...], timeout: float) -> str:
     # ``pythonpath = ["."]`` in pyproject.toml puts the copy first on sys.path: the tests
     # import the mutated copy, not the installed package.
-    command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-o", "addopts=", *tests]
+    command = _pytest(tests)
     excluded = ", ".join(json.dumps(e) for e in EXCLUDE_OPERATORS)
     return (
         "[cosmic-ray]\n"
@@ -140,7 +185,11 @@ def _tool(name: str) -> str:
 
 def _score(module: str, work: Path) -> Score:
     dump = subprocess.run(
-        [_tool("cosmic-ray"), "dump", "session.sqlite"], cwd=work, capture_output=True, text=True, check=True
+        [_tool("cosmic-ray"), "dump", "session.sqlite"],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     s = Score(module)
     survivors = []
@@ -163,7 +212,9 @@ def _score(module: str, work: Path) -> Score:
         else:
             s.survived += 1
             m = item["mutations"][0]
-            survivors.append(f"# {m['operator_name']} line {m['start_pos'][0]}\n{result.get('diff') or ''}")
+            survivors.append(
+                f"# {m['operator_name']} line {m['start_pos'][0]}\n{result.get('diff') or ''}"
+            )
     (work / "survivors.txt").write_text("\n".join(survivors))
     return s
 
@@ -179,10 +230,16 @@ def run_module(
     work = OUT / _name(module)
     started = time.monotonic()
     if recheck and (work / "session.sqlite").exists():
-        # New tests since the run: put the survivors back in the queue, against today's tests.
-        shutil.rmtree(work / "tests")
-        shutil.copytree(ROOT / "tests", work / "tests", ignore=shutil.ignore_patterns("__pycache__"))
-        _restore(module, work)
+        # New tests since the run: put the survivors back in the queue, against today's tests
+        # and today's package (tests written since may read code changed since: against the
+        # old copy they would fail whatever the mutant, and "kill" every survivor).
+        _copy_tree(
+            work, keep=("session.sqlite", "cosmic-ray.toml", "timeout", "exec.log", "survivors.txt")
+        )
+        if subprocess.run(_pytest(tests), cwd=work, capture_output=True).returncode != 0:
+            raise SystemExit(
+                f"{module}: the tests fail without mutations: {' '.join(_pytest(tests))}"
+            )
         (work / "cosmic-ray.toml").write_text(_config(module, tests, _timeout(work)))
         with sqlite3.connect(work / "session.sqlite") as db:
             db.execute("DELETE FROM work_results WHERE test_outcome = 'SURVIVED'")
@@ -190,14 +247,23 @@ def run_module(
         _copy_tree(work)
         t0 = time.monotonic()
         # The unmutated tests must pass, and they set the per-mutant time limit.
-        cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-o", "addopts=", *tests]
+        cmd = _pytest(tests)
         if subprocess.run(cmd, cwd=work, capture_output=True).returncode != 0:
             raise SystemExit(f"{module}: the tests fail without mutations: {' '.join(cmd)}")
         timeout = 3 * (time.monotonic() - t0) + 10
         (work / "timeout").write_text(f"{timeout:.0f}")
         (work / "cosmic-ray.toml").write_text(_config(module, tests, timeout))
-        subprocess.run([_tool("cosmic-ray"), "init", "cosmic-ray.toml", "session.sqlite", "--force"], cwd=work, check=True)
-        subprocess.run([_tool("cr-filter-operators"), "session.sqlite", "cosmic-ray.toml"], cwd=work, check=True, capture_output=True)
+        subprocess.run(
+            [_tool("cosmic-ray"), "init", "cosmic-ray.toml", "session.sqlite", "--force"],
+            cwd=work,
+            check=True,
+        )
+        subprocess.run(
+            [_tool("cr-filter-operators"), "session.sqlite", "cosmic-ray.toml"],
+            cwd=work,
+            check=True,
+            capture_output=True,
+        )
         if sample:
             _keep_sample(work / "session.sqlite", sample)
     proc = subprocess.Popen(
@@ -247,15 +313,23 @@ def _restore(module: str, work: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("modules", nargs="*", help="parts of module paths (default: all)")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="modules mutated at once")
-    p.add_argument("--max-minutes", type=float, default=None, help="stop each module after this long")
+    p.add_argument(
+        "--max-minutes", type=float, default=None, help="stop each module after this long"
+    )
     p.add_argument("--resume", action="store_true", help="go on with the mutants left pending")
     p.add_argument(
-        "--recheck", action="store_true", help="run the surviving mutants again against the current tests"
+        "--recheck",
+        action="store_true",
+        help="run the surviving mutants again against the current tests",
     )
-    p.add_argument("--sample", type=int, default=None, help="mutate only N mutants per module, drawn at random")
+    p.add_argument(
+        "--sample", type=int, default=None, help="mutate only N mutants per module, drawn at random"
+    )
     p.add_argument("--report", action="store_true", help="only the scores of the runs so far")
     p.add_argument("--list", action="store_true", help="list the modules and their tests")
     args = p.parse_args(argv)
@@ -271,12 +345,16 @@ def main(argv: list[str] | None = None) -> int:
     OUT.mkdir(parents=True, exist_ok=True)
     if args.report:
         scores = [
-            _score(m, OUT / _name(m)) for m in chosen if (OUT / _name(m) / "session.sqlite").exists()
+            _score(m, OUT / _name(m))
+            for m in chosen
+            if (OUT / _name(m) / "session.sqlite").exists()
         ]
     else:
         with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
             futures = {
-                pool.submit(run_module, m, t, args.max_minutes, args.resume, args.recheck, args.sample): m
+                pool.submit(
+                    run_module, m, t, args.max_minutes, args.resume, args.recheck, args.sample
+                ): m
                 for m, t in chosen.items()
             }
             scores = [f.result() for f in concurrent.futures.as_completed(futures)]
