@@ -293,8 +293,11 @@ def _launching_ops(ctx: FindingContext) -> list[str]:
     """Names of the operators whose host time is dispatch: they launched device work (directly
     or as the outermost op) and spent at most DISPATCH_MAX_NS_PER_KERNEL per kernel doing so."""
     k = ctx.trace.kernels
+    op, top = k["op_name"].cast(pl.String), k["top_op_name"].cast(pl.String)
+    # each kernel once per operator that launched it (its own op, and the outermost op when
+    # that is another one)
     launched = (
-        pl.concat([k["op_name"].cast(pl.String), k["top_op_name"].cast(pl.String)])
+        pl.concat([op, top.filter(top.ne_missing(op))])
         .drop_nulls()
         .alias("name")
         .value_counts(name="kernels")
