@@ -35,10 +35,10 @@ SYNC_OPS = (
     "aten::masked_select",
     "aten::unique",
 )
-# What removing the synchronisations removes: the ops that read a device value on the host
-# and the explicit synchronize calls (stream, device, event).
 # Host spans of a collective (a backend's "gloo:all_reduce", the dispatcher's "c10d::allreduce_").
 COLLECTIVE_SPANS = f"{BACKEND_SPAN}|{C10D_OP}"
+# What removing the synchronisations removes: the ops that read a device value on the host
+# and the explicit synchronize calls (stream, device, event).
 SYNC_CALLS = r"^(aten::item|aten::_local_scalar_dense|aten::nonzero|aten::tolist)$|^(cuda|hip|cu)\w*Synchronize$"
 
 
@@ -332,7 +332,7 @@ def detect_host_bound(ctx: FindingContext) -> Estimate | None:
             & ~pl.col("culprit").str.contains(DYNAMO_INTERNAL.pattern)
             # a collective's host span (gloo:all_reduce, c10d::allreduce_) is communication:
             # its findings (cpu_collectives, allreduce_per_parameter, ...) say how to cut it
-            & ~pl.col("culprit").str.contains(COLLECTIVE_SPANS)
+            & ~_in_collective()
             # an operator that launches device work spends its host time dispatching it:
             # launch overhead, which launch_bound prices and CUDA graphs remove (zeroing that
             # op's own time everywhere would claim every launch of it)

@@ -122,16 +122,22 @@ def _host_events(trace: Trace) -> pl.DataFrame:
     )
 
 
+def rows_of(ids: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """Row of each of ``wanted`` in ``ids`` (unique event ids), -1 where it is not there."""
+    if ids.size == 0:
+        return np.full(wanted.size, -1, dtype=np.int64)
+    order = np.argsort(ids, kind="stable")
+    pos = np.minimum(np.searchsorted(ids[order], wanted), ids.size - 1)
+    out: np.ndarray = np.where(ids[order][pos] == wanted, order[pos], -1)
+    return out
+
+
 def _segments(host: pl.DataFrame) -> pl.DataFrame:
     """Self segments of every host span: from its start to its first child, between children,
     from its last child to its end (all of it for a leaf). Worked on row-index arrays."""
     n = host.height
-    ids = host["id"].to_numpy()
-    order = np.argsort(ids, kind="stable")
     parent_id = host["parent"].fill_null(-1).to_numpy()
-    pos = np.searchsorted(ids[order], parent_id)
-    pos = np.minimum(pos, max(n - 1, 0))
-    parent = np.where((parent_id >= 0) & (n > 0) & (ids[order][pos] == parent_id), order[pos], -1) if n else parent_id
+    parent = np.where(parent_id >= 0, rows_of(host["id"].to_numpy(), parent_id), -1) if n else parent_id
     ts = host["ts_ns"].to_numpy()
     end = host["end_ns"].to_numpy()
     # children of each parent in time order; each one's next sibling (or none)

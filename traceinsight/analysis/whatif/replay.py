@@ -85,6 +85,15 @@ def _chain_solve(chain: np.ndarray, c: np.ndarray, x: np.ndarray) -> np.ndarray:
     return out
 
 
+def post_wake_ns(graph: StepGraph, seg_run_ns: np.ndarray) -> np.ndarray:
+    """Per host node woken by another thread, its thread's time from the wake to the node's end
+    (its own segment included), from each segment's gap + duration ``seg_run_ns``."""
+    after = graph.seg_after_wake if graph.seg_after_wake is not None else np.zeros(graph.seg_node.size, dtype=bool)
+    weights = np.where(after, seg_run_ns, 0).astype(np.float64)
+    out: np.ndarray = np.rint(np.bincount(graph.seg_node, weights=weights, minlength=graph.host_nodes)).astype(np.int64)
+    return out
+
+
 def replay(graph: StepGraph, durations: Durations | None = None) -> Timeline:
     d = durations or Durations.recorded(graph)
     n_seg = graph.seg_node.size
@@ -109,9 +118,7 @@ def replay(graph: StepGraph, durations: Durations | None = None) -> Timeline:
     wake_src = graph.host_wake_src if graph.host_wake_src is not None else np.full(graph.host_nodes, -1, dtype=np.int64)
     wake_off = graph.host_wake_off_ns if graph.host_wake_off_ns is not None else np.zeros(graph.host_nodes, dtype=np.int64)
     has_wake = wake_src >= 0
-    # the woken thread's time from the wake to the node's end (its own segment included)
-    after = graph.seg_after_wake if graph.seg_after_wake is not None else np.zeros(n_seg, dtype=bool)
-    post = np.rint(np.bincount(graph.seg_node, weights=np.where(after, run, 0).astype(np.float64), minlength=graph.host_nodes)).astype(np.int64)
+    post = post_wake_ns(graph, run)
     gpu_end = np.full(graph.gpu_nodes, NEG, dtype=np.int64)
     host_end = np.full(graph.host_nodes, NEG, dtype=np.int64)
     rounds = 0

@@ -21,8 +21,8 @@ from dataclasses import replace
 import numpy as np
 import polars as pl
 
-from traceinsight.analysis.whatif.graph import StepGraph
-from traceinsight.analysis.whatif.replay import Durations, Timeline
+from traceinsight.analysis.whatif.graph import StepGraph, rows_of
+from traceinsight.analysis.whatif.replay import Durations, Timeline, post_wake_ns
 
 # Shorter gaps are the thread's own dispatch and Python time, not waiting.
 WAKE_GAP_NS = 50_000
@@ -37,13 +37,9 @@ def with_wakes(graph: StepGraph, tl: Timeline) -> StepGraph:
     long_seg = np.flatnonzero(graph.seg_dur_ns >= WAKE_GAP_NS)
     if long_seg.size:
         # owner id -> annotation?, by a search over the sorted ids (only the long segments)
-        ids = graph.host_events["id"].to_numpy()
+        row = rows_of(graph.host_events["id"].to_numpy(), graph.seg_owner[long_seg])
         ann = (graph.host_events["kind"] == "user_annotation").to_numpy()
-        order = np.argsort(ids, kind="stable")
-        owners = graph.seg_owner[long_seg]
-        pos = np.clip(np.searchsorted(ids[order], owners), 0, max(ids.size - 1, 0))
-        hit = (ids[order][pos] == owners) & ann[order][pos] if ids.size else np.zeros(owners.size, dtype=bool)
-        own[long_seg[hit]] = True
+        own[long_seg[(row >= 0) & ann[np.maximum(row, 0)]]] = True
     is_gap = graph.seg_gap_ns >= WAKE_GAP_NS
     big = np.flatnonzero(is_gap | own)
     if big.size == 0:
@@ -105,7 +101,5 @@ def as_woken(graph: StepGraph, tl: Timeline) -> Timeline:
     own[graph.host_seg] = True
     weights = np.where(own, graph.seg_gap_ns, graph.seg_gap_ns + graph.seg_dur_ns).astype(np.float64)
     pre = np.rint(np.bincount(graph.seg_node, weights=weights, minlength=graph.host_nodes)).astype(np.int64)
-    after = graph.seg_after_wake if graph.seg_after_wake is not None else np.zeros(graph.seg_node.size, dtype=bool)
-    run = np.where(after, graph.seg_gap_ns + graph.seg_dur_ns, 0).astype(np.float64)
-    post = np.rint(np.bincount(graph.seg_node, weights=run, minlength=graph.host_nodes)).astype(np.int64)
+    post = post_wake_ns(graph, graph.seg_gap_ns + graph.seg_dur_ns)
     return replace(tl, host_pre_ns=pre, host_post_ns=post, durations=Durations.recorded(graph))
