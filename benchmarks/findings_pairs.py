@@ -35,6 +35,8 @@ PAIRS = (
     ("fix_launch_before", "fix_launch_after", "launch_bound", "eager → CUDA graphs"),
     ("fix_churn_before", "fix_churn_after", "allocator_churn", "no empty_cache per step"),
     ("models/model_attention_before", "models/model_attention_after", "eager_attention", 'attn_implementation="sdpa"'),
+    ("models/model_attention_fusion_before", "models/model_attention_fusion_after", "eager_attention", 'sdpa, the mask\'s sync kept'),
+    ("models/model_channels_last_256_before", "models/model_channels_last_256_after", "channels_last", "channels_last, batch 256"),
     ("models/model_fusion_before", "models/model_fusion_after", "unfused_elementwise", "torch.compile"),
     ("catalogue/llama_eager", "catalogue/llama_compiled", "unfused_elementwise", "torch.compile"),
     ("whatif/whatif_sync", "whatif/whatif_sync_dropped", "host_sync", "torch.cuda.synchronize() dropped"),
