@@ -18,6 +18,7 @@ from traceinsight.api import (
     load,
     load_job,
     load_memory_snapshot,
+    merge_captures,
     whatif,
 )
 from traceinsight.version import __version__
@@ -101,6 +102,7 @@ __all__ = [
     "load",
     "load_job",
     "load_memory_snapshot",
+    "merge_captures",
     "whatif",
 ]
 

@@ -54,21 +54,45 @@ def load(
     A directory or glob of one trace, or of the profiler cycles of one process
     (``tensorboard_trace_handler``), gives the latest cycle or the ``cycle``-th (1 the oldest,
     -1 the latest), with a warning that says which; the ranks of a job need :func:`load_job`.
+    A graph capture trace beside the run (vLLM, SGLang, xDiT write one) is merged into it
+    (:func:`merge_captures`).
     """
     from traceinsight.trace.loader import load as load_trace
 
-    return load_trace(_one_trace(path, cycle), cache=cache, workers=workers)
+    chosen, captures = _one_trace(path, cycle)
+    trace = load_trace(chosen, cache=cache, workers=workers)
+    return merge_captures(trace, list(captures), cache=cache) if captures else trace
 
 
-def _one_trace(path: str | os.PathLike[str], cycle: int | str) -> str | os.PathLike[str]:
-    """The file that ``path`` names: itself, or the chosen cycle of a directory or glob."""
+def merge_captures(
+    trace: PathOrTrace, captures: Sequence[PathOrTrace], *, cache: bool = True
+) -> Trace:
+    """``trace`` with the kernels of its CUDA/HIP graph replays given the ops (names, shapes,
+    types) recorded when the graphs were captured, from the capture traces ``captures``.
+
+    What was matched is in ``trace.meta.graph_capture`` (and the report's overview): graphs,
+    the share of kernel time in graph replays and the share of it that got ops. The cost
+    model, op tables, bound labels and findings then see inside the graphs.
+    """
+    from traceinsight.analysis.lib.graph_capture import merge_captures as merge
+    from traceinsight.trace.model import Trace as TraceType
+
+    run = _as_trace(trace, cache=cache)
+    loaded = [(c.meta.path if isinstance(c, TraceType) else os.fspath(c), _as_trace(c, cache=cache)) for c in captures]
+    merged, _ = merge(run, loaded)
+    return merged
+
+
+def _one_trace(path: str | os.PathLike[str], cycle: int | str) -> tuple[str | os.PathLike[str], tuple[str, ...]]:
+    """The file that ``path`` names: itself, or the chosen cycle of a directory or glob; and
+    the graph capture traces found beside it."""
     import warnings
     from pathlib import Path
 
     text = os.fspath(path)
     folder = Path(text).is_dir()
     if not folder and (Path(text).exists() or not any(c in text for c in "*?[")):
-        return path
+        return path, ()
     from traceinsight.errors import TraceFormatError, UsageError
     from traceinsight.trace.discover import JobDiscoveryError
     from traceinsight.trace.layout import API_CHOICE, chosen_index, notes, resolve
@@ -86,7 +110,7 @@ def _one_trace(path: str | os.PathLike[str], cycle: int | str) -> str | os.PathL
         raise UsageError(f"cycle='all': compare the cycles of {text} with ti.compare")
     for line in notes(layout, index, API_CHOICE):
         warnings.warn(line, stacklevel=3)
-    return layout.cycles[index].paths[0]
+    return layout.cycles[index].paths[0], layout.captures
 
 
 def _as_trace(value: PathOrTrace, *, cache: bool) -> Trace:

@@ -50,6 +50,10 @@ def analyze_command(
         str,
         typer.Option("--cycle", metavar="N|latest|all", help="Directory or glob with several profiler cycles: the one to analyse (1 the oldest, -1 the latest), or all to compare them"),
     ] = "latest",
+    capture: Annotated[
+        list[Path] | None,
+        typer.Option("--capture", metavar="TRACE", help="Trace of the CUDA/HIP graph capture (vLLM, SGLang): its ops and shapes are given to the graph kernels of the run (repeatable; found by itself beside the run in a directory)"),
+    ] = None,
 ) -> None:
     """Analyse a trace: a verdict, then where the GPU time goes, idle gaps, steps and more.
 
@@ -66,6 +70,8 @@ def analyze_command(
     from traceinsight.render.formats import check, on_terminal, render, show
 
     inputs = resolve_inputs(traces, cycle)
+    if capture and inputs.kind != "trace":
+        raise UsageError("--capture goes with one run's trace, not a job or a series")
     if inputs.kind == "series":
         compare_cli(list(inputs.runs), format=format, output=output, force=force, only=only, skip=skip,
                     jobs=jobs, engine=engine, address=address, cache=not no_cache)
@@ -104,6 +110,12 @@ def analyze_command(
         phase(f"reading {trace.name} ({size(file_size)})")
         with loading(phase):
             loaded = load(trace, cache=not no_cache)
+        captures = [*(str(p) for p in capture or ()), *inputs.captures]
+        if captures:
+            phase(f"merging {len(captures)} graph capture trace(s)")
+            from traceinsight.api import merge_captures
+
+            loaded = merge_captures(loaded, captures, cache=not no_cache)
         report = analyze(loaded, config, only=only, skip=skip, on_section=lambda name: phase(f"analysing: {name}"))
         phase(f"rendering {format}")
         # Rendered inside the progress display: a big HTML page takes a while. The live

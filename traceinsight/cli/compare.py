@@ -44,6 +44,7 @@ class Inputs:
     kind: Literal["trace", "job", "series"]
     paths: tuple[str, ...] = ()
     runs: tuple[str | tuple[str, ...], ...] = ()
+    captures: tuple[str, ...] = ()  # graph capture traces beside the run
 
 
 def resolve_inputs(traces: list[str], cycle: str) -> Inputs:
@@ -63,7 +64,7 @@ def resolve_inputs(traces: list[str], cycle: str) -> Inputs:
     if index is None:
         runs = tuple(c.paths[0] if layout.kind == "trace" else tuple(c.paths) for c in layout.cycles)
         return Inputs("series", runs=runs)
-    return Inputs(layout.kind, tuple(layout.cycles[index].paths))
+    return Inputs(layout.kind, tuple(layout.cycles[index].paths), captures=layout.captures)
 
 
 def analyze_job_cli(

@@ -40,7 +40,7 @@ _OP_ARG_FIELDS = (
     "comm_dtype",
     "process_group",
 )
-_HOST_ARG_FIELDS = ("correlation", "external_id", "python_id", "python_parent_id")
+_HOST_ARG_FIELDS = ("correlation", "external_id", "python_id", "python_parent_id", "launch_kernel", "grid")
 _GPU_ARG_FIELDS = (
     "correlation",
     "external_id",
@@ -92,6 +92,7 @@ _RAW_DTYPES: dict[str, Any] = {
     "seq_num": pl.Int64,
     "python_id": pl.Int64,
     "python_parent_id": pl.Int64,
+    "launch_kernel": pl.Categorical,
     "collective_name": pl.String,
     "in_msg_nelems": pl.Int64,
     "out_msg_nelems": pl.Int64,

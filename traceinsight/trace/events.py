@@ -31,6 +31,9 @@ class EventArgs(msgspec.Struct, gc=False):
     # Python frames
     python_id: int | None = msgspec.field(default=None, name="Python id")
     python_parent_id: int | None = msgspec.field(default=None, name="Python parent id")
+    # launch calls: the kernel launched (ROCm writes it; during a graph capture it is the only
+    # record of what each graph node runs)
+    launch_kernel: str | None = msgspec.field(default=None, name="kernel")
     # GPU work
     device: int | None = None
     stream: int | None = None

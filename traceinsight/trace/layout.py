@@ -8,6 +8,10 @@ The layouts met in practice:
   Lightning's ``PyTorchProfiler`` uses the same handler with its own writer name
   (``fit-[Strategy]DDPStrategy.training_step``).
 - Under DDP every rank writes its own files; ``distributedInfo.rank`` in each says which.
+- Serving engines (vLLM, SGLang, xDiT) write, beside the run's trace, a trace of the CUDA/HIP
+  graph capture done at start-up (``graph_capture_rank_0…``, ``capture_bs_32_rank0…``,
+  ``capture_trace_rank_0…``, or a ``capture_traces/`` folder). Those are set aside as the
+  run's captures (merged into it by ``analyze``), not taken for cycles or ranks.
 
 So a set of files is one of: one trace; successive cycles of one process (the latest is
 analysed unless another is asked for); the ranks of one job, over one or more cycles; or
@@ -46,6 +50,9 @@ _HOST_PID = re.compile(r"^.+_\d+$")
 _BASE_TIME = re.compile(rb'"baseTimeNanoseconds"\s*:\s*(\d+)')
 _TRACE_KEY = re.compile(rb'"(?:traceEvents|schemaVersion|deviceProperties)"\s*:')
 _SHOWN = 4  # file names listed in one line before "(+N more)"
+# A graph capture trace's file or folder name: "capture" as a word of it.
+_CAPTURE_NAME = re.compile(r"(?i)(?:^|[^a-z])capture(?:[^a-z]|$)")
+_CAPTURE_FOLDER = re.compile(r"(?i)^capture_traces?$")
 
 Kind = Literal["trace", "job"]
 
@@ -74,6 +81,7 @@ class Layout:
     cycles: tuple[JobSpec, ...]
     what: str  # "process host_1234" or "2 ranks", for the notes
     skipped: tuple[str, ...] = ()  # "path: reason" of files that are not traces
+    captures: tuple[str, ...] = ()  # graph capture traces beside the run (serving engines)
 
 
 def _time_ns(digits: str) -> int:
@@ -162,6 +170,22 @@ def resolve(
     if not traces:
         raise JobDiscoveryError(f"{label}: no trace among {len(found)} file(s): {_list(skipped)}")
     traces.sort(key=lambda f: (f.written_ns is None, f.written_ns or 0, f.path))
+    captures = tuple(f.path for f in traces if is_capture_name(f.path))
+    if captures and len(captures) < len(traces):
+        traces = [f for f in traces if f.path not in captures]
+        return replace(_resolve_traces(label, traces, skipped, allow_missing), captures=captures)
+    return _resolve_traces(label, traces, skipped, allow_missing)
+
+
+def is_capture_name(path: str) -> bool:
+    """Whether ``path`` is named as a graph capture trace: "capture" a word of its file name,
+    or its folder named ``capture_traces`` (vLLM's)."""
+    parts = path.replace("\\", "/").rstrip("/").rsplit("/", 2)
+    folder = parts[-2] if len(parts) > 1 else ""
+    return bool(_CAPTURE_NAME.search(parts[-1])) or _CAPTURE_FOLDER.match(folder) is not None
+
+
+def _resolve_traces(label: str, traces: list[Found], skipped: tuple[str, ...], allow_missing: bool) -> Layout:
     ranked = [f for f in traces if f.rank_file is not None]
     unranked = [f for f in traces if f.rank_file is None]
     if len(traces) == 1:
@@ -289,6 +313,9 @@ def notes(layout: Layout, index: int | None, choice: str = CLI_CHOICE) -> tuple[
         )
     if layout.skipped:
         lines.append(f"left out {len(layout.skipped)} file(s) that are not traces: {_list(list(layout.skipped))}")
+    if layout.captures:
+        names = [Path(p).name for p in layout.captures]
+        lines.append(f"graph capture trace(s) merged into the run, for the ops inside its graphs: {_list(names)}")
     return tuple(lines)
 
 

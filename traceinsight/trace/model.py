@@ -53,6 +53,8 @@ class TraceMeta:
     from_cache: bool = False
     # Without ProfilerStep spans: the loop's iterations (traceinsight.trace.iterations.Iterations.to_dict)
     iterations: dict[str, Any] | None = None
+    # Graph replays merged with their capture trace(s) (analysis.lib.graph_capture.CaptureMerge.to_dict)
+    graph_capture: dict[str, Any] | None = None
 
     @property
     def rank(self) -> int | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import polars as pl
 
 # Bump whenever the frames' content or meaning changes: it invalidates every cache entry.
-READER_VERSION = 8
+READER_VERSION = 9
 
 KINDS = (
     "cpu_op",
@@ -107,6 +107,7 @@ EVENT_COLUMNS: dict[str, pl.DataType | type[pl.DataType]] = {
     "seq_num": pl.Int64,
     "python_id": pl.Int64,
     "python_parent_id": pl.Int64,
+    "launch_kernel": pl.Categorical,
     "bytes": pl.Int64,
     "bandwidth_gbps": pl.Float64,
     "grid": pl.List(pl.Int64),

@@ -108,6 +108,9 @@ GRAPH_TABLE_COLUMNS: dict[str, pl.DataType | type[pl.DataType]] = {
     "share_pct": pl.Float64,
     "top_kernel": pl.String,
     "top_kernel_pct": pl.Float64,
+    # the op holding most of the graph's time, where the kernels have ops (a merged capture)
+    "top_op": pl.String,
+    "top_op_pct": pl.Float64,
     "first_ts_ns": pl.Int64,
 }
 
@@ -237,6 +240,15 @@ def _graphs(k: pl.DataFrame, total_ns: int) -> pl.DataFrame:
         .group_by("signature", maintain_order=True)
         .agg(pl.col("name").first().alias("top_kernel"), pl.col("dur_ns").first().alias("top_ns"))
     )
+    top_op = (
+        g.filter(pl.col("op_name").is_not_null())
+        .join(per_launch.select("launch_id", "signature"), on="launch_id")
+        .group_by("signature", "op_name")
+        .agg(pl.col("dur_ns").sum())
+        .sort(["signature", "dur_ns", "op_name"], descending=[False, True, False])
+        .group_by("signature", maintain_order=True)
+        .agg(pl.col("op_name").first().alias("top_op"), pl.col("dur_ns").first().alias("top_op_ns"))
+    )
     table = (
         per_launch.group_by("signature")
         .agg(
@@ -246,6 +258,7 @@ def _graphs(k: pl.DataFrame, total_ns: int) -> pl.DataFrame:
             first_ts_ns=pl.col("first_ts_ns").min().cast(pl.Int64),
         )
         .join(top, on="signature")
+        .join(top_op, on="signature", how="left")
         .sort(["total_ns", "first_ts_ns"], descending=[True, False])
         .head(MAX_GRAPHS)
         # numbered in the order they were first replayed, so the numbers read as a timeline
@@ -254,6 +267,7 @@ def _graphs(k: pl.DataFrame, total_ns: int) -> pl.DataFrame:
             per_launch_ns=pl.col("total_ns") / pl.col("launches"),
             share_pct=_share("total_ns", total_ns),
             top_kernel_pct=pl.col("top_ns") * 100.0 / pl.col("total_ns"),
+            top_op_pct=pl.col("top_op_ns") * 100.0 / pl.col("total_ns"),
         )
     )
     return table.select([pl.col(c).cast(t) for c, t in GRAPH_TABLE_COLUMNS.items()])
@@ -276,6 +290,7 @@ def run(trace: Trace, config: AnalysisConfig, inputs: Inputs = NO_INPUTS) -> Ker
             "launch_name",
             "launch_ts_ns",
             "launch_end_ns",
+            pl.col("op_name").cast(pl.String),
         )
     )
     # the classifier's answer per name; the vendor tells RCCL from NCCL and turns on

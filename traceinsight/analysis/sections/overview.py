@@ -9,6 +9,7 @@ import polars as pl
 
 from traceinsight.analysis.core.base import NO_INPUTS, AnalysisConfig, AnalysisSpec, Inputs, Result
 from traceinsight.analysis.lib import intervals
+from traceinsight.analysis.lib.graph_capture import GRAPH_NODE_TID
 from traceinsight.analysis.lib.timeline import analysis_window, busy_intervals, work_intervals
 from traceinsight.trace.model import Trace
 
@@ -44,6 +45,8 @@ class OverviewResult(Result):
     warnings: tuple[str, ...] = ()
     versions: dict[str, str] = field(default_factory=dict)
     distributed: dict[str, Any] | None = None
+    # graph replays merged with their capture trace(s): what was matched (see docs/inference.md)
+    graph_capture: dict[str, Any] | None = None
 
     def to_polars(self) -> pl.DataFrame:
         return pl.DataFrame(
@@ -65,7 +68,8 @@ def run(trace: Trace, config: AnalysisConfig, inputs: Inputs = NO_INPUTS) -> Ove
     window = max(hi - lo, 0)
     counts = {
         str(row["kind"]): int(row["len"])
-        for row in events.group_by("kind").len()
+        # the ops a merged capture added for graph nodes are not events of this trace
+        for row in events.filter(pl.col("tid") != GRAPH_NODE_TID).group_by("kind").len()
         # Ties by name: group_by's order is not stable between runs.
         .sort([pl.col("len"), pl.col("kind").cast(pl.String)], descending=[True, False]).iter_rows(named=True)
     }
@@ -107,6 +111,7 @@ def run(trace: Trace, config: AnalysisConfig, inputs: Inputs = NO_INPUTS) -> Ove
         warnings=trace.meta.warnings,
         versions=trace.meta.versions,
         distributed=trace.meta.distributed,
+        graph_capture=trace.meta.graph_capture,
     )
 
 

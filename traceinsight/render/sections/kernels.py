@@ -87,6 +87,7 @@ def _launch(result: KernelsResult) -> RenderableType:
 def _graphs(result: KernelsResult) -> RenderableType | None:
     if result.graphs.height == 0:
         return None
+    with_ops = result.graphs["top_op"].is_not_null().any()
     rows = [
         [
             f"#{r['graph']}",
@@ -96,10 +97,13 @@ def _graphs(result: KernelsResult) -> RenderableType | None:
             ns(r["total_ns"]),
             pct(r["share_pct"]),
             f"{kernel_label(r['top_kernel'])} ({pct(r['top_kernel_pct'], 0)})",
+            *([f"{r['top_op']} ({pct(r['top_op_pct'], 0)})" if r["top_op"] else "-"] if with_ops else []),
         ]
         for r in result.graphs.iter_rows(named=True)
     ]
     headers = ["graph", "launches", "kernels", "per launch", "total", "share", "largest kernel"]
+    if with_ops:
+        headers.append("largest op (from the capture)")
     return compact_table(headers, rows, title="graphs replayed (told apart by the kernels one launch runs)")
 
 

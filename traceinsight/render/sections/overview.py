@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
@@ -11,6 +13,16 @@ from traceinsight.render import views
 from traceinsight.render.fit import Col, FitTable
 from traceinsight.render.units import ns, pct, size
 from traceinsight.trace.iterations import describe
+
+
+def capture_line(merge: dict[str, Any]) -> str:
+    """What a merged capture gave: graphs matched, and the share of graph time with ops."""
+    files = ", ".join(str(f).rsplit("/", 1)[-1] for f in merge.get("files", []))
+    return (
+        f"{merge.get('graphs', 0)} replayed ({pct(merge.get('graph_pct'))} of kernel time), "
+        f"{merge.get('matched', 0)} matched to a capture: ops and shapes for {pct(merge.get('merged_pct'))} "
+        f"of their kernel time (from {files})"
+    )
 
 
 def render_terminal(result: OverviewResult) -> RenderableType:
@@ -25,6 +37,8 @@ def render_terminal(result: OverviewResult) -> RenderableType:
         head.add_row("steps", f"{len(result.steps)} (ProfilerStep#{result.steps[0]}–#{result.steps[-1]})")
     else:
         head.add_row("steps", "none recorded (no ProfilerStep spans)")
+    if result.graph_capture:
+        head.add_row("graphs", capture_line(result.graph_capture))
     counts = ", ".join(f"{kind} {n:,}" for kind, n in result.counts_by_kind.items())
     head.add_row("events", counts or "none")
     extras = []
@@ -51,6 +65,8 @@ def render_terminal(result: OverviewResult) -> RenderableType:
         parts.append(Text("no GPU activity in this trace (CPU-only capture?)", style="yellow"))
     for warning in result.warnings:
         parts.append(Text(f"warning: {warning}", style="yellow"))
+    for note in (result.graph_capture or {}).get("notes", []):
+        parts.append(Text(f"note: {note}", style="yellow"))
     return Group(*parts)
 
 
