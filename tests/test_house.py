@@ -125,8 +125,8 @@ def test_every_registered_module_loads_and_names_its_results() -> None:
     from traceinsight.render import views
 
     assert [s.name for s in registry.ANALYSES] == [
-        "overview", "breakdown", "gaps", "steps", "ops", "kernels", "memory", "bound", "compile", "window",
-        "critical_path", "findings",
+        "overview", "breakdown", "gaps", "steps", "ops", "kernels", "memory", "bound", "compile", "serving",
+        "window", "critical_path", "findings",
     ]
     assert set(views.registered()) == {s.name for s in registry.ANALYSES}
 

@@ -24,6 +24,7 @@ _MODULES = (
     "sections.memory",
     "sections.bound",
     "sections.compile",
+    "sections.serving",
     "window.spec",
     "whatif.section",
     "findings.spec",
