@@ -232,6 +232,9 @@ def test_analyze_cli_merges_the_capture_beside_the_run(tmp_path: Path) -> None:
     )
     assert explicit.exit_code == 0, explicit.output
     assert '"merged_pct": 100.0' in explicit.output
+    md = CliRunner().invoke(app, ["analyze", str(tmp_path), "-f", "md", "--no-cache", "--only", "kernels"])
+    assert md.exit_code == 0, md.output
+    assert "| graph | launches | kernels |" in md.output and "`aten::mm` (" in md.output
 
 
 # ---- serving engines' traces (../shared) ---------------------------------------------------

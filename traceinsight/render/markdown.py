@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 
+from traceinsight.analysis.core.base import Result
 from traceinsight.analysis.report import Report
 from traceinsight.render import generic
 from traceinsight.render.fit import shorten_distinct, shorten_middle
@@ -70,15 +71,23 @@ def render_markdown(report: Report, *, max_rows: int = 10) -> str:
         if own is not None:
             out.extend(own(result))
             continue
-        gv = generic.view(result, max_rows=max_rows)
-        if gv.facts:
-            out.extend(f"- **{key}**: {value}" for key, value in gv.facts)
-            out.append("")
-        if gv.rows:
-            names = [i for i, c in enumerate(gv.columns) if c in _NAME_COLUMNS]
-            cells = {i: name_cells([r[i] for r in gv.rows]) for i in names}
-            rows = [tuple(cells[i][k] if i in names and v != "-" else v for i, v in enumerate(r)) for k, r in enumerate(gv.rows)]
-            out.extend([md_table(gv.columns, rows), ""])
-            if gv.total_rows > len(gv.rows):
-                out.extend([f"_{gv.total_rows - len(gv.rows)} more rows in the JSON report._", ""])
+        out.extend(generic_lines(result, max_rows=max_rows))
     return "\n".join(out).rstrip() + "\n"
+
+
+def generic_lines(result: Result, *, max_rows: int = 10) -> list[str]:
+    """A section's facts and the head of its main table, for sections without their own view
+    (and for views that add to it)."""
+    out: list[str] = []
+    gv = generic.view(result, max_rows=max_rows)
+    if gv.facts:
+        out.extend(f"- **{key}**: {value}" for key, value in gv.facts)
+        out.append("")
+    if gv.rows:
+        names = [i for i, c in enumerate(gv.columns) if c in _NAME_COLUMNS]
+        cells = {i: name_cells([r[i] for r in gv.rows]) for i in names}
+        rows = [tuple(cells[i][k] if i in names and v != "-" else v for i, v in enumerate(r)) for k, r in enumerate(gv.rows)]
+        out.extend([md_table(gv.columns, rows), ""])
+        if gv.total_rows > len(gv.rows):
+            out.extend([f"_{gv.total_rows - len(gv.rows)} more rows in the JSON report._", ""])
+    return out

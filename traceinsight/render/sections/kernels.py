@@ -158,4 +158,26 @@ def render_terminal(result: KernelsResult) -> RenderableType:
     return Group(*parts)
 
 
-views.register(KernelsResult, terminal=render_terminal, figures=kernels_figures)
+def render_markdown(result: KernelsResult) -> list[str]:
+    from traceinsight.render.markdown import generic_lines, md_table, name_cell
+
+    lines = generic_lines(result)
+    if result.graphs.height:
+        with_ops = bool(result.graphs["top_op"].is_not_null().any())
+        headers = ["graph", "launches", "kernels", "per launch", "total", "share", "largest kernel"]
+        if with_ops:
+            headers.append("largest op (from the capture)")
+        rows = [
+            (
+                f"#{r['graph']}", f"{r['launches']:,}", f"{r['kernels_per_launch']:,}", ns(r["per_launch_ns"]),
+                ns(r["total_ns"]), pct(r["share_pct"]),
+                f"{name_cell(r['top_kernel'])} ({pct(r['top_kernel_pct'], 0)})",
+                *([f"`{r['top_op']}` ({pct(r['top_op_pct'], 0)})" if r["top_op"] else "-"] if with_ops else []),
+            )
+            for r in result.graphs.iter_rows(named=True)
+        ]
+        lines.extend(["Graphs replayed (told apart by the kernels one launch runs):", "", md_table(headers, rows), ""])
+    return lines
+
+
+views.register(KernelsResult, terminal=render_terminal, markdown=render_markdown, figures=kernels_figures)
