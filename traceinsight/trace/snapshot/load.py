@@ -1,16 +1,20 @@
 """Snapshot pickle → :class:`MemorySnapshot`: columns built per field, stacks interned once.
 
-The unpickler has to build a Python object per event; after that, each field becomes a column
-with one ``map`` over the events (C speed, no per-event Python statements besides the stack
-key), and each device's list is dropped as soon as its columns exist, so the Python objects
-and the frames are not both held for the whole trace.
+The unpickler has to build a Python object per event; each field becomes a column with one
+``map`` over the events (C speed, no per-event Python statements besides the stack key). A
+Python event costs several times its bytes in the file, so the device traces are not left to
+pile up: every few megabytes read, the events unpickled so far are moved out of their list into
+columns and the unpickler is told to forget them (:class:`_TraceDrain`). Should the pickle refer
+to one of them again, the file is read once more the plain way, so the result never depends on
+that guess.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
-from operator import itemgetter, methodcaller
+from collections.abc import Callable, Iterable
+from itertools import compress, count, repeat
+from operator import eq, is_, itemgetter, methodcaller, not_
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +29,30 @@ from traceinsight.trace.snapshot.model import (
     Layout,
     MemorySnapshot,
 )
-from traceinsight.trace.snapshot.unpickle import read_pickle
+from traceinsight.trace.snapshot.unpickle import ReadAgain, read_pickle
 
 _FRAME_KEY = itemgetter("filename", "line", "name")
 _FRAMES = methodcaller("get", "frames")
-_IDENTITY_CACHE = 200_000
+_FIRST = itemgetter(0)
+_LAST = itemgetter(-1)
+_STACK_ID = itemgetter(0)
+_STACK_FRAMES = itemgetter(1)
+_NO_FRAME = object()
+_NO_FRAMES = [_NO_FRAME]
+_FRAMES_OR_NO_FRAMES = methodcaller("get", "frames", _NO_FRAMES)
+_MISS = (None, None)
+_SLICE = 4096
+_IDENTITY_CACHE = 50_000
+# PyTorch gives a free's two events one frames list: the last events moved out keep theirs (and
+# all that was unpickled after them) in the unpickler's memo for the events still to come. A
+# string value unique to each of at least this many events (``compile_context``) is per-event
+# too, and is forgotten with its event.
+_NEIGHBOURS = 16
+# Each drain rebuilds the unpickler's memo table, a slot per object unpickled so far: drains far
+# apart cost less time, near ones less memory (a megabyte of events is several as objects).
+_DRAIN_LEAST = 1 << 20
+_DRAIN_MOST = 32 << 20
+_PER_EVENT_MIN = 64
 
 # Snapshot key → column, for the fields that are copied as they are.
 _SEGMENT_FIELDS = {
@@ -52,6 +75,8 @@ _EVENT_FIELDS = {
     "device_free": "device_free_bytes",
 }
 
+_EVENT_DICT_SCHEMA = pl.Schema({key: EVENT_SCHEMA[column] for key, column in _EVENT_FIELDS.items()})
+
 
 class _Stacks:
     """Interns call stacks: equal stacks get one id, their frames are stored once."""
@@ -59,41 +84,55 @@ class _Stacks:
     def __init__(self) -> None:
         self.ids: dict[tuple[tuple[Any, Any, Any], ...], int] = {}
         # PyTorch's pickles share each distinct frame dict between the stacks that hold it (and
-        # pickle keeps that sharing; sample_traces/memory/h200/leak.pickle, torch 2.11: 661 frames
-        # in 152 events are 10 dicts, in 97 lists, neighbours sharing theirs), so a stack is first looked up by the identities of its
-        # frame dicts, which costs far less than reading three fields of each. Identities are
-        # only valid while the objects live: ``forget_identities`` is called before the objects
-        # seen so far may be freed.
-        self._by_identity: dict[tuple[int, ...], int] = {}
+        # pickle keeps that sharing; sample_traces/memory/h200/leak.pickle, torch 2.11: 661
+        # frames in 152 events are 10 dicts, in 97 lists, neighbours sharing theirs), so a stack
+        # is first looked up by the identities of its first and last frame dicts and its depth,
+        # then confirmed by comparing its list with the one seen first (identical dicts compare
+        # without being read): far less than reading three fields of every frame. The list kept
+        # with each entry keeps those identities valid; ``forget_identities`` lets them go.
+        self._by_identity: dict[tuple[int, int, int], tuple[int | None, list[Any]]] = {}
+        self.forget_identities()
 
     def ids_of(self, entries: Iterable[dict[str, Any]]) -> list[int | None]:
-        # One loop with everything local: it runs once per event, millions of times.
-        by_identity = self._by_identity
-        known = by_identity.get
+        frames = list(map(_FRAMES_OR_NO_FRAMES, entries))
+        if not all(frames):  # empty lists (or None) from older or hand-written pickles
+            frames = [f or _NO_FRAMES for f in frames]
         found: list[int | None] = []
-        append = found.append
-        last_frames: object = None
-        last_id: int | None = None
-        for frames in map(_FRAMES, entries):
-            if not frames:
-                append(None)
-                continue
-            if frames is last_frames:  # one list shared by neighbours (a free's two events)
-                append(last_id)
-                continue
-            identity = tuple(map(id, frames))
-            stack_id = known(identity)
-            if stack_id is None:
-                stack_id = self.ids.setdefault(tuple(map(_FRAME_KEY, frames)), len(self.ids))
-                if len(by_identity) >= _IDENTITY_CACHE:
-                    by_identity.clear()  # frames not shared (hand-written pickles): keep it small
-                by_identity[identity] = stack_id
-            last_frames, last_id = frames, stack_id
-            append(stack_id)
+        # In slices, so that the stacks first met in one are found at C speed in the next.
+        for start in range(0, len(frames), _SLICE):
+            found.extend(self._ids_of(frames[start : start + _SLICE]))
         return found
+
+    def _ids_of(self, frames: list[Any]) -> list[int | None]:
+        identities = zip(
+            map(id, map(_FIRST, frames)),
+            map(id, map(_LAST, frames)),
+            map(len, frames),
+            strict=True,
+        )
+        hits = list(map(self._by_identity.get, identities, repeat(_MISS)))
+        found: list[int | None] = list(map(_STACK_ID, hits))
+        confirmed = map(eq, map(_STACK_FRAMES, hits), frames)
+        for i in compress(count(), map(not_, confirmed)):
+            found[i] = self._lookup(frames[i])
+        return found
+
+    def _lookup(self, frames: list[Any]) -> int:
+        by_identity = self._by_identity
+        identity = (id(frames[0]), id(frames[-1]), len(frames))
+        hit = by_identity.get(identity)
+        if hit is not None and hit[0] is not None and hit[1] == frames:
+            return hit[0]
+        stack_id = self.ids.setdefault(tuple(map(_FRAME_KEY, frames)), len(self.ids))
+        if len(by_identity) >= _IDENTITY_CACHE:
+            self.forget_identities()  # frames not shared (hand-written pickles): keep it small
+        by_identity[identity] = (stack_id, frames)
+        return stack_id
 
     def forget_identities(self) -> None:
         self._by_identity.clear()
+        # An event without frames is looked up like the others, and found to have no stack.
+        self._by_identity[(id(_NO_FRAME), id(_NO_FRAME), 1)] = (None, _NO_FRAMES)
 
     def frame(self) -> pl.DataFrame:
         stack_ids: list[int] = []
@@ -119,20 +158,185 @@ class _Stacks:
         )
 
 
-def load_memory_snapshot(path: str | os.PathLike[str]) -> MemorySnapshot:
+def load_memory_snapshot(
+    path: str | os.PathLike[str], *, drain_every: int | None = None
+) -> MemorySnapshot:
     """Read a ``_dump_snapshot`` pickle (protocol up to 5, current or older layout) safely:
-    a pickle that asks for any class or function is refused, nothing in it is run."""
+    a pickle that asks for any class or function is refused, nothing in it is run.
+
+    The device traces are turned into columns every ``drain_every`` bytes read (by default
+    a 32nd of the file, from 1 to 32 MB; 0: only once the whole pickle is in memory, which
+    takes several times the file's size)."""
     file_path = Path(path)
+    if drain_every is None:
+        try:
+            size = file_path.stat().st_size
+        except OSError:
+            size = 0  # read_pickle says why
+        drain_every = min(_DRAIN_MOST, max(_DRAIN_LEAST, size // 32))
+    if drain_every > 0:
+        try:
+            return _streamed(file_path, drain_every)
+        except ReadAgain:
+            pass
     data = read_pickle(file_path)
+    return _checked(file_path, lambda: _snapshot(file_path, data))
+
+
+def _checked(path: Path, build: Callable[[], MemorySnapshot]) -> MemorySnapshot:
     try:
-        return _snapshot(file_path, data)
+        return build()
     except (KeyError, TypeError, ValueError, AttributeError, pl.exceptions.PolarsError) as exc:
         raise TraceFormatError(
-            file_path, f"not a memory snapshot: {type(exc).__name__}: {exc}"
+            path, f"not a memory snapshot: {type(exc).__name__}: {exc}"
         ) from None
 
 
-def _snapshot(path: Path, data: Any) -> MemorySnapshot:
+def _streamed(path: Path, drain_every: int) -> MemorySnapshot:
+    stacks = _Stacks()
+    drain = _TraceDrain(stacks)
+    data = read_pickle(path, drain=drain, drain_every=drain_every)
+    if not drain.lists:
+        return _checked(path, lambda: _snapshot(path, data))
+    try:
+        events = drain.finish(data)
+    except (KeyError, TypeError, ValueError, AttributeError, pl.exceptions.PolarsError) as exc:
+        raise ReadAgain(f"{type(exc).__name__}: {exc}") from None
+    return _checked(path, lambda: _snapshot(path, data, stacks=stacks, events=events))
+
+
+class _TraceDrain:
+    """Moves each device trace's events into columns while the pickle is still being read.
+
+    The device traces are found in the unpickler's memo as the lists of dicts with an
+    ``action``; the unpickler keeps appending to the same list objects, so what was moved out
+    is simply what they held. Their order in the memo is the order the devices come in."""
+
+    def __init__(self, stacks: _Stacks) -> None:
+        self.stacks = stacks
+        self.lists: list[list[Any]] = []
+        self._known: set[int] = set()
+        self._first_index: int | None = None
+        self._parts: dict[int, list[pl.DataFrame]] = {}
+        self._counts: dict[int, int] = {}
+
+    def __call__(self, memo: dict[int, Any]) -> set[int]:
+        # While a known trace still grows, the next device's cannot have started (the pickle
+        # writes one list after the other): the memo is searched only when none grew.
+        if not any(self.lists):
+            self._discover(memo)
+        if self._first_index is None:
+            return set()
+        keep: set[int] = set(self._known)
+        strings: set[int] = set()
+        last: Any = None
+        for entries in self.lists:
+            if entries:
+                chunk = entries[:]
+                del entries[:]
+                self._convert(entries, chunk)
+                tail = chunk[-_NEIGHBOURS:]
+                keep.update(map(id, map(_FRAMES, tail)))
+                strings |= _per_event_strings(chunk)
+                last = tail[0]
+                del chunk, tail
+        if last is None:
+            return set()
+        self.stacks.forget_identities()
+        # The memo runs in the order the objects were made: from the first trace list to the
+        # last events moved, it holds the events, their frames lists and their own values, and
+        # also the frame dicts and strings met there first, which later events share (kept).
+        # What was made before the first trace (the segments, whose blocks may share a frames
+        # list with an event) stays; the objects forgotten are freed once the drain returns.
+        forgotten: set[int] = set()
+        first = self._first_index
+        for index, obj in memo.items():
+            if obj is last:
+                break
+            if index <= first:
+                continue
+            kind = type(obj)
+            if kind is dict:
+                if "action" in obj:
+                    forgotten.add(index)
+            elif kind is list:
+                if id(obj) not in keep:
+                    forgotten.add(index)
+            elif kind is str and id(obj) in strings:
+                forgotten.add(index)
+        return forgotten
+
+    def _discover(self, memo: dict[int, Any]) -> None:
+        # The memo holds hundreds of thousands of entries: filtered at C speed first.
+        is_list = map(is_, map(type, memo.values()), repeat(list))
+        for index, obj in compress(memo.items(), is_list):
+            if obj and type(obj[0]) is dict and "action" in obj[0] and id(obj) not in self._known:
+                self._known.add(id(obj))
+                self.lists.append(obj)
+                self._parts[id(obj)] = []
+                self._counts[id(obj)] = 0
+                if self._first_index is None:
+                    self._first_index = index
+
+    def _convert(self, entries: list[Any], chunk: list[Any]) -> None:
+        start = self._counts[id(entries)]
+        self._counts[id(entries)] = start + len(chunk)
+        self._parts[id(entries)].append(_event_part(chunk, self.stacks, start))
+
+    def finish(self, data: Any) -> pl.DataFrame:
+        """The events frame, once the whole pickle is read: what each list still holds is
+        converted, and the parts put together in device order."""
+        traces = data["device_traces"] if isinstance(data, dict) else None
+        if not isinstance(traces, list) or not isinstance(data.get("segments"), list):
+            raise TypeError("the lists of events read are not a snapshot's device traces")
+        devices = {id(t): d for d, t in enumerate(traces)}
+        order = [devices.get(id(t), -1) for t in self.lists]
+        if -1 in order or order != sorted(order):
+            raise TypeError("the lists of events read are not a snapshot's device traces")
+        last_known = order[-1]
+        parts = [pl.DataFrame(schema=EVENT_SCHEMA)]
+        for device, entries in enumerate(traces):
+            if id(entries) not in self._known:
+                if entries and device < last_known:
+                    raise TypeError("a device trace was not seen in order")
+                parts.append(_events_of(device, entries, self.stacks))
+                traces[device] = None
+                continue
+            if entries:
+                self._convert(entries, entries[:])
+                del entries[:]
+            device_parts = self._parts.pop(id(entries))
+            if device_parts:
+                parts.append(_with_device(pl.concat(device_parts, how="vertical"), device))
+        self.stacks.forget_identities()
+        return pl.concat(parts, how="vertical")
+
+
+def _per_event_strings(chunk: list[Any]) -> set[int]:
+    """Ids of the strings made once per event (``compile_context``): a value of a key that is
+    a different object in every event."""
+    found: set[int] = set()
+    if len(chunk) >= _PER_EVENT_MIN and type(chunk[0]) is dict:
+        for key, value in chunk[0].items():
+            if type(value) is not str:
+                continue
+            get = methodcaller("get", key)
+            if len(set(map(id, map(get, chunk[:_PER_EVENT_MIN])))) < _PER_EVENT_MIN:
+                continue  # shared, as the action names are
+            values = [v for v in map(get, chunk) if type(v) is str]
+            ids = set(map(id, values))
+            if len(ids) == len(values):
+                found |= ids
+    return found
+
+
+def _snapshot(
+    path: Path,
+    data: Any,
+    *,
+    stacks: _Stacks | None = None,
+    events: pl.DataFrame | None = None,
+) -> MemorySnapshot:
     layout: Layout
     traces: list[Any]
     settings: Any
@@ -152,9 +356,10 @@ def _snapshot(path: Path, data: Any) -> MemorySnapshot:
             path,
             f"not a memory snapshot: the pickle holds a {kind}{keys}, not segments and device_traces",
         )
-    stacks = _Stacks()
-    # The trace first: stack ids then follow the order the allocations were made in.
-    event_frame = _events(traces, stacks)
+    if stacks is None or events is None:
+        stacks = _Stacks()
+        # The trace first: stack ids then follow the order the allocations were made in.
+        events = _events(traces, stacks)
     segment_frame, block_frame = _segments(segments, stacks)
     return MemorySnapshot(
         path=str(path),
@@ -162,14 +367,20 @@ def _snapshot(path: Path, data: Any) -> MemorySnapshot:
         layout=layout,
         segments=segment_frame,
         blocks=block_frame,
-        events=event_frame,
+        events=events,
         frames=stacks.frame(),
         allocator_settings=dict(settings) if isinstance(settings, dict) else {},
     )
 
 
 def _columns(entries: list[dict[str, Any]], fields: dict[str, str]) -> dict[str, list[Any]]:
-    return {column: list(map(methodcaller("get", key), entries)) for key, column in fields.items()}
+    columns: dict[str, list[Any]] = {}
+    for key, column in fields.items():
+        try:
+            columns[column] = list(map(itemgetter(key), entries))  # twice as fast as get
+        except (KeyError, TypeError):  # a field some leave out (device_free), or not a dict
+            columns[column] = list(map(methodcaller("get", key), entries))
+    return columns
 
 
 def _segments(segments: list[dict[str, Any]], stacks: _Stacks) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -207,24 +418,40 @@ def _segments(segments: list[dict[str, Any]], stacks: _Stacks) -> tuple[pl.DataF
 def _events(traces: list[Any], stacks: _Stacks) -> pl.DataFrame:
     parts = [pl.DataFrame(schema=EVENT_SCHEMA)]
     for device, entries in enumerate(traces):
-        if not entries:
-            continue
-        if not isinstance(entries, list):
-            raise TypeError(
-                f"device_traces[{device}] is a {type(entries).__name__}, not a list of events"
-            )
-        columns = _columns(entries, _EVENT_FIELDS)
-        columns["stack_id"] = stacks.ids_of(entries)
-        n = len(entries)
+        parts.append(_events_of(device, entries, stacks))
         # Free the Python objects of this device before the next one is converted.
-        stacks.forget_identities()
         traces[device] = None
-        frame = pl.DataFrame(columns, schema={k: EVENT_SCHEMA[k] for k in columns}, strict=False)
-        del columns
-        parts.append(
-            frame.with_columns(
-                pl.lit(device, pl.Int64).alias("device"),
-                pl.int_range(n, dtype=pl.Int64).alias("idx"),
-            ).select(list(EVENT_SCHEMA))
-        )
     return pl.concat(parts, how="vertical")
+
+
+def _events_of(device: int, entries: Any, stacks: _Stacks) -> pl.DataFrame:
+    if not entries:
+        return pl.DataFrame(schema=EVENT_SCHEMA)
+    if not isinstance(entries, list):
+        raise TypeError(
+            f"device_traces[{device}] is a {type(entries).__name__}, not a list of events"
+        )
+    part = _event_part(entries, stacks, 0)
+    stacks.forget_identities()
+    return _with_device(part, device)
+
+
+def _event_part(entries: list[Any], stacks: _Stacks, start: int) -> pl.DataFrame:
+    """Events ``start`` onwards of one device's trace, without the device column."""
+    try:
+        # polars reads the fields of the dicts itself, faster than a Python list per column.
+        frame = pl.from_dicts(entries, schema=_EVENT_DICT_SCHEMA, strict=False)
+        frame = frame.rename(_EVENT_FIELDS)
+    except (TypeError, pl.exceptions.PolarsError):
+        # It refuses a value of the wrong type (or an event that is not a dict), where a column
+        # from a list makes the value null (or says which event is wrong).
+        columns = _columns(entries, _EVENT_FIELDS)
+        frame = pl.DataFrame(columns, schema={k: EVENT_SCHEMA[k] for k in columns}, strict=False)
+    return frame.with_columns(
+        pl.Series("stack_id", stacks.ids_of(entries), dtype=pl.Int64, strict=False),
+        pl.int_range(start, start + len(entries), dtype=pl.Int64).alias("idx"),
+    )
+
+
+def _with_device(part: pl.DataFrame, device: int) -> pl.DataFrame:
+    return part.with_columns(pl.lit(device, pl.Int64).alias("device")).select(list(EVENT_SCHEMA))

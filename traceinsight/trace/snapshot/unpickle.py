@@ -3,19 +3,39 @@
 A snapshot holds only dicts, lists, tuples, str, int, float, bool and None, all of which pickle
 writes with opcodes of their own. Anything else reaches the unpickler through ``find_class``
 (a class or function to call), which is how a crafted pickle runs code; we refuse every one.
+
+A big snapshot can also be read in pieces (``drain``): while the unpickler works, the caller is
+handed what has been built so far, takes what it can use, and names the objects the unpickler
+may forget, so that their memory is given back before the rest of the file is read.
 """
 
 from __future__ import annotations
 
+import gc
+import io
 import pickle
+import struct
+import sys
+from collections.abc import Callable, Iterable
+from itertools import repeat
 from pathlib import Path
 from typing import IO, Any, NoReturn
 
 from traceinsight.errors import TraceFormatError
 
+# A drain gets a copy of the unpickler's memo (index -> object) and returns the indices of the
+# objects that the rest of the pickle will not refer to again.
+Drain = Callable[[dict[int, Any]], Iterable[int]]
+DRAIN_EVERY = 16 << 20
+
 
 class SnapshotRefused(pickle.UnpicklingError):
     """The pickle asked for a class or function: not a snapshot, and never loaded."""
+
+
+class ReadAgain(Exception):
+    """A load with a drain could not finish: the pickle referred again to an object the drain
+    let the unpickler forget, or the drain failed. Reading without a drain gives the answer."""
 
 
 class _DataOnlyUnpickler(pickle.Unpickler):
@@ -30,12 +50,108 @@ class _DataOnlyUnpickler(pickle.Unpickler):
         )
 
 
-def read_pickle(path: str | Path) -> Any:
+class _MemoBuilder(pickle.Unpickler):
+    """Fills its memo with given objects at given indices, from a pickle we write ourselves.
+
+    CPython's ``Unpickler.memo = {...}`` cannot shrink a memo: it stores the entries in the table
+    it is about to free and keeps an empty one (and an empty dict leaves a table of size 0 that
+    the next put writes past). Copying another unpickler's memo proxy keeps every slot as it is,
+    so the kept entries are put, one ``LONG_BINPUT`` each, into this unpickler's memo first.
+    """
+
+    def __init__(self, entries: list[tuple[int, Any]]) -> None:
+        objects = [o for _, o in entries]
+        indices = [i for i, _ in entries]
+        order = list(range(len(entries)))
+        if indices:
+            # The table doubles the index that outgrows it, and the kept entries are the oldest
+            # and the newest: a filler put first, half way up, sizes it once, close to the
+            # largest index, instead of twice that (a table has a slot per object unpickled).
+            half = max(indices) // 2 + 1
+            if half > 32 and half not in set(indices):
+                objects.append(FILLER)
+                indices.append(half)
+                order.insert(0, len(indices) - 1)
+        # per entry: BININT k, BINPERSID (the k-th object), LONG_BINPUT index, POP
+        entry = struct.Struct("<ci2sIc").pack
+        body = b"".join(
+            map(
+                entry,
+                repeat(b"J"),
+                order,
+                repeat(b"Qr"),
+                map(indices.__getitem__, order),
+                repeat(b"0"),
+            )
+        )
+        super().__init__(io.BytesIO(body + b"N."))
+        self.persistent_load = objects.__getitem__  # type: ignore[method-assign]
+        self.load()
+
+    def find_class(self, module: str, name: str) -> NoReturn:
+        raise SnapshotRefused(f"{module}.{name}")  # our own opcodes never ask for one
+
+
+class _Filler:
+    __slots__ = ()
+
+
+# Stands in the memo where the object was let go; the pickle getting it is found by counting
+# the references to it once the load is done.
+FILLER = _Filler()
+
+
+class _DrainingReader:
+    """The file as the unpickler reads it, calling ``drain`` every ``every`` bytes.
+
+    The C unpickler reads a protocol 4/5 file one 64 KB frame at a time (and 128 KB at a time
+    otherwise), so the drain runs between frames, with the load in progress."""
+
+    def __init__(self, raw: IO[bytes], every: int, drain: Callable[[], None]) -> None:
+        self._raw = raw
+        self._every = every
+        self._due = every
+        self._count = 0
+        self._drain = drain
+        peek = getattr(raw, "peek", None)
+        if peek is not None:
+            # The unpickler prefetches with peek when the file has one (else it reads each
+            # opcode with a call of its own), so it is offered only when there is one.
+            self.peek = peek
+
+    def _advance(self, n: int) -> None:
+        self._count += n
+        if self._count >= self._due:
+            self._due = self._count + self._every
+            self._drain()
+
+    def read(self, n: int = -1) -> bytes:
+        data = self._raw.read(n)
+        self._advance(len(data))
+        return data
+
+    def readinto(self, buffer: Any) -> int:
+        n: int = self._raw.readinto(buffer)  # type: ignore[attr-defined]
+        self._advance(n)
+        return n
+
+    def readline(self, size: int = -1) -> bytes:
+        data = self._raw.readline(size)
+        self._advance(len(data))
+        return data
+
+
+def read_pickle(
+    path: str | Path, *, drain: Drain | None = None, drain_every: int = DRAIN_EVERY
+) -> Any:
     """The data in the pickle at ``path`` (any protocol up to 5), or a one-line
-    :class:`TraceFormatError` naming the file when it is not plain data."""
+    :class:`TraceFormatError` naming the file when it is not plain data.
+
+    With ``drain``, the load is interrupted every ``drain_every`` bytes read to call it (see
+    :data:`Drain`); :class:`ReadAgain` says to read the file again without one."""
     try:
         with open(path, "rb") as handle:
-            return _load(handle)
+            return _load(handle, drain, drain_every)
     except SnapshotRefused as exc:
         raise TraceFormatError(path, f"not a memory snapshot: {exc}") from None
     except FileNotFoundError:
@@ -61,5 +177,70 @@ def read_pickle(path: str | Path) -> Any:
         raise TraceFormatError(path, f"not a readable pickle ({detail})") from None
 
 
-def _load(handle: IO[bytes]) -> Any:
-    return _DataOnlyUnpickler(handle).load()
+def _load(handle: IO[bytes], drain: Drain | None, drain_every: int) -> Any:
+    # Millions of dicts and lists are made and none is garbage until the end: the cyclic
+    # collector would walk them again and again (about half the time of a plain load).
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        if drain is None:
+            return _DataOnlyUnpickler(handle).load()
+        return _load_draining(handle, drain, drain_every)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _load_draining(handle: IO[bytes], drain: Drain, drain_every: int) -> Any:
+    load = _DrainingLoad(drain)
+    unpickler = _DataOnlyUnpickler(_DrainingReader(handle, drain_every, load.run_drain))
+    if type(unpickler.memo).__name__ != "UnpicklerMemoProxy":
+        # Not CPython's C unpickler: its memo cannot be pruned this way.
+        return _DataOnlyUnpickler(handle).load()
+    load.unpickler = unpickler
+    try:
+        data = unpickler.load()
+    except SnapshotRefused:
+        raise
+    except (pickle.UnpicklingError, KeyError) as exc:
+        if load.pruned:
+            raise ReadAgain(str(exc)) from None
+        raise
+    finally:
+        load.unpickler = None  # with its memo, and what it held of the filler
+        del unpickler
+    # What is left: this module's name for the filler, and getrefcount's argument.
+    if sys.getrefcount(FILLER) > 2:
+        raise ReadAgain("the pickle refers to an object it let go")
+    return data
+
+
+class _DrainingLoad:
+    def __init__(self, drain: Drain) -> None:
+        self.drain = drain
+        self.pruned = False
+        self.unpickler: _DataOnlyUnpickler | None = None
+
+    def run_drain(self) -> None:
+        unpickler = self.unpickler
+        assert unpickler is not None
+        memo = unpickler.memo.copy()
+        try:
+            drop = set(self.drain(memo))
+        except Exception as exc:
+            raise ReadAgain(f"{type(exc).__name__}: {exc}") from exc
+        if not drop:
+            return
+        for index in drop:
+            del memo[index]
+        kept = list(memo.items())
+        del memo
+        if not kept:
+            return  # an empty table is one the unpickler's next put would write past
+        # The old table is let go before the new one is made, so that the two never coexist.
+        unpickler.memo = _MemoBuilder([kept[-1]]).memo
+        builder = _MemoBuilder(kept)
+        del kept
+        unpickler.memo = builder.memo
+        del builder
+        self.pruned = True
