@@ -40,6 +40,9 @@ PAIRS = (
     ("models/model_fusion_before", "models/model_fusion_after", "unfused_elementwise", "torch.compile"),
     ("catalogue/llama_eager", "catalogue/llama_compiled", "unfused_elementwise", "torch.compile"),
     ("whatif/whatif_sync", "whatif/whatif_sync_dropped", "host_sync", "torch.cuda.synchronize() dropped"),
+    ("comm/comm_gloo_before.rank0", "comm/comm_gloo_after.rank0", "cpu_collectives", "gloo -> NCCL"),
+    ("comm/comm_bucket_before.rank0", "comm/comm_bucket_after.rank0", "exposed_communication", "one DDP bucket -> 25 MB"),
+    ("comm/comm_a2a_before.rank0", "comm/comm_a2a_after.rank0", "exposed_all_to_all", "all-to-all async"),
 )
 
 
