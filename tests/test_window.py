@@ -308,3 +308,41 @@ def test_profiler_cost_counts_the_busiest_thread_and_never_exceeds_the_step(tmp_
     assert figures["cost_lo_ms"] == pytest.approx(400 * PROFILER_COST_US[0] / 1000)
     assert figures["cost_hi_pct"] == 100.0 and figures["cost_hi_ms"] == pytest.approx(1.0)
     assert "cannot bound it" in flag.evidence
+
+
+def _late_start_trace(late_us: float, *, busy_before: bool = False) -> HandMadeTrace:
+    """Two steps; each step's first kernel starts ``late_us`` after its launch call, on an idle
+    GPU (unless ``busy_before``: a long kernel queued before it keeps the GPU busy)."""
+    t = HandMadeTrace()
+    for n, t0 in ((1, 0.0), (2, 100_000.0)):
+        t.step(n, t0, 90_000)
+        if busy_before:
+            t.gpu("long_kernel", t0 + 10, late_us, launch_ts=t0 + 2)
+        t.gpu("first_kernel", t0 + 20 + late_us, 500, launch_ts=t0 + 10, launch_dur=5)
+        t.gpu("next_kernel", t0 + 600 + late_us, 500, launch_ts=t0 + 40)
+    return t
+
+
+def test_work_that_starts_long_after_its_launch_on_an_idle_gpu_is_flagged(tmp_path: Path) -> None:
+    report = _report(_late_start_trace(20_000).write(tmp_path / "late.json"))
+    flag = window_of(report).flag("late_device_start")
+    assert flag is not None and flag.limits
+    figures = dict(flag.figures)
+    assert figures["least_late_ns"] == pytest.approx(20_005_000, abs=1_000)
+    assert "clock is offset" in flag.evidence
+    assert report.headline.verdict.startswith("This trace's host and device times disagree")
+
+
+def test_a_short_launch_latency_or_a_busy_gpu_is_not_flagged(tmp_path: Path) -> None:
+    assert window_of(_report(_late_start_trace(10).write(tmp_path / "a.json"))).flag("late_device_start") is None
+    # the wait is the long kernel queued before: the GPU was busy, not idle
+    busy = _report(_late_start_trace(20_000, busy_before=True).write(tmp_path / "b.json"))
+    assert window_of(busy).flag("late_device_start") is None
+
+
+def test_vllm_runs_whose_first_device_work_lags_its_launch() -> None:
+    # vLLM on MI300X (TraceLens' test data): the first copies start 149 ms (and, in the decode
+    # run, 7.8 ms) after their launch calls with the GPU idle and nothing traced between
+    for name, least_ms in (("vllm_prefilldecode_piecewise", 148.0), ("vllm_decode_full", 7.0)):
+        flag = window_of(_report(TRACELENS / name / "graph_execution.json.gz")).flag("late_device_start")
+        assert flag is not None and flag.limits and dict(flag.figures)["least_late_ns"] >= least_ms * 1e6

@@ -223,12 +223,15 @@ def _window_clause(window: WindowResult | None) -> Finding | None:
     if window is None or not window.limiting:
         return None
     first, *others = window.limiting
-    text = f"this window is not steady state: {first.evidence}"
+    # host and device clocks that disagree are not a state of the run but of its trace
+    clocks = first.id == "late_device_start"
+    lead = "this trace's host and device times disagree" if clocks else "this window is not steady state"
+    text = f"{lead}: {first.evidence}"
     if others:
         text += "; also " + ", ".join(f.title for f in others)
     advice = [a for a in dict.fromkeys(f.advice for f in window.limiting) if a]
     if advice:
-        text += ". To diagnose the steady state, " + "; ".join(advice)
+        text += (". To read it, " if clocks and not others else ". To diagnose the steady state, ") + "; ".join(advice)
     return Finding("window", text, 100.0)
 
 

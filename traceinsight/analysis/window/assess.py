@@ -15,7 +15,7 @@ import polars as pl
 
 from traceinsight.analysis.lib import intervals
 from traceinsight.analysis.lib.host_names import GRAPH_LAUNCH_PATTERN, SYNC_CALL_PATTERN, SYNC_OPS
-from traceinsight.analysis.lib.timeline import busy_intervals
+from traceinsight.analysis.lib.timeline import analysis_window, busy_intervals
 from traceinsight.trace.model import Trace
 from traceinsight.trace.schema import PROFILER_STEP_PREFIX
 
@@ -56,6 +56,14 @@ PROFILED_HOST_KINDS = ("cpu_op", "runtime", "driver", "user_annotation", "python
 # The estimate is a note when its upper end reaches this share of the step, and lowers host-time
 # findings when its lower end does.
 PROFILER_NOTE_SHARE = 0.10
+# Device work that starts on an idle device this long after its launch call, every time the
+# device goes from idle to busy: nothing the trace shows held it (the device clock is offset
+# from the host's, or the GPU ran work the trace does not show). A device that was idle starts
+# a launched kernel within tens of µs; a kernel's first launch loading its code is inside the
+# launch call, not after it.
+LATE_START_NS = 5_000_000
+# Device work starting this long after the previous work on its device ended starts an idle device.
+IDLE_START_GAP_NS = 50_000
 
 
 @dataclass(frozen=True)
@@ -221,6 +229,46 @@ def graph_capture(trace: Trace, window_ns: int) -> Flag | None:
         advice="profile graph replays, not their capture",
         figures=(("captures", float(begins)), ("capture_span_ns", float(hi - lo)), ("executed_ns", float(executed))),
         excluded=pl.DataFrame({"start_ns": [lo], "end_ns": [hi]}, schema=SPAN_SCHEMA),
+    )
+
+
+def late_device_start(trace: Trace, window_ns: int) -> Flag | None:
+    """Device work that waited long after its launch although its device was idle, every time:
+    host-device times (launch latency, idle blamed on the host, an iteration's latency) cannot
+    be read from this trace."""
+    work = trace.kernels.filter(pl.col("device").is_not_null()).sort("device", "ts_ns")
+    if work.height == 0:
+        return None
+    work = work.with_columns(prev_end=pl.col("end_ns").shift(1).cum_max().over("device"))
+    starts = work.filter(
+        (pl.col("prev_end").is_null() | (pl.col("ts_ns") - pl.col("prev_end") > IDLE_START_GAP_NS))
+        & pl.col("launch_end_ns").is_not_null()
+    ).with_columns(late_ns=pl.col("ts_ns") - pl.col("launch_end_ns"))
+    if starts.height == 0:
+        return None
+    least = int(starts["late_ns"].min())  # type: ignore[arg-type]
+    if least < LATE_START_NS:
+        return None
+    first = work.group_by("device").agg(pl.col("ts_ns").min().alias("first_ns"))
+    lo, _ = analysis_window(trace)
+    excluded = first.select(pl.lit(lo, pl.Int64).alias("start_ns"), pl.col("first_ns").alias("end_ns")).filter(
+        pl.col("end_ns") > pl.col("start_ns")
+    )
+    before_ns = span_ns(excluded)
+    share = before_ns / window_ns if window_ns > 0 else 0.0
+    return Flag(
+        id="late_device_start",
+        title="device work starts long after its launch on an idle device",
+        limits=share >= LIMIT_SHARE,
+        evidence=f"each time the GPU went from idle to busy ({starts.height} time(s)), its work started at least "
+        f"{_ms(least)} after the launch call, with nothing traced in between: the device clock is offset from the "
+        "host's (seen in ROCm traces), or the GPU ran work this trace does not show; the idle before the first device "
+        f"work ({_ms(before_ns)}, {100 * share:.0f} % of the window) is left out, and launch latencies, idle blamed "
+        f"on the host and iteration latencies read long by up to {_ms(least)}",
+        advice="record with the GPU to itself, and compare the host and device clocks (a launch followed by "
+        "torch.cuda.synchronize() shows the offset)",
+        figures=(("least_late_ns", float(least)), ("idle_starts", float(starts.height)), ("before_first_work_ns", float(before_ns))),
+        excluded=excluded.cast(SPAN_SCHEMA),
     )
 
 

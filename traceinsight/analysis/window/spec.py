@@ -99,6 +99,7 @@ def run(trace: Trace, config: AnalysisConfig, inputs: Inputs = NO_INPUTS) -> Win
         assess.startup(trace, window_ns) if trace.has_gpu else None,
         assess.graph_capture(trace, window_ns),
         assess.partial_gpu(trace, window_ns),
+        assess.late_device_start(trace, window_ns),
         assess.steps(step_count, empty, trace.step_source) if trace.has_gpu else None,
         assess.profiler_overhead(trace, step_rows),
     ]
