@@ -10,6 +10,7 @@ from rich.text import Text
 
 from traceinsight.analysis.sections.kernels import KernelsResult
 from traceinsight.render import views
+from traceinsight.render.fit import shorten_middle
 from traceinsight.render.html.figures import kernels_figures
 from traceinsight.render.sections.ops import compact_table
 from traceinsight.render.units import ns, pct
@@ -41,6 +42,9 @@ def _without_arguments(name: str) -> str:
         elif ch == "(" and depth == 0 and i > 0:
             return name[:i]
     return name
+
+
+LABEL_WIDTH = 72
 
 
 def kernel_label(name: str | None) -> str:
@@ -96,7 +100,8 @@ def _graphs(result: KernelsResult) -> RenderableType | None:
             ns(r["per_launch_ns"]),
             ns(r["total_ns"]),
             pct(r["share_pct"]),
-            f"{kernel_label(r['top_kernel'])} ({pct(r['top_kernel_pct'], 0)})",
+            # generated library kernels (ROCm's Tensile) carry names of hundreds of characters
+            f"{shorten_middle(kernel_label(r['top_kernel']), LABEL_WIDTH)} ({pct(r['top_kernel_pct'], 0)})",
             *([f"{r['top_op']} ({pct(r['top_op_pct'], 0)})" if r["top_op"] else "-"] if with_ops else []),
         ]
         for r in result.graphs.iter_rows(named=True)
