@@ -265,3 +265,19 @@ def test_truncated_after_drains_says_so_as_the_plain_load(tmp_path: Path, cut: f
         messages.append(str(err.value))
     assert messages[0] == messages[1]
     assert "not a readable pickle" in messages[0]
+
+
+@pytest.mark.parametrize("k", [487, 1497, 3987])
+def test_an_event_got_again_where_the_memo_holds_a_filler(
+    tmp_path: Path, k: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # With 4 KB reads of protocol 2, these events' memo slots hold the object that keeps the
+    # rebuilt memo table small: the pickle's second reference to them gets that object, without
+    # any error from the unpickler, and the load must still notice and read the file again.
+    events = pairs(3000)
+    path = dump(tmp_path, snapshot([events], allocator_settings={"x": events[k]}), 2)
+    reads = Reads(monkeypatch)
+    streamed = load_memory_snapshot(path, drain_every=TINY)
+    assert reads.kinds == ["streamed", "plain"]
+    assert streamed.allocator_settings["x"] == events[k]
+    assert_same(streamed, load_memory_snapshot(path, drain_every=0))

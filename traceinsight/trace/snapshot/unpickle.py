@@ -59,7 +59,7 @@ class _MemoBuilder(pickle.Unpickler):
     so the kept entries are put, one ``LONG_BINPUT`` each, into this unpickler's memo first.
     """
 
-    def __init__(self, entries: list[tuple[int, Any]]) -> None:
+    def __init__(self, entries: list[tuple[int, Any]], filler: object = None) -> None:
         objects = [o for _, o in entries]
         indices = [i for i, _ in entries]
         order = list(range(len(entries)))
@@ -68,8 +68,8 @@ class _MemoBuilder(pickle.Unpickler):
             # and the newest: a filler put first, half way up, sizes it once, close to the
             # largest index, instead of twice that (a table has a slot per object unpickled).
             half = max(indices) // 2 + 1
-            if half > 32 and half not in set(indices):
-                objects.append(FILLER)
+            if filler is not None and half > 32 and half not in set(indices):
+                objects.append(filler)
                 indices.append(half)
                 order.insert(0, len(indices) - 1)
         # per entry: BININT k, BINPERSID (the k-th object), LONG_BINPUT index, POP
@@ -93,12 +93,10 @@ class _MemoBuilder(pickle.Unpickler):
 
 
 class _Filler:
+    """Stands in the memo where an object was let go; that the pickle got it is seen from the
+    references to it once the load is done (one per load, so none is left from another)."""
+
     __slots__ = ()
-
-
-# Stands in the memo where the object was let go; the pickle getting it is found by counting
-# the references to it once the load is done.
-FILLER = _Filler()
 
 
 class _DrainingReader:
@@ -209,8 +207,7 @@ def _load_draining(handle: IO[bytes], drain: Drain, drain_every: int) -> Any:
     finally:
         load.unpickler = None  # with its memo, and what it held of the filler
         del unpickler
-    # What is left: this module's name for the filler, and getrefcount's argument.
-    if sys.getrefcount(FILLER) > 2:
+    if sys.getrefcount(load.filler) > 2:  # load's, and getrefcount's argument
         raise ReadAgain("the pickle refers to an object it let go")
     return data
 
@@ -220,6 +217,7 @@ class _DrainingLoad:
         self.drain = drain
         self.pruned = False
         self.unpickler: _DataOnlyUnpickler | None = None
+        self.filler = _Filler()
 
     def run_drain(self) -> None:
         unpickler = self.unpickler
@@ -239,7 +237,7 @@ class _DrainingLoad:
             return  # an empty table is one the unpickler's next put would write past
         # The old table is let go before the new one is made, so that the two never coexist.
         unpickler.memo = _MemoBuilder([kept[-1]]).memo
-        builder = _MemoBuilder(kept)
+        builder = _MemoBuilder(kept, self.filler)
         del kept
         unpickler.memo = builder.memo
         del builder
