@@ -233,10 +233,9 @@ class _DrainingLoad:
             del memo[index]
         kept = list(memo.items())
         del memo
-        if not kept:
-            return  # an empty table is one the unpickler's next put would write past
-        # The old table is let go before the new one is made, so that the two never coexist.
-        unpickler.memo = _MemoBuilder([kept[-1]]).memo
+        # The old table (and the objects let go) is freed first, for a small one, so that the
+        # old and the new never coexist.
+        unpickler.memo = _MemoBuilder([]).memo
         builder = _MemoBuilder(kept, self.filler)
         del kept
         unpickler.memo = builder.memo
