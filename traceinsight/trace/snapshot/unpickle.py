@@ -102,8 +102,9 @@ class _Filler:
 class _DrainingReader:
     """The file as the unpickler reads it, calling ``drain`` every ``every`` bytes.
 
-    The C unpickler reads a protocol 4/5 file one 64 KB frame at a time (and 128 KB at a time
-    otherwise), so the drain runs between frames, with the load in progress."""
+    The C unpickler reads a protocol 4/5 file one 64 KB frame at a time (older protocols, what
+    the file's buffer holds, a few KB), so the drain runs between frames, with the load in
+    progress."""
 
     def __init__(self, raw: IO[bytes], every: int, drain: Callable[[], None]) -> None:
         self._raw = raw
