@@ -30,7 +30,7 @@ def _html(text: str) -> str:
 
 def name_cells(names: list[str], width: int = NAME_CELL) -> list[str]:
     """Name cells of one column, shortened so that names which differ never read the same."""
-    from traceinsight.render.sections.kernels import kernel_label
+    from traceinsight.render.labels import kernel_label
 
     labels = [name if len(name) <= width else kernel_label(name) or name for name in names]
     clash = {label for label in labels if labels.count(label) > 1}
@@ -42,7 +42,7 @@ def name_cells(names: list[str], width: int = NAME_CELL) -> list[str]:
 def name_cell(name: str, width: int = NAME_CELL, short: str | None = None) -> str:
     """A name for a table cell: whole in code style when short, else shortened in the middle
     (or as ``short``) with the full name one click away."""
-    from traceinsight.render.sections.kernels import kernel_label
+    from traceinsight.render.labels import kernel_label
 
     if len(name) <= width:
         return f"<code>{_html(name)}</code>" if "<" in name or "`" in name else f"`{name}`"

@@ -83,7 +83,7 @@ def _contrib_table(title: str, frame: pl.DataFrame, keys: list[str], b: str, a: 
     if frame.height == 0:
         return Text(f"{title}: nothing to compare", style="dim")
     from traceinsight.render.fit import Cell, Col, FitTable
-    from traceinsight.render.sections.kernels import kernel_label
+    from traceinsight.render.labels import kernel_label
 
     columns = [Col(k, "label" if k == "family" else "name", max_width=None if i == 0 else 32) for i, k in enumerate(keys)]
     columns += [Col(f"{b} /step"), Col(f"{a} /step"), Col("Δ /step"), Col("kernels /step"), Col("", "label")]

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
@@ -12,13 +10,11 @@ from traceinsight.analysis.sections.kernels import KernelsResult
 from traceinsight.render import views
 from traceinsight.render.fit import shorten_middle
 from traceinsight.render.html.figures import kernels_figures
+from traceinsight.render.labels import LABEL_WIDTH, kernel_label
 from traceinsight.render.sections.ops import compact_table
 from traceinsight.render.units import ns, pct
 
 TOP_N = 15
-
-
-_NOISE = re.compile(r"^void |at::native::|\(anonymous namespace\)::|c10::|std::")
 
 
 # Inductor's own prefixes are shorter than the subfamily names and known to its users.
@@ -29,28 +25,6 @@ _SUBFAMILY_LABELS = {
     "template": "tem",
     "foreach": "for",
 }
-
-
-def _without_arguments(name: str) -> str:
-    """``name`` up to its argument list: the first ``(`` outside template brackets and braces."""
-    depth = 0
-    for i, ch in enumerate(name):
-        if ch in "<{[":
-            depth += 1
-        elif ch in ">}]":
-            depth = max(0, depth - 1)
-        elif ch == "(" and depth == 0 and i > 0:
-            return name[:i]
-    return name
-
-
-LABEL_WIDTH = 72
-
-
-def kernel_label(name: str | None) -> str:
-    """A kernel name without the namespaces, return type and argument list that make C++
-    names unreadable (the template arguments stay: they tell the variants apart)."""
-    return _without_arguments(_NOISE.sub("", name or ""))
 
 
 def _launch(result: KernelsResult) -> RenderableType:
