@@ -235,6 +235,11 @@ def test_analyze_cli_merges_the_capture_beside_the_run(tmp_path: Path) -> None:
     md = CliRunner().invoke(app, ["analyze", str(tmp_path), "-f", "md", "--no-cache", "--only", "kernels"])
     assert md.exit_code == 0, md.output
     assert "| graph | launches | kernels |" in md.output and "`aten::mm` (" in md.output
+    page = tmp_path / "report.html"
+    html = CliRunner().invoke(app, ["analyze", str(tmp_path), "-f", "html", "-o", str(page), "--no-cache", "--only", "kernels"])
+    assert html.exit_code == 0, html.output
+    text = page.read_text()
+    assert "Graphs replayed" in text and "largest op (from the capture)" in text and "aten::mm (" in text
 
 
 # ---- serving engines' traces (../shared) ---------------------------------------------------

@@ -159,4 +159,28 @@ def render_markdown(result: KernelsResult) -> list[str]:
     return lines
 
 
-views.register(KernelsResult, terminal=render_terminal, markdown=render_markdown, figures=kernels_figures)
+def render_html(result: KernelsResult) -> str:
+    from html import escape
+
+    from traceinsight.render.html.page import result_html, table_html
+
+    body = result_html(result, kernels_figures(result) if result.available else [])
+    if not result.available or result.graphs.height == 0:
+        return body
+    with_ops = bool(result.graphs["top_op"].is_not_null().any())
+    headers = ["graph", "launches", "kernels", "per launch", "total", "share", "largest kernel"]
+    if with_ops:
+        headers.append("largest op (from the capture)")
+    rows = [
+        [
+            f"#{r['graph']}", f"{r['launches']:,}", f"{r['kernels_per_launch']:,}", ns(r["per_launch_ns"]),
+            ns(r["total_ns"]), pct(r["share_pct"]), f"{r['top_kernel']} ({pct(r['top_kernel_pct'], 0)})",
+            *([f"{r['top_op']} ({pct(r['top_op_pct'], 0)})" if r["top_op"] else "-"] if with_ops else []),
+        ]
+        for r in result.graphs.iter_rows(named=True)
+    ]
+    title = escape("Graphs replayed (told apart by the kernels one launch runs)")
+    return body + f"<h3>{title}</h3>" + table_html(headers, rows)
+
+
+views.register(KernelsResult, terminal=render_terminal, markdown=render_markdown, html=render_html, figures=kernels_figures)
