@@ -51,7 +51,13 @@ else:
         report = traceinsight.analyze_memory_snapshot(snap)
         n = report.events
 elapsed = time.perf_counter() - start
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+# VmHWM is this process's own peak; ru_maxrss keeps the parent's across exec on Linux, so a run
+# that has just synthesised the pickle would report the parent's peak for every child
+try:
+    with open("/proc/self/status") as status:
+        peak = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmHWM:"))
+except (OSError, StopIteration):
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 print(json.dumps({"seconds": elapsed, "peak_rss_bytes": peak, "events": n}))
 """
 
