@@ -149,6 +149,11 @@ def test_fix_follows_the_device_and_what_is_already_compiled(tmp_path: Path) -> 
     t.gpu(TRITON_POI, 1_000_000, 50, launch_ts=999_990)
     compiled = by_id(findings(write_h200(t, tmp_path / "mixed.json")), "unfused_elementwise")
     assert compiled is not None and "outside the compiled graphs" in compiled.fix
+    # an Inductor kernel inside the chains themselves (vLLM: a Triton kernel then a custom op's
+    # rotary kernel): the chains cross the edge of the compiled code, not eager code beside it
+    edge = by_id(findings(write_h200(layers_trace([(TRITON_POI, 50), (GELU, 60), (MUL, 80)]), tmp_path / "edge.json")), "unfused_elementwise")
+    assert edge is not None and "cross the edge of the compiled code" in edge.fix
+    assert "outside the compiled graphs" not in edge.fix
 
 
 def test_a_single_elementwise_kernel_between_gemms_is_no_chain(tmp_path: Path) -> None:

@@ -130,9 +130,10 @@ def _top_kernels(chains: pl.DataFrame, key: str, limit: int = 8) -> tuple[Kernel
     )
 
 
-def fusion_advice(ctx: FindingContext, sequences: list[str]) -> tuple[str, str]:
+def fusion_advice(ctx: FindingContext, sequences: list[str], *, with_compiled: bool = False) -> tuple[str, str]:
     """(fix, action) for the chains whose kernel and op names are ``sequences`` (one text
-    per sequence, its names one a line)."""
+    per sequence, its names one a line); ``with_compiled``: Inductor's own kernels are among
+    the chains' kernels."""
     text = "\n".join(sequences)
     # rotate_half written out: a negation and a concatenation in one sequence
     rotate_half = any(
@@ -160,7 +161,18 @@ def fusion_advice(ctx: FindingContext, sequences: list[str]) -> tuple[str, str]:
     if rotate_half or pl.Series([text]).str.contains(_ROTARY)[0]:
         named.append("a fused rotary embedding (flash_attn's apply_rotary_emb, Liger's liger_rotary_pos_emb)")
     compiled = ctx.compile is not None and (ctx.compile.triton_share or 0.0) > 0
-    if compiled:
+    if compiled and with_compiled:
+        # Inductor's kernels inside the chains: the chains cross the edge of the compiled code,
+        # where an op it does not compile splits them (a custom op inside the compiled graph, as
+        # in vLLM's, a graph break, or code outside the compiled function)
+        fix = (
+            "Fuse the chains of elementwise and normalization kernels: torch.compile's own kernels are among them, "
+            "so the chains cross the edge of the compiled code, where an op it does not compile splits them (a custom "
+            "op, a graph break, or code outside the compiled function); compile that op's code too, or write it in "
+            f"PyTorch, so that Inductor fuses across it: {compile_line}."
+        )
+        action = "let torch.compile fuse across the op that splits the chains"
+    elif compiled:
         # the trace already runs Inductor's kernels: these chains are eager code beside them
         fix = (
             "Fuse the chains of elementwise and normalization kernels: they run outside the compiled graphs "
@@ -201,6 +213,7 @@ def detect_unfused_elementwise(ctx: FindingContext) -> Estimate | None:
             pl.col("saving_ns").sum(),
             pl.col("names").first(),
             pl.col("op_names").first(),
+            pl.col("compiled").max(),
         )
         .sort(["saving_ns", "key"], descending=[True, False])
     )
@@ -209,7 +222,9 @@ def detect_unfused_elementwise(ctx: FindingContext) -> Estimate | None:
     # the sequences that hold a material part of the saving say what the fused kernels are
     named = patterns.filter(pl.col("saving_ns") >= ADVICE_SHARE * saving)
     fix, action = fusion_advice(
-        ctx, ["\n".join(n for n in row["names"] + row["op_names"] if n) for row in named.iter_rows(named=True)]
+        ctx,
+        ["\n".join(n for n in row["names"] + row["op_names"] if n) for row in named.iter_rows(named=True)],
+        with_compiled=bool((named["compiled"] > 0).any()),
     )
     confidence: Confidence = "high" if shaped_share >= SHAPED_SHARE else "medium"
     reason = (
