@@ -379,7 +379,7 @@ def _host_steps(
     return step, has_step
 
 
-def _host_context(
+def host_context(
     parents: np.ndarray, is_op: np.ndarray, is_annotation: np.ndarray, launches: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """For each launch call (row number, -1 for none): its innermost cpu_op, outermost cpu_op
@@ -448,7 +448,7 @@ def _kernels(
         .fill_null(False)
     )
     is_annotation[annotation_rows[is_step_span.to_numpy()]] = False
-    op, top, annotation = _host_context(parent, kind == cpu_op, is_annotation, launch_rows)
+    op, top, annotation = host_context(parent, kind == cpu_op, is_annotation, launch_rows)
 
     def at(column: str, rows: np.ndarray, alias: str) -> pl.Series:
         valid = rows >= 0

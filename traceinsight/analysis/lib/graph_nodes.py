@@ -16,6 +16,7 @@ import numpy as np
 import polars as pl
 
 from traceinsight.analysis.lib.host_names import GRAPH_LAUNCH_PATTERN
+from traceinsight.trace.link import host_context
 from traceinsight.trace.model import Trace
 
 GRAPH_KERNEL_COLUMNS: dict[str, pl.DataType | type[pl.DataType]] = {
@@ -95,39 +96,42 @@ def capture_nodes(capture: Trace) -> pl.DataFrame:
     if windows.height == 0:
         return pl.DataFrame(schema=CAPTURE_NODE_COLUMNS)
     launches = ev.filter(pl.col("kind").is_in(["runtime", "driver"]) & name.str.contains(_KERNEL_LAUNCH)).select(
-        pl.col("id").alias("launch_id"), "pid", "tid", "ts_ns", "parent", pl.col("launch_kernel").cast(pl.String).alias("kernel")
+        pl.col("id").alias("launch_id"), "pid", "tid", "ts_ns", pl.col("launch_kernel").cast(pl.String).alias("kernel"), "grid"
     ).sort("ts_ns")
     inside = launches.join_asof(windows, left_on="ts_ns", right_on="start_ns", by=["pid", "tid"], strategy="backward", check_sortedness=False).filter(
         pl.col("ts_ns") <= pl.col("end")
     )
     if inside.height == 0:
         return pl.DataFrame(schema=CAPTURE_NODE_COLUMNS)
-    op_row, top_row = _ops_around(ev, inside["parent"].fill_null(-1).to_numpy())
-    grid = _launch_grid(capture, inside["launch_id"])
+    nodes = inside.sort("capture", "ts_ns", "launch_id").with_columns(
+        node=pl.int_range(pl.len()).over("capture").cast(pl.Int64),
+        nodes=pl.len().over("capture").cast(pl.Int64),
+    )
+    # the loader's nesting, as row numbers, climbed by the linker's own walk
+    ids = ev["id"].to_numpy()
+    row_of = np.full(int(ids.max()) + 1, -1, dtype=np.int64)
+    row_of[ids] = np.arange(ids.size)
+    parent = ev["parent"].to_numpy(allow_copy=True)
+    has_parent = ~ev["parent"].is_null().to_numpy()
+    parent_row = np.where(has_parent, row_of[np.where(has_parent, parent, 0).astype(np.int64)], -1)
+    op_row, top_row, _ = host_context(
+        parent_row, (ev["kind"] == "cpu_op").to_numpy(), np.zeros(ev.height, dtype=bool), row_of[nodes["launch_id"].to_numpy()]
+    )
 
     def at(column: str, rows: np.ndarray) -> pl.Series:
         valid = rows >= 0
         values = ev[column].gather(np.where(valid, rows, 0)).cast(pl.String)
         return values.zip_with(pl.Series(valid), pl.Series([None] * len(rows), dtype=pl.String)).alias(column)
 
-    nodes = inside.sort("capture", "ts_ns", "launch_id").with_columns(
-        node=pl.int_range(pl.len()).over("capture").cast(pl.Int64),
-        nodes=pl.len().over("capture").cast(pl.Int64),
-    )
-    order = nodes["launch_id"].to_numpy()
-    # rows were computed in ``inside``'s order: realign them to the sorted nodes
-    position = {int(v): i for i, v in enumerate(inside["launch_id"].to_numpy())}
-    reorder = np.fromiter((position[int(v)] for v in order), dtype=np.int64, count=len(order))
-    op_row, top_row = op_row[reorder], top_row[reorder]
     return pl.DataFrame(
         [
             nodes["capture"],
             nodes["node"],
             nodes["nodes"],
             nodes["kernel"],
-            grid.gather(reorder).alias("grid"),
+            nodes["grid"],
             nodes["launch_id"],
-            pl.Series("op_id", np.where(op_row >= 0, ev["id"].to_numpy()[np.maximum(op_row, 0)], 0)).zip_with(
+            pl.Series("op_id", ids[np.maximum(op_row, 0)]).zip_with(
                 pl.Series(op_row >= 0), pl.Series([None] * len(op_row), dtype=pl.Int64)
             ),
             at("name", op_row).alias("op_name"),
@@ -137,38 +141,3 @@ def capture_nodes(capture: Trace) -> pl.DataFrame:
             at("name", top_row).alias("top_op_name"),
         ]
     ).select([pl.col(c).cast(t) for c, t in CAPTURE_NODE_COLUMNS.items()])
-
-
-def _ops_around(ev: pl.DataFrame, parents_of_launch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Row numbers of the innermost and outermost cpu_op above each launch (-1 for none);
-    one pass per nesting level, all launches at once."""
-    ids = ev["id"].to_numpy()
-    row_of = np.full(int(ids.max()) + 2 if ids.size else 1, -1, dtype=np.int64)
-    row_of[ids] = np.arange(ids.size)
-    parent_row = np.where(ev["parent"].is_null().to_numpy(), -1, row_of[ev["parent"].fill_null(0).to_numpy()])
-    is_op = (ev["kind"] == "cpu_op").to_numpy()
-    n = parents_of_launch.size
-    inner = np.full(n, -1, dtype=np.int64)
-    outer = np.full(n, -1, dtype=np.int64)
-    current = np.where(parents_of_launch >= 0, row_of[np.maximum(parents_of_launch, 0)], -1)
-    rows = np.arange(n)
-    while rows.size:
-        alive = current >= 0
-        rows, current = rows[alive], current[alive]
-        if not rows.size:
-            break
-        here = is_op[current]
-        first = here & (inner[rows] < 0)
-        inner[rows[first]] = current[first]
-        outer[rows[here]] = current[here]
-        current = parent_row[current]
-    return inner, outer
-
-
-def _launch_grid(capture: Trace, launch_ids: pl.Series) -> pl.Series:
-    """The grid each launch call records (ROCm writes it on the call), else null."""
-    ev = capture.events
-    if "grid" not in ev.columns:
-        return pl.Series("grid", [None] * launch_ids.len(), dtype=pl.List(pl.Int64))
-    found = pl.DataFrame({"id": launch_ids}).join(ev.select("id", "grid"), on="id", how="left", maintain_order="left")
-    return found["grid"]
