@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,20 +20,28 @@ FACTS = json.loads((RECORDED / "facts.json").read_text())
 SCRIPT = (Path(__file__).resolve().parents[1] / "sample_traces" / "record_capture_memory.py").read_text()
 
 
-@pytest.mark.parametrize("ending", ["finishes", "raises", "oom"])
+ENDINGS = ("finishes", "raises", "oom")
+
+
+@pytest.mark.parametrize("ending", ENDINGS)
 def test_capture_memory_left_the_trace_and_the_snapshot(ending: str) -> None:
-    run = FACTS["runs"][ending]
+    check_run(RECORDED, FACTS, ending)
+
+
+def check_run(folder: Path, facts: dict[str, Any], ending: str) -> None:
+    """What one run of the recording script left in ``folder`` against what it did."""
+    run = facts["runs"][ending]
     # the script's own exit status is passed on: 0 when it finished, 1 when it raised or ran out of memory
     assert run["returncode"] == (0 if ending == "finishes" else 1)
     assert "memory snapshot written to" in run["stderr_tail"] and "trace written to" in run["stderr_tail"]
-    trace = load(RECORDED / f"run_{ending}.json.gz", cache=False)
+    trace = load(folder / f"run_{ending}.json.gz", cache=False)
     assert trace.kernels.height > 0
-    report = analyze_snapshot(load_memory_snapshot(RECORDED / f"run_{ending}.memory.pickle"))
-    kept = FACTS["kept_bytes_per_step"]
+    report = analyze_snapshot(load_memory_snapshot(folder / f"run_{ending}.memory.pickle"))
+    kept = facts["kept_bytes_per_step"]
     # six 64 MiB tensors alive at the end, with the weights, the input and the gradients
-    assert report.peak.peak_allocated_bytes >= FACTS["steps"] * kept
+    assert report.peak.peak_allocated_bytes >= facts["steps"] * kept
     if ending == "oom":
-        assert report.oom.ooms >= 1 and report.oom.request_bytes == FACTS["oom_request_bytes"]
+        assert report.oom.ooms >= 1 and report.oom.request_bytes == facts["oom_request_bytes"]
     else:
         assert report.oom.ooms == 0
     leaks = report.leaks.leaks
