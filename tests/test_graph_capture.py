@@ -158,6 +158,27 @@ def test_reordered_branches_match_by_name_and_occurrence(tmp_path: Path) -> None
     assert by_kernel[NORM] == "my::rms_norm"
 
 
+def test_repeated_kernels_are_told_apart_by_their_occurrence(tmp_path: Path) -> None:
+    # two GEMM nodes of different shapes, and the replay runs the norm and the activation in
+    # the other order: each GEMM keeps its own op's shapes, one op row per kernel
+    layer = [
+        ("aten::mm", GEMM, "[[B,4096],[4096,4096]]"),
+        ("my::rms_norm", NORM, "[[B,4096],[4096]]"),
+        ("my::silu", ACT, "[[B,4096]]"),
+        ("aten::mm", GEMM, "[[B,4096],[4096,1024]]"),
+    ]
+    run = load(_run(tmp_path / "run.json", 2, order=[GEMM, ACT, NORM, GEMM]), cache=False)
+    capture = load(_capture(tmp_path / "capture.json", [(8, layer)]), cache=False)
+    merged, result = merge_captures(run, [("c", capture)])
+    assert result.merged_pct == 100.0
+    gemms = merged.kernels.filter(pl.col("name").cast(pl.String) == GEMM).sort("ts_ns").join(
+        merged.events.select(pl.col("id").alias("op_id"), "input_dims"), on="op_id"
+    ).sort("ts_ns")
+    assert gemms["input_dims"].to_list() == ["[[8,4096],[4096,4096]]", "[[8,4096],[4096,1024]]"] * 2
+    added = merged.events.filter((pl.col("tid") == GRAPH_NODE_TID) & (pl.col("depth") == 1))
+    assert added.height == merged.kernels.join(graph_kernels(run).select("id"), on="id").height == 8
+
+
 def test_the_batch_size_replayed_is_told_by_the_grid(tmp_path: Path) -> None:
     # the same graph captured for batch 8 and 32: names tie, grids tell them apart
     path = _run(tmp_path / "run.json", 2)
