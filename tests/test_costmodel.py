@@ -148,41 +148,22 @@ def test_convolution_backward_respects_output_mask() -> None:
         "ScalarList",
     ]
     fwd = 2 * 2 * 16 * 16 * (16 * 8 * 9)
+
+    def concrete(output_mask: str) -> list[str]:
+        # bias sizes, stride, padding, dilation, transposed, output padding, groups, output mask
+        return ["", "", "", "[16]", "[1, 1]", "[1, 1]", "[1, 1]", "False", "[0, 0]", "1", output_mask]
+
     both = cost(
         "aten::convolution_backward",
         dims,
         types,
-        [
-            "",
-            "",
-            "",
-            "[16]",
-            "[1, 1]",
-            "[1, 1]",
-            "[1, 1]",
-            "False",
-            "[0, 0]",
-            "1",
-            "[True, True, True]",
-        ],
+        concrete("[True, True, True]"),
     )
     weight_only = cost(
         "aten::convolution_backward",
         dims,
         types,
-        [
-            "",
-            "",
-            "",
-            "[16]",
-            "[1, 1]",
-            "[1, 1]",
-            "[1, 1]",
-            "False",
-            "[0, 0]",
-            "1",
-            "[False, True, False]",
-        ],
+        concrete("[False, True, False]"),
     )
     assert both is not None and both.flops == 2 * fwd
     assert weight_only is not None and weight_only.flops == fwd
