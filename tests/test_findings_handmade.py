@@ -713,10 +713,8 @@ def test_host_sync_counts_the_gap_that_begins_when_the_sync_returns(
         assert host is not None and host.material and "prepare_batch" in host.title
 
 
-def test_launch_overhead_after_a_sync_is_counted_once_under_host_sync(tmp_path: Path) -> None:
-    # .item() blocks 600 µs until the GPU drains; 26 µs after it returns, one slow launch
-    # (400 µs in cudaLaunchKernel) leaves the GPU idle 407 µs more. That gap is launch
-    # overhead the sync opened: host_sync claims it, and launch_bound gives it up.
+def _item_blocks_600us() -> HandMadeTrace:
+    """A step whose .item() blocks 600 µs until a 5 ms kernel drains, then a 20 µs kernel."""
     t = HandMadeTrace()
     t.step(1, 0, 10_000)
     t.host("aten::add", 1, 3)
@@ -725,6 +723,14 @@ def test_launch_overhead_after_a_sync_is_counted_once_under_host_sync(tmp_path: 
     t.host("cudaStreamSynchronize", 4_411, 596, cat="cuda_runtime")
     t.host("aten::add", 5_011, 3)
     t.gpu(ADD, 5_013, 20, launch_ts=5_012)
+    return t
+
+
+def test_launch_overhead_after_a_sync_is_counted_once_under_host_sync(tmp_path: Path) -> None:
+    # .item() blocks 600 µs until the GPU drains; 26 µs after it returns, one slow launch
+    # (400 µs in cudaLaunchKernel) leaves the GPU idle 407 µs more. That gap is launch
+    # overhead the sync opened: host_sync claims it, and launch_bound gives it up.
+    t = _item_blocks_600us()
     t.host("aten::add", 5_034, 402)
     t.gpu(ADD, 5_440, 1_560, launch_ts=5_035, launch_dur=400)
     # and a slow launch with no sync before it: launch_bound's own 410 µs
@@ -743,14 +749,7 @@ def test_data_loading_after_a_sync_is_shared_in_proportion_to_the_time_blocked(
     # .item() blocks 600 µs; the gaps it opened hold 1.025 ms (13 µs draining, then 1.012 ms
     # of DataLoader), so the sync claims 600 µs, 58.5 % of each: 0.59 ms of the loading gap,
     # which dataloader_stall gives up.
-    t = HandMadeTrace()
-    t.step(1, 0, 10_000)
-    t.host("aten::add", 1, 3)
-    t.gpu(ADD, 10, 4_990, launch_ts=2)
-    t.host("aten::item", 4_410, 600)
-    t.host("cudaStreamSynchronize", 4_411, 596, cat="cuda_runtime")
-    t.host("aten::add", 5_011, 3)
-    t.gpu(ADD, 5_013, 20, launch_ts=5_012)
+    t = _item_blocks_600us()
     t.host(
         "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
         5_034,
