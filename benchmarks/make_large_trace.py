@@ -56,7 +56,7 @@ def _shift(event: dict[str, Any], copy: int, dt_us: float, id_stride: int) -> di
     return out
 
 
-def build(source: Path, output: Path, target_mb: float) -> tuple[int, int]:
+def build(source: Path, output: Path, target_mb: float, tiles: int | None = None) -> tuple[int, int]:
     data = _load(source)
     events = data.pop("traceEvents")
     meta = [e for e in events if e.get("ph") == "M"]
@@ -66,7 +66,7 @@ def build(source: Path, output: Path, target_mb: float) -> tuple[int, int]:
     dt_us = (max(ends) - min(starts)) + 10.0
     id_stride = 10 ** len(str(max(_max_id(body), 1)))
     encoded_one = sum(len(json.dumps(e)) + 4 for e in body)
-    copies = max(1, int(target_mb * 1e6 / encoded_one))
+    copies = tiles if tiles else max(1, int(target_mb * 1e6 / encoded_one))
     output.parent.mkdir(parents=True, exist_ok=True)
     tmp = output.with_suffix(output.suffix + ".tmp")
     n_events = 0
@@ -110,8 +110,9 @@ def main() -> int:
     parser.add_argument("source", type=Path)
     parser.add_argument("-o", "--output", type=Path, default=Path(".bench/large.json"))
     parser.add_argument("--target-mb", type=float, default=450.0)
+    parser.add_argument("--tiles", type=int, default=None, help="copies of the source (overrides --target-mb)")
     args = parser.parse_args()
-    n_events, copies = build(args.source, args.output, args.target_mb)
+    n_events, copies = build(args.source, args.output, args.target_mb, args.tiles)
     size_mb = args.output.stat().st_size / 1e6
     print(
         f"wrote {args.output}: {size_mb:.0f} MB, {n_events:,} events ({copies} copies of {args.source})"

@@ -98,6 +98,11 @@ class StepGraph:
     host_wake_src: np.ndarray | None = None
     host_wake_off_ns: np.ndarray | None = None
     seg_after_wake: np.ndarray | None = None
+    # Each node's end on the replay with recorded durations (see ``replay.with_order``): every
+    # edge runs from an earlier or equal end to a later one there, so a replay can be solved in
+    # blocks of this order, one block after the other. None: replays solve the whole graph at once.
+    host_order_ns: np.ndarray | None = None
+    gpu_order_ns: np.ndarray | None = None
 
     @property
     def host_nodes(self) -> int:

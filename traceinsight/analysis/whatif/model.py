@@ -38,27 +38,49 @@ def _windows(graph: StepGraph, tl: Timeline) -> pl.DataFrame:
     return pl.DataFrame({"step": [-1], "device_start_ns": [lo], "device_end_ns": [hi], "device_dur_ns": [hi - lo]})
 
 
-def _end_node(graph: StepGraph, tl: Timeline, step: int, hi: int) -> tuple[int | None, int | None]:
-    """The node whose end closes the window: the step's last device work, else a host node."""
-    gpu = np.flatnonzero((graph.gpu_step == step) if step >= 0 else np.ones(graph.gpu_nodes, dtype=bool))
-    gpu = gpu[tl.gpu_end_ns[gpu] == hi] if gpu.size else gpu
-    if gpu.size:
-        return int(gpu[0]), None
-    host = np.flatnonzero(tl.host_end_ns == hi)
-    return None, (int(host[0]) if host.size else None)
+def _ends(graph: StepGraph, tl: Timeline, windows: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Per window: the piece that closes it (the step's last device work ending at the window's
+    end, else a host node ending there; -1: none) and where its path starts if it has no pieces."""
+    g2 = 2 * graph.gpu_nodes
+    win = windows.select("step", pl.col("device_end_ns").alias("hi"), pl.col("device_start_ns").alias("lo")).with_row_index("w")
+    gpu = pl.DataFrame({"step": graph.gpu_step, "hi": tl.gpu_end_ns, "gpu": np.arange(graph.gpu_nodes, dtype=np.int64)})
+    stepped = win.filter(pl.col("step") >= 0).join(gpu, on=["step", "hi"], how="inner")
+    # a window without steps (the whole trace) ends with any device work
+    whole = win.filter(pl.col("step") < 0).join(gpu.drop("step"), on="hi", how="inner")
+    by_gpu = pl.concat([stepped.select("w", "gpu"), whole.select("w", "gpu")]).group_by("w").agg(pl.col("gpu").min())
+    host = pl.DataFrame({"hi": tl.host_end_ns, "host": np.arange(graph.host_nodes, dtype=np.int64)})
+    by_host = win.join(host, on="hi", how="inner").group_by("w").agg(pl.col("host").min())
+    ends = win.join(by_gpu, on="w", how="left").join(by_host, on="w", how="left").sort("w")
+    gpu_i = ends["gpu"].fill_null(-1).to_numpy()
+    host_i = ends["host"].fill_null(-1).to_numpy()
+    first = np.where(gpu_i >= 0, 2 * gpu_i, np.where(host_i >= 0, g2 + host_i, -1))
+    lo = ends["lo"].to_numpy()
+    no_end = tl.host_end_ns[0] if graph.host_nodes else lo
+    fallback = np.where(
+        gpu_i >= 0, tl.gpu_end_ns[np.maximum(gpu_i, 0)] if graph.gpu_nodes else lo,
+        np.where(host_i >= 0, tl.host_end_ns[np.maximum(host_i, 0)] if graph.host_nodes else lo, no_end),
+    )
+    return first.astype(np.int64), fallback.astype(np.int64)
 
 
 def critical_paths(graph: StepGraph, tl: Timeline) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Per window: the breakdown of its critical path by kind, and the path's pieces."""
-    rows: list[dict[str, int]] = []
-    paths: list[pl.DataFrame] = []
-    for step, lo, hi in _windows(graph, tl).select("step", "device_start_ns", "device_end_ns").iter_rows():
-        gpu, host = _end_node(graph, tl, int(step), int(hi))
-        path = critical.walk(graph, tl, int(lo), gpu, host)
-        rows.append({"step": int(step), "length_ns": int(hi - lo), **{f"{k}_ns": v for k, v in critical.breakdown(path).items()}})
-        paths.append(critical.with_names(graph, path).with_columns(step=pl.lit(int(step), dtype=pl.Int64)))
-    frame = pl.DataFrame(rows, schema=BREAKDOWN_SCHEMA)
-    return frame, (pl.concat(paths) if paths else pl.DataFrame())
+    """Per window: the breakdown of its critical path by kind, and the path's pieces (one walk
+    over the pieces on the paths, whatever the number of windows)."""
+    windows = _windows(graph, tl)
+    first, fallback = _ends(graph, tl, windows)
+    p = critical.pieces(graph, tl)
+    walked = critical.walk_all(p, windows["device_start_ns"].to_numpy(), first, fallback)
+    steps = windows.select(pl.col("step").cast(pl.Int64), (pl.col("device_end_ns") - pl.col("device_start_ns")).alias("length_ns")).with_row_index("window")
+    path = critical.describe(graph, p, walked).join(
+        steps.select(pl.col("window").cast(pl.Int64), "step"), on="window", how="left", maintain_order="left"
+    )
+    sums = path.group_by("window", "kind").agg(pl.col("dur_ns").sum()).pivot(on="kind", index="window", values="dur_ns")
+    frame = steps.with_columns(pl.col("window").cast(pl.Int64)).join(sums, on="window", how="left")
+    per_kind = [
+        (pl.col(k).fill_null(0) if k in sums.columns else pl.lit(0)).cast(pl.Int64).alias(f"{k}_ns") for k in critical.KINDS
+    ]
+    frame = frame.select(pl.col("step").cast(pl.Int64), pl.col("length_ns").cast(pl.Int64), *per_kind)
+    return frame, path.select("kind", "node", "index", "start_ns", "end_ns", "name", "dur_ns", "step")
 
 
 def validation(graph: StepGraph, tl: Timeline, recorded: pl.DataFrame) -> pl.DataFrame:

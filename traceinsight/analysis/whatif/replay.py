@@ -11,7 +11,7 @@ binding path crosses between host and device, plus one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import polars as pl
@@ -94,8 +94,27 @@ def post_wake_ns(graph: StepGraph, seg_run_ns: np.ndarray) -> np.ndarray:
     return out
 
 
-def replay(graph: StepGraph, durations: Durations | None = None) -> Timeline:
-    d = durations or Durations.recorded(graph)
+@dataclass(frozen=True)
+class _Fixed:
+    """What one replay's rounds read: the per-node constants of the recurrences."""
+
+    c_host: np.ndarray  # host time from the previous node's end to this one's (pre + own)
+    pre: np.ndarray
+    hdur: np.ndarray
+    head_x: np.ndarray  # thread heads: anchor + c_host
+    is_head: np.ndarray
+    sync_src: np.ndarray
+    wake_src: np.ndarray
+    wake_off: np.ndarray
+    post: np.ndarray
+    lat: np.ndarray
+    c_gpu: np.ndarray  # stream gap + own time
+    gdur: np.ndarray
+    wait_src: np.ndarray
+    gpu_head: np.ndarray
+
+
+def _fixed(graph: StepGraph, d: Durations) -> _Fixed:
     n_seg = graph.seg_node.size
     run = d.seg_gap_ns + d.seg_dur_ns
     own = np.zeros(n_seg, dtype=bool)
@@ -105,54 +124,179 @@ def replay(graph: StepGraph, durations: Durations | None = None) -> Timeline:
     pre = np.rint(np.bincount(graph.seg_node, weights=pre_w, minlength=graph.host_nodes)).astype(np.int64)
     hdur = d.seg_dur_ns[graph.host_seg]
     c_host = pre + hdur
-    sync_src = np.where(d.sync_on, graph.host_sync_src, -1)
-    has_sync = sync_src >= 0
-    head_x = np.where(graph.host_anchor_ns > NEG, graph.host_anchor_ns + c_host, NEG)
-    lat = np.where(graph.gpu_launch_lat_ns > NEG, np.rint(graph.gpu_launch_lat_ns * d.launch_scale).astype(np.int64), NEG)
-    has_launch = graph.gpu_launch >= 0
     gap = graph.gpu_stream_gap_ns
-    gdur = d.gpu_dur_ns
-    c_gpu = np.where(gap > NEG, gap, 0) + gdur
-    wait_src = np.where(d.wait_on, graph.gpu_wait_src, -1)
-    has_wait = wait_src >= 0
-    wake_src = graph.host_wake_src if graph.host_wake_src is not None else np.full(graph.host_nodes, -1, dtype=np.int64)
-    wake_off = graph.host_wake_off_ns if graph.host_wake_off_ns is not None else np.zeros(graph.host_nodes, dtype=np.int64)
-    has_wake = wake_src >= 0
-    post = post_wake_ns(graph, run)
-    gpu_end = np.full(graph.gpu_nodes, NEG, dtype=np.int64)
-    host_end = np.full(graph.host_nodes, NEG, dtype=np.int64)
+    h_head = np.ones(graph.host_nodes, dtype=bool)
+    h_head[1:] = graph.host_thread[1:] != graph.host_thread[:-1]
+    g_head = np.ones(graph.gpu_nodes, dtype=bool)
+    g_head[1:] = graph.gpu_stream[1:] != graph.gpu_stream[:-1]
+    return _Fixed(
+        c_host=c_host,
+        pre=pre,
+        hdur=hdur,
+        head_x=np.where(graph.host_anchor_ns > NEG, graph.host_anchor_ns + c_host, NEG),
+        is_head=h_head,
+        sync_src=np.where(d.sync_on, graph.host_sync_src, -1),
+        wake_src=graph.host_wake_src if graph.host_wake_src is not None else np.full(graph.host_nodes, -1, dtype=np.int64),
+        wake_off=graph.host_wake_off_ns if graph.host_wake_off_ns is not None else np.zeros(graph.host_nodes, dtype=np.int64),
+        post=post_wake_ns(graph, run),
+        lat=np.where(graph.gpu_launch_lat_ns > NEG, np.rint(graph.gpu_launch_lat_ns * d.launch_scale).astype(np.int64), NEG),
+        c_gpu=np.where(gap > NEG, gap, 0) + d.gpu_dur_ns,
+        gdur=d.gpu_dur_ns,
+        wait_src=np.where(d.wait_on, graph.gpu_wait_src, -1),
+        gpu_head=g_head,
+    )
+
+
+def _from(src: np.ndarray, values: np.ndarray, offset: np.ndarray | int) -> np.ndarray:
+    """values[src] + offset where src >= 0 and the value is known, else NEG."""
+    has = src >= 0
+    got = values[np.where(has, src, 0)] if values.size else np.full(src.size, NEG, dtype=np.int64)
+    out = np.where(has & (got > NEG // 2), got + offset, NEG)
+    return out
+
+
+def _wake_x(f: _Fixed, idx: np.ndarray, host_end: np.ndarray) -> np.ndarray:
+    return _from(f.wake_src[idx], host_end, f.wake_off[idx] + f.post[idx])
+
+
+def _host_start(graph: StepGraph, f: _Fixed, idx: np.ndarray, host_end: np.ndarray) -> np.ndarray:
+    """Start of host nodes ``idx``: after the previous node on the thread (or the thread's
+    anchor) and the host time before it, no earlier than the wake lets its own time end."""
+    prev = np.where(f.is_head[idx], -1, idx - 1)
+    start = np.where(graph.host_anchor_ns[idx] > NEG, graph.host_anchor_ns[idx] + f.pre[idx], _from(prev, host_end, f.pre[idx]))
+    wake = _wake_x(f, idx, host_end)
+    out: np.ndarray = np.where(wake > NEG, np.maximum(start, wake - f.hdur[idx]), start)
+    return out
+
+
+def _carry(idx: np.ndarray, is_head: np.ndarray, ends: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """For nodes ``idx`` (a block, each chain's nodes contiguous): the bound from the previous
+    node of the chain where that node is outside the block (solved in an earlier one)."""
+    outside = ~is_head[idx]
+    if idx.size:
+        outside[1:] &= idx[1:] - 1 != idx[:-1]
+    return np.where(outside, _from(np.where(outside, idx - 1, -1), ends, c[idx]), NEG)
+
+
+def _solve(
+    graph: StepGraph, f: _Fixed, hb: np.ndarray, gb: np.ndarray, host_end: np.ndarray, gpu_end: np.ndarray,
+    max_rounds: int = MAX_ROUNDS,
+) -> tuple[int, bool]:
+    """Rounds over host nodes ``hb`` and device nodes ``gb`` until nothing moves (or
+    ``max_rounds``), every other node's end held as it is in ``host_end``/``gpu_end`` (updated
+    in place). Returns the rounds and whether nothing moved in the last one."""
+    thread, stream = graph.host_thread[hb], graph.gpu_stream[gb]
+    c_host, c_gpu, gdur = f.c_host[hb], f.c_gpu[gb], f.gdur[gb]
+    head_x = f.head_x[hb]
+    sync_src, sync_post = f.sync_src[hb], graph.host_sync_post_ns[hb]
+    launch = graph.gpu_launch[gb]
+    has_launch = launch >= 0
+    launch_at = np.where(has_launch, launch, 0)
+    lat = f.lat[gb]
+    wait_src, wait_off = f.wait_src[gb], graph.gpu_wait_off_ns[gb]
+    anchor = graph.gpu_anchor_ns[gb]
+    host_carry = _carry(hb, f.is_head, host_end, f.c_host)
+    gpu_carry = _carry(gb, f.gpu_head, gpu_end, f.c_gpu)
     rounds = 0
     while True:
         rounds += 1
-        sync_x = np.where(has_sync, gpu_end[np.where(has_sync, sync_src, 0)] + graph.host_sync_post_ns, NEG) if graph.gpu_nodes else np.full(graph.host_nodes, NEG)
-        sync_x = np.where(sync_x <= NEG // 2, NEG, sync_x)
-        wake_x = np.where(has_wake, host_end[np.where(has_wake, wake_src, 0)] + wake_off + post, NEG) if graph.host_nodes else np.full(0, NEG)
-        wake_x = np.where(wake_x <= NEG // 2, NEG, wake_x)
-        new_host_end = _chain_solve(graph.host_thread, c_host, np.maximum(np.maximum(head_x, sync_x), wake_x))
-        prev_host_end = np.concatenate([[NEG], new_host_end[:-1]])
-        host_start = np.where(graph.host_anchor_ns > NEG, graph.host_anchor_ns + pre, prev_host_end + pre)
-        # a woken node's call starts when the wake lets it, its own time before its end
-        host_start = np.where(has_wake & (wake_x > NEG), np.maximum(host_start, wake_x - hdur), host_start)
-        launch_x = np.where(has_launch, host_start[np.where(has_launch, graph.gpu_launch, 0)] + lat, NEG) if graph.host_nodes else np.full(graph.gpu_nodes, NEG)
-        wait_x = np.where(has_wait, gpu_end[np.where(has_wait, wait_src, 0)] + graph.gpu_wait_off_ns, NEG)
-        wait_x = np.where(wait_x <= NEG // 2, NEG, wait_x)
-        start_x = np.maximum(np.maximum(launch_x, wait_x), graph.gpu_anchor_ns)
-        new_gpu_end = _chain_solve(graph.gpu_stream, c_gpu, np.where(start_x > NEG, start_x + gdur, NEG))
-        done = np.array_equal(new_gpu_end, gpu_end) and np.array_equal(new_host_end, host_end)
-        gpu_end, host_end = new_gpu_end, new_host_end
-        if done or rounds >= MAX_ROUNDS:
-            break
+        x = np.maximum(np.maximum(head_x, _from(sync_src, gpu_end, sync_post)), np.maximum(_wake_x(f, hb, host_end), host_carry))
+        new_host = _chain_solve(thread, c_host, x)
+        moved = not np.array_equal(new_host, host_end[hb])
+        host_end[hb] = new_host
+        starts = _host_start(graph, f, launch_at, host_end) if graph.host_nodes else np.full(gb.size, NEG, dtype=np.int64)
+        launch_x = np.where(has_launch & (starts > NEG // 2), starts + lat, NEG)
+        start_x = np.maximum(np.maximum(launch_x, _from(wait_src, gpu_end, wait_off)), anchor)
+        new_gpu = _chain_solve(stream, c_gpu, np.maximum(np.where(start_x > NEG, start_x + gdur, NEG), gpu_carry))
+        moved = moved or not np.array_equal(new_gpu, gpu_end[gb])
+        gpu_end[gb] = new_gpu
+        if not moved or rounds >= max_rounds:
+            return rounds, not moved
+
+
+# Rounds over the whole graph before a replay goes on in blocks.
+WHOLE_ROUNDS = 8
+# Nodes per block of a blocked replay: a round's fixed cost (a few dozen array operations) is
+# paid once per block and crossing, its per-node cost once per node and round.
+BLOCK_NODES = 4096
+
+
+def _blocks(graph: StepGraph) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Host and device nodes in blocks of the graph's order (each chain's nodes contiguous)."""
+    assert graph.host_order_ns is not None and graph.gpu_order_ns is not None
+    keys = np.sort(np.concatenate([graph.host_order_ns, graph.gpu_order_ns]))
+    bounds = np.unique(keys[BLOCK_NODES::BLOCK_NODES])
+    h_block = np.searchsorted(bounds, graph.host_order_ns, side="right")
+    g_block = np.searchsorted(bounds, graph.gpu_order_ns, side="right")
+    h_sorted, g_sorted = np.argsort(h_block, kind="stable"), np.argsort(g_block, kind="stable")
+    edges = np.arange(bounds.size + 2)
+    h_cut = np.searchsorted(h_block[h_sorted], edges)
+    g_cut = np.searchsorted(g_block[g_sorted], edges)
+    return [(h_sorted[h_cut[b]:h_cut[b + 1]], g_sorted[g_cut[b]:g_cut[b + 1]]) for b in range(bounds.size + 1)]
+
+
+def replay(graph: StepGraph, durations: Durations | None = None) -> Timeline:
+    """Start and end of every node with ``durations`` (the recorded ones by default).
+
+    Rounds over the whole graph until nothing moves. A graph with an order (:func:`with_order`)
+    that has not settled after ``WHOLE_ROUNDS`` goes on block after block of that order: an
+    edge never runs from a later block to an earlier one, so each block's rounds see the final
+    ends of the blocks before it, and the rounds a chain of syncs needs are paid on one block
+    at a time instead of on the whole trace (linear in the trace, not in trace × syncs). Every
+    value a round computes is the length of some path, so it never overshoots: one round over
+    the whole graph then checks that nothing moves, and goes on until nothing does where the
+    order did not hold."""
+    d = durations or Durations.recorded(graph)
+    f = _fixed(graph, d)
+    host_end = np.full(graph.host_nodes, NEG, dtype=np.int64)
+    gpu_end = np.full(graph.gpu_nodes, NEG, dtype=np.int64)
+    every = (np.arange(graph.host_nodes), np.arange(graph.gpu_nodes))
+    ordered = graph.host_order_ns is not None and graph.gpu_order_ns is not None
+    blocked = ordered and graph.host_nodes + graph.gpu_nodes > 2 * BLOCK_NODES
+    # Most traces settle in a few rounds over the whole graph; one whose binding path crosses
+    # between host and device at every sync would need a round per crossing over all of it.
+    rounds, done = _solve(graph, f, *every, host_end, gpu_end, max_rounds=WHOLE_ROUNDS if blocked else MAX_ROUNDS)
+    if not done:
+        for hb, gb in _blocks(graph):
+            rounds += _solve(graph, f, hb, gb, host_end, gpu_end)[0]
+        rounds += _solve(graph, f, *every, host_end, gpu_end)[0]
+    host_start = _host_start(graph, f, np.arange(graph.host_nodes), host_end)
     return Timeline(
         host_start_ns=host_start,
         host_end_ns=host_end,
-        host_pre_ns=pre,
-        host_dur_ns=hdur,
-        gpu_start_ns=gpu_end - gdur,
+        host_pre_ns=f.pre,
+        host_dur_ns=f.hdur,
+        gpu_start_ns=gpu_end - f.gdur,
         gpu_end_ns=gpu_end,
-        gpu_dur_ns=gdur,
+        gpu_dur_ns=f.gdur,
         durations=d,
         rounds=rounds,
-        host_post_ns=post,
+        host_post_ns=f.post,
+    )
+
+
+def _chain_cummax(chain: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Running maximum of ``values`` within each chain (nodes sorted by chain)."""
+    if values.size == 0:
+        return values.copy()
+    known = values > NEG // 2
+    if not known.any():
+        return values.copy()
+    values = np.where(known, values, values[known].min())
+    lo = int(values.min())
+    span_ = int(values.max()) - lo + 1
+    out: np.ndarray = np.maximum.accumulate((values - lo) + chain * span_) - chain * span_ + lo
+    return out
+
+
+def with_order(graph: StepGraph, tl: Timeline) -> StepGraph:
+    """``graph`` with the order blocked replays follow: each node's end on ``tl``, its replay
+    with recorded durations (a fixed point, where every edge runs forward in time), made
+    non-decreasing along each chain so that a block holds a contiguous run of every chain."""
+    return replace(
+        graph,
+        host_order_ns=_chain_cummax(graph.host_thread, tl.host_end_ns),
+        gpu_order_ns=_chain_cummax(graph.gpu_stream, tl.gpu_end_ns),
     )
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import weakref
 
 from traceinsight.analysis.whatif.graph import StepGraph, build
-from traceinsight.analysis.whatif.replay import Timeline, replay
+from traceinsight.analysis.whatif.replay import Timeline, replay, with_order
 from traceinsight.analysis.whatif.threads import as_woken, with_wakes
 from traceinsight.trace.model import Trace
 
@@ -25,7 +25,9 @@ def recorded(trace: Trace) -> tuple[StepGraph, Timeline]:
         graph = build(trace)
         first = replay(graph)
         woken = with_wakes(graph, first)
-        found = (woken, first if woken is graph else as_woken(woken, first))
+        timeline = first if woken is graph else as_woken(woken, first)
+        # later replays (the findings' transformations) are solved in blocks of this order
+        found = (with_order(woken, timeline), timeline)
         _BUILT[key] = found
         # dropped with the trace, before its id can be given to another object
         weakref.finalize(trace, _BUILT.pop, key, None)
