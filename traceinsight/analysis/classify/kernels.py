@@ -31,6 +31,9 @@ COLUMNS: dict[str, pl.DataType | type[pl.DataType]] = {
     "alignment": pl.Int64,
 }
 UNMATCHED_RULE = "none"
+# Classes already computed, by (vendor, name); cleared past this many names.
+_CLASSES: dict[tuple[str | None, str], tuple[object, ...]] = {}
+MAX_CACHED_CLASSES = 200_000
 
 
 @dataclass(frozen=True)
@@ -303,7 +306,17 @@ def classify_names(names: pl.Series | Iterable[str | None], vendor: str | None =
     and tells RCCL from NCCL (RCCL keeps NCCL's kernel names). A null name counts as "".
     """
     series = names if isinstance(names, pl.Series) else pl.Series("name", list(names), dtype=pl.String)
-    return _classify_unique(series, _norm_vendor(vendor))
+    v = _norm_vendor(vendor)
+    unique = series.cast(pl.String).fill_null("").unique(maintain_order=True).to_list()
+    # A name's class depends on the name and the vendor alone: each is classified once per
+    # process (analyses and transformations ask for the same kernel names many times).
+    missing = [n for n in unique if (v, n) not in _CLASSES]
+    if missing:
+        if len(_CLASSES) + len(missing) > MAX_CACHED_CLASSES:
+            _CLASSES.clear()
+        for row in _classify_unique(pl.Series("name", missing, dtype=pl.String), v).iter_rows():
+            _CLASSES[(v, row[0])] = row
+    return pl.DataFrame([_CLASSES[(v, n)] for n in unique], schema=COLUMNS, orient="row")
 
 
 def with_classes(frame: pl.DataFrame, name_col: str = "name", vendor: str | None = None) -> pl.DataFrame:

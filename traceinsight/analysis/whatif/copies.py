@@ -11,16 +11,16 @@ from dataclasses import dataclass, replace
 from typing import ClassVar
 
 import numpy as np
-import polars as pl
 
 from traceinsight.analysis.whatif.graph import SEG_LAUNCH, SEG_SYNC, StepGraph
 from traceinsight.analysis.whatif.replay import Durations
 from traceinsight.analysis.whatif.transforms import (
     Transformation,
     _factor,
-    _regex,
     _segments_in,
-    owner_names,
+    memoized,
+    name_hits,
+    owners_match,
     scale_host,
 )
 
@@ -39,8 +39,7 @@ class PinCopies(Transformation):
 
     def apply(self, graph: StepGraph, d: Durations) -> Durations:
         factor = _factor(self.factor, "a copy time factor")
-        names = graph.gpu_work["name"].cast(pl.String).fill_null("")
-        hit = names.str.contains(_regex(self.pattern)).to_numpy() & (graph.gpu_launch >= 0)
+        hit = memoized(graph, "gpu_names", self.pattern, lambda: name_hits(graph.gpu_work["name"], self.pattern)) & (graph.gpu_launch >= 0)
         nodes = np.unique(graph.gpu_launch[hit])
         segs = graph.host_seg[nodes]
         launches = np.flatnonzero(graph.seg_class == SEG_LAUNCH)
@@ -88,7 +87,7 @@ class ShrinkOwnTime(Transformation):
 
     def apply(self, graph: StepGraph, d: Durations) -> Durations:
         factor = _factor(self.factor, "a host factor")
-        own = owner_names(graph, graph.seg_owner).str.contains(_regex(self.region)).to_numpy() & (graph.seg_class != SEG_SYNC)
+        own = owners_match(graph, graph.seg_owner, self.region) & (graph.seg_class != SEG_SYNC)
         return scale_host(d, own, factor)
 
     def describe(self) -> str:
@@ -103,7 +102,7 @@ class CollapseEagerLaunches(Transformation):
     kind: ClassVar[str] = "graphs_eager"
 
     def apply(self, graph: StepGraph, d: Durations) -> Durations:
-        replayed = owner_names(graph, graph.seg_owner).str.contains(r"(?i)GraphLaunch").to_numpy()
+        replayed = owners_match(graph, graph.seg_owner, r"(?i)GraphLaunch")
         return replace(d, seg_dur_ns=np.where((graph.seg_class == SEG_LAUNCH) & ~replayed, 0, d.seg_dur_ns))
 
     def describe(self) -> str:

@@ -103,6 +103,9 @@ class StepGraph:
     # blocks of this order, one block after the other. None: replays solve the whole graph at once.
     host_order_ns: np.ndarray | None = None
     gpu_order_ns: np.ndarray | None = None
+    # masks a transformation computed from names and spans (which a graph derived by
+    # ``replace`` keeps, but gets a memo of its own), by (what, pattern); read-only arrays
+    memo: dict[tuple[str, str], np.ndarray] = field(default_factory=dict, init=False, compare=False, repr=False)
 
     @property
     def host_nodes(self) -> int:

@@ -147,26 +147,73 @@ def _fixed(graph: StepGraph, d: Durations) -> _Fixed:
     )
 
 
-def _from(src: np.ndarray, values: np.ndarray, offset: np.ndarray | int) -> np.ndarray:
-    """values[src] + offset where src >= 0 and the value is known, else NEG."""
-    has = src >= 0
-    got = values[np.where(has, src, 0)] if values.size else np.full(src.size, NEG, dtype=np.int64)
-    out = np.where(has & (got > NEG // 2), got + offset, NEG)
-    return out
+@dataclass(frozen=True)
+class _Link:
+    """``values[src] + offset`` for fixed sources and offsets (NEG where a row has no source or
+    its source has no value yet): the cross-chain edges of a round, gathered only where they are."""
+
+    at: np.ndarray  # rows that have a source
+    src: np.ndarray
+    add: np.ndarray
+    size: int
+
+    @staticmethod
+    def make(src: np.ndarray, offset: np.ndarray) -> _Link:
+        at = np.flatnonzero(src >= 0)
+        return _Link(at=at, src=src[at], add=np.broadcast_to(offset, src.shape)[at], size=src.size)
+
+    def of(self, values: np.ndarray) -> np.ndarray:
+        out = np.full(self.size, NEG, dtype=np.int64)
+        if self.at.size:
+            got = values[self.src]
+            out[self.at] = np.where(got > NEG // 2, got + self.add, NEG)
+        return out
 
 
-def _wake_x(f: _Fixed, idx: np.ndarray, host_end: np.ndarray) -> np.ndarray:
-    return _from(f.wake_src[idx], host_end, f.wake_off[idx] + f.post[idx])
+@dataclass(frozen=True)
+class _Chains:
+    """The parts of ``end[i] = max(end[i-1] + c[i], x[i])`` per chain that do not change
+    between rounds (see :func:`_chain_solve`)."""
+
+    chain: np.ndarray
+    big_c: np.ndarray  # prefix of c within the chain
+
+    @staticmethod
+    def make(chain: np.ndarray, c: np.ndarray) -> _Chains:
+        if chain.size == 0:
+            return _Chains(chain=chain.astype(np.int64), big_c=c.astype(np.int64))
+        csum = np.cumsum(c)
+        heads = np.flatnonzero(np.concatenate([[True], chain[1:] != chain[:-1]]))
+        base = np.repeat(csum[heads] - c[heads], np.diff(np.append(heads, chain.size)))
+        # chains renumbered from 0 so that the offsets below stay small
+        ids = np.cumsum(np.concatenate([[True], chain[1:] != chain[:-1]])) - 1
+        return _Chains(chain=ids.astype(np.int64), big_c=(csum - base).astype(np.int64))
+
+    def solve(self, x: np.ndarray) -> np.ndarray:
+        if x.size == 0:
+            return x.copy()
+        bound = x > NEG // 2
+        if not bound.any():
+            return np.full(x.size, NEG, dtype=np.int64)
+        v = x - self.big_c
+        lo = int(v[bound].min()) - 1
+        v = np.where(bound, v, lo)
+        span = int(v.max()) - lo + 1
+        shift = self.chain * span
+        acc = np.maximum.accumulate((v - lo) + shift) - shift + lo
+        out: np.ndarray = np.where(acc == lo, NEG, acc + self.big_c)
+        return out
 
 
-def _host_start(graph: StepGraph, f: _Fixed, idx: np.ndarray, host_end: np.ndarray) -> np.ndarray:
-    """Start of host nodes ``idx``: after the previous node on the thread (or the thread's
-    anchor) and the host time before it, no earlier than the wake lets its own time end."""
-    prev = np.where(f.is_head[idx], -1, idx - 1)
-    start = np.where(graph.host_anchor_ns[idx] > NEG, graph.host_anchor_ns[idx] + f.pre[idx], _from(prev, host_end, f.pre[idx]))
-    wake = _wake_x(f, idx, host_end)
-    out: np.ndarray = np.where(wake > NEG, np.maximum(start, wake - f.hdur[idx]), start)
-    return out
+def _host_start(graph: StepGraph, f: _Fixed, idx: np.ndarray) -> tuple[np.ndarray, _Link, _Link]:
+    """How host nodes ``idx`` start: a fixed start (thread heads: anchor + the host time before
+    them, else NEG), after the previous node on the thread (a link with the host time before),
+    and no earlier than the wake lets their own time end (a link)."""
+    anchored = graph.host_anchor_ns[idx] > NEG
+    fixed = np.where(anchored, graph.host_anchor_ns[idx] + f.pre[idx], NEG)
+    prev = _Link.make(np.where(anchored | f.is_head[idx], -1, idx - 1), f.pre[idx])
+    wake = _Link.make(f.wake_src[idx], f.wake_off[idx] + f.post[idx] - f.hdur[idx])
+    return fixed, prev, wake
 
 
 def _carry(idx: np.ndarray, is_head: np.ndarray, ends: np.ndarray, c: np.ndarray) -> np.ndarray:
@@ -175,7 +222,7 @@ def _carry(idx: np.ndarray, is_head: np.ndarray, ends: np.ndarray, c: np.ndarray
     outside = ~is_head[idx]
     if idx.size:
         outside[1:] &= idx[1:] - 1 != idx[:-1]
-    return np.where(outside, _from(np.where(outside, idx - 1, -1), ends, c[idx]), NEG)
+    return _Link.make(np.where(outside, idx - 1, -1), c[idx]).of(ends)
 
 
 def _solve(
@@ -185,29 +232,32 @@ def _solve(
     """Rounds over host nodes ``hb`` and device nodes ``gb`` until nothing moves (or
     ``max_rounds``), every other node's end held as it is in ``host_end``/``gpu_end`` (updated
     in place). Returns the rounds and whether nothing moved in the last one."""
-    thread, stream = graph.host_thread[hb], graph.gpu_stream[gb]
-    c_host, c_gpu, gdur = f.c_host[hb], f.c_gpu[gb], f.gdur[gb]
-    head_x = f.head_x[hb]
-    sync_src, sync_post = f.sync_src[hb], graph.host_sync_post_ns[hb]
+    host_chains = _Chains.make(graph.host_thread[hb], f.c_host[hb])
+    gpu_chains = _Chains.make(graph.gpu_stream[gb], f.c_gpu[gb])
+    gdur = f.gdur[gb]
+    head_x = np.maximum(f.head_x[hb], _carry(hb, f.is_head, host_end, f.c_host))
+    sync = _Link.make(f.sync_src[hb], graph.host_sync_post_ns[hb])
+    wake = _Link.make(f.wake_src[hb], f.wake_off[hb] + f.post[hb])
+    # a launch edge: the launching node's start plus the launch latency
     launch = graph.gpu_launch[gb]
     has_launch = launch >= 0
-    launch_at = np.where(has_launch, launch, 0)
+    l_fixed, l_prev, l_wake = _host_start(graph, f, np.where(has_launch, launch, 0))
+    l_fixed = np.where(has_launch, l_fixed, NEG)
     lat = f.lat[gb]
-    wait_src, wait_off = f.wait_src[gb], graph.gpu_wait_off_ns[gb]
-    anchor = graph.gpu_anchor_ns[gb]
-    host_carry = _carry(hb, f.is_head, host_end, f.c_host)
+    wait = _Link.make(f.wait_src[gb], graph.gpu_wait_off_ns[gb])
+    base_x = np.maximum(graph.gpu_anchor_ns[gb], np.where(has_launch & (l_fixed > NEG), l_fixed + lat, NEG))
     gpu_carry = _carry(gb, f.gpu_head, gpu_end, f.c_gpu)
     rounds = 0
     while True:
         rounds += 1
-        x = np.maximum(np.maximum(head_x, _from(sync_src, gpu_end, sync_post)), np.maximum(_wake_x(f, hb, host_end), host_carry))
-        new_host = _chain_solve(thread, c_host, x)
+        x = np.maximum(np.maximum(head_x, sync.of(gpu_end)), wake.of(host_end))
+        new_host = host_chains.solve(x)
         moved = not np.array_equal(new_host, host_end[hb])
         host_end[hb] = new_host
-        starts = _host_start(graph, f, launch_at, host_end) if graph.host_nodes else np.full(gb.size, NEG, dtype=np.int64)
+        starts = np.maximum(l_prev.of(host_end), l_wake.of(host_end)) if graph.host_nodes else np.full(gb.size, NEG, dtype=np.int64)
         launch_x = np.where(has_launch & (starts > NEG // 2), starts + lat, NEG)
-        start_x = np.maximum(np.maximum(launch_x, _from(wait_src, gpu_end, wait_off)), anchor)
-        new_gpu = _chain_solve(stream, c_gpu, np.maximum(np.where(start_x > NEG, start_x + gdur, NEG), gpu_carry))
+        start_x = np.maximum(np.maximum(launch_x, wait.of(gpu_end)), base_x)
+        new_gpu = gpu_chains.solve(np.maximum(np.where(start_x > NEG, start_x + gdur, NEG), gpu_carry))
         moved = moved or not np.array_equal(new_gpu, gpu_end[gb])
         gpu_end[gb] = new_gpu
         if not moved or rounds >= max_rounds:
@@ -215,7 +265,7 @@ def _solve(
 
 
 # Rounds over the whole graph before a replay goes on in blocks.
-WHOLE_ROUNDS = 8
+WHOLE_ROUNDS = 24
 # Nodes per block of a blocked replay: a round's fixed cost (a few dozen array operations) is
 # paid once per block and crossing, its per-node cost once per node and round.
 BLOCK_NODES = 4096
@@ -260,7 +310,8 @@ def replay(graph: StepGraph, durations: Durations | None = None) -> Timeline:
         for hb, gb in _blocks(graph):
             rounds += _solve(graph, f, hb, gb, host_end, gpu_end)[0]
         rounds += _solve(graph, f, *every, host_end, gpu_end)[0]
-    host_start = _host_start(graph, f, np.arange(graph.host_nodes), host_end)
+    fixed, prev, wake = _host_start(graph, f, np.arange(graph.host_nodes))
+    host_start = np.maximum(np.maximum(fixed, prev.of(host_end)), wake.of(host_end))
     return Timeline(
         host_start_ns=host_start,
         host_end_ns=host_end,

@@ -8,6 +8,7 @@ from :func:`traceinsight.analysis.whatif.api.saving_ns`.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
@@ -16,7 +17,7 @@ import polars as pl
 
 from traceinsight.analysis.classify import FAMILIES, classify_names
 from traceinsight.analysis.lib import intervals
-from traceinsight.analysis.whatif.graph import GPU_COMM, SEG_LAUNCH, SEG_SYNC, StepGraph
+from traceinsight.analysis.whatif.graph import GPU_COMM, SEG_LAUNCH, SEG_SYNC, StepGraph, rows_of
 from traceinsight.analysis.whatif.replay import Durations
 
 
@@ -38,11 +39,37 @@ def _factor(value: float, what: str) -> float:
     return float(value)
 
 
+def name_hits(names: pl.Series, pattern: str) -> np.ndarray:
+    """Whether each of ``names`` matches ``pattern``: the expression runs once per distinct
+    name (a trace repeats a few thousand names over millions of events)."""
+    text = names.cast(pl.String).fill_null("")
+    unique = text.unique()
+    hit = unique.filter(unique.str.contains(_regex(pattern)))
+    out: np.ndarray = text.is_in(hit.implode()).to_numpy()
+    return out
+
+
+def memoized(graph: StepGraph, what: str, pattern: str, compute: Callable[[], np.ndarray]) -> np.ndarray:
+    """``compute()`` once per graph, ``what`` and ``pattern`` (the findings replay the same
+    transformations several times: alone, on top of others, all together)."""
+    key = (what, pattern)
+    found = graph.memo.get(key)
+    if found is None:
+        found = compute()
+        found.flags.writeable = False
+        graph.memo[key] = found
+    return found
+
+
 def _gpu_selected(graph: StepGraph, target: str) -> np.ndarray:
+    return memoized(graph, "gpu", target, lambda: _gpu_selected_now(graph, target))
+
+
+def _gpu_selected_now(graph: StepGraph, target: str) -> np.ndarray:
     """Device nodes named by ``target``: a kernel family (``gemm``) or ``name~REGEX``."""
     names = graph.gpu_work["name"].cast(pl.String).fill_null("")
     if target.startswith("name~"):
-        return names.str.contains(_regex(target[5:])).to_numpy()
+        return name_hits(names, target[5:])
     if target not in FAMILIES:
         raise TransformError(f"unknown kernel family {target!r}: use one of {', '.join(FAMILIES)}, or name~REGEX")
     unique = names.unique()
@@ -55,28 +82,54 @@ def _segments_in(graph: StepGraph, pattern: str | None) -> np.ndarray:
     """Host segments inside a span whose name matches ``pattern`` (all when None), on its thread."""
     if pattern is None:
         return np.ones(graph.seg_node.size, dtype=bool)
+    return memoized(graph, "segments_in", pattern, lambda: _segments_in_now(graph, pattern))
+
+
+def _segments_in_now(graph: StepGraph, pattern: str) -> np.ndarray:
+    """:func:`_segments_in`, computed.
+
+    Segments are sorted by thread and start, so with (thread, time) folded into one sortable
+    key a binary search finds, for every segment, the last merged span starting at or before
+    it on its thread."""
+    if pattern is None:
+        return np.ones(graph.seg_node.size, dtype=bool)
     host = graph.host_events
-    spans = host.filter(pl.col("name").cast(pl.String).str.contains(_regex(pattern))).select(
-        "pid", "tid", pl.col("ts_ns").alias("start_ns"), "end_ns"
-    )
-    if spans.height == 0:
-        return np.zeros(graph.seg_node.size, dtype=bool)
-    merged = intervals.union(spans, by=["pid", "tid"]).rename({"start_ns": "seg_start", "end_ns": "span_end"})
-    segs = pl.DataFrame({"owner": graph.seg_owner, "seg_start": graph.seg_start_ns, "i": np.arange(graph.seg_node.size)})
-    segs = segs.join(host.select(pl.col("id").alias("owner"), "pid", "tid"), on="owner", how="left").sort("seg_start")
-    found = segs.join_asof(merged.sort("seg_start").with_columns(span_start=pl.col("seg_start")), on="seg_start",
-                           by=["pid", "tid"], strategy="backward", check_sortedness=False)
-    inside = found.filter(pl.col("seg_start") < pl.col("span_end"))["i"].to_numpy()
     mask = np.zeros(graph.seg_node.size, dtype=bool)
-    mask[inside] = True
+    hit = name_hits(host["name"], pattern)
+    if not hit.any() or graph.seg_node.size == 0:
+        return mask
+    seg_thread = graph.host_thread[graph.seg_node]
+    heads = np.flatnonzero(np.concatenate([[True], seg_thread[1:] != seg_thread[:-1]]))
+    ids = host["id"].to_numpy()
+    head_rows = rows_of(ids, graph.seg_owner[heads])
+    threads = pl.DataFrame({
+        "pid": host["pid"].to_numpy()[head_rows], "tid": host["tid"].to_numpy()[head_rows], "thread": seg_thread[heads],
+    })
+    spans = host.filter(pl.Series(hit)).select("pid", "tid", pl.col("ts_ns").alias("start_ns"), "end_ns").join(
+        threads.cast({"pid": host.schema["pid"], "tid": host.schema["tid"]}), on=["pid", "tid"], how="inner"
+    )
+    merged = intervals.union(spans, by=["thread"])
+    if merged.height == 0:
+        return mask
+    span_start, span_end = merged["start_ns"].to_numpy(), merged["end_ns"].to_numpy()
+    t0 = min(int(graph.seg_start_ns.min()), int(span_start.min()))
+    width = max(int(graph.seg_start_ns.max()), int(span_end.max())) - t0 + 1
+    span_key = merged["thread"].to_numpy().astype(np.int64) * width + (span_start - t0)
+    seg_key = seg_thread.astype(np.int64) * width + (graph.seg_start_ns - t0)
+    at = np.searchsorted(span_key, seg_key, side="right") - 1
+    ok = at >= 0
+    j = np.maximum(at, 0)
+    same = merged["thread"].to_numpy()[j] == seg_thread
+    mask[:] = ok & same & (graph.seg_start_ns < span_end[j])
     return mask
 
 
-def owner_names(graph: StepGraph, owners: np.ndarray) -> pl.Series:
-    """Names of the host events ``owners`` (ids), in order; "" where unknown."""
-    return pl.DataFrame({"id": owners}).join(
-        graph.host_events.select("id", pl.col("name").cast(pl.String)), on="id", how="left", maintain_order="left"
-    )["name"].fill_null("")
+def owners_match(graph: StepGraph, owners: np.ndarray, pattern: str) -> np.ndarray:
+    """Whether the host event of each id in ``owners`` has a name matching ``pattern``."""
+    hit = memoized(graph, "host_names", pattern, lambda: name_hits(graph.host_events["name"], pattern))
+    rows = rows_of(graph.host_events["id"].to_numpy(), owners)
+    out: np.ndarray = (rows >= 0) & hit[np.maximum(rows, 0)] if hit.size else np.zeros(owners.size, dtype=bool)
+    return out
 
 
 def scale_host(d: Durations, mask: np.ndarray, factor: float, gap_mask: np.ndarray | None = None) -> Durations:
@@ -139,10 +192,9 @@ class Remove(Transformation):
     def apply(self, graph: StepGraph, d: Durations) -> Durations:
         segs = _segments_in(graph, self.pattern)
         if self.keep_inside is not None:
-            segs &= ~_segments_in(graph, self.keep_inside)
+            segs = segs & ~_segments_in(graph, self.keep_inside)
         nodes_hit = segs[graph.host_seg]
-        names = graph.gpu_work["name"].cast(pl.String).fill_null("")
-        gpu = names.str.contains(_regex(self.pattern)).to_numpy()
+        gpu = memoized(graph, "gpu_names", self.pattern, lambda: name_hits(graph.gpu_work["name"], self.pattern))
         # the gap before a removed segment stays (it is time of whatever came before)
         return replace(
             d,
@@ -187,7 +239,7 @@ class MakeAsync(Transformation):
     pattern: str = r"(?i)memcpy"
 
     def apply(self, graph: StepGraph, d: Durations) -> Durations:
-        hit = owner_names(graph, graph.seg_owner[graph.host_seg]).str.contains(_regex(self.pattern)).to_numpy()
+        hit = owners_match(graph, graph.seg_owner[graph.host_seg], self.pattern)
         return replace(d, sync_on=d.sync_on & ~hit)
 
     def describe(self) -> str:
