@@ -34,6 +34,19 @@ def test_bench_analyses_times_every_single_trace_analysis(tmp_path: Path) -> Non
     assert [name for name, _ in timed] == [s.name for s in ANALYSES if s.kind == "trace"]
     assert all(float(seconds) > 0 for _, seconds in timed)
     assert re.search(r"^all together\s+\d+\.\d+$", out, re.M)
+    assert re.search(r"^critical_path \+ findings: [\d.]+ s = [\d.]+ x the cold load$", out, re.M), out
+    assert re.search(r"^traceinsight analyze --no-cache --format json, end to end: [\d.]+ s", out, re.M), out
+
+
+def test_bench_analyses_shows_growth_between_two_sizes(tmp_path: Path) -> None:
+    """``--tiles`` builds the trace at two sizes and says how each time grew against the events."""
+    out = _run("bench_analyses.py", "--tiles", "1,2", "--source", str(sample_path("train_compiled")),
+               "--only", "gaps,critical_path", "--no-end-to-end", "--out-dir", str(tmp_path), cwd=tmp_path)
+    assert re.search(r"^growth from [\d,]+ to [\d,]+ events \(2\.0 x\)", out, re.M), out
+    grown = dict(re.findall(r"^  (\S.*?)\s+[\d.]+ s ->\s+[\d.]+ s\s+([\d.]+)$", out, re.M))
+    assert {"gaps", "critical_path", "all together", "load"} <= set(grown), grown
+    # the source trace is plain JSON after tiling: json.load is timed against it
+    assert "json.load" in grown
 
 
 def test_bench_load_measures_a_trace_made_by_make_large_trace(tmp_path: Path) -> None:
@@ -52,8 +65,3 @@ def test_bench_job_compares_the_pool_sizes(tmp_path: Path) -> None:
     assert re.search(r"^2 ranks, --jobs 1: [\d.]+ s", out, re.M)
     assert re.search(r"^2 ranks, --jobs 2: [\d.]+ s", out, re.M)
     assert re.search(r"^jobs 2 / jobs 1 time: [\d.]+$", out, re.M)
-
-
-def test_bench_whatif_puts_graph_and_replay_against_the_cold_load(tmp_path: Path) -> None:
-    out = _run("bench_whatif.py", str(sample_path("train_eager")), cwd=tmp_path)
-    assert re.search(r"^graph \+ replay \+ wake edges = \d+\.\d % of the cold load", out, re.M), out

@@ -26,6 +26,7 @@ from typing import Any
 
 import polars as pl
 
+from traceinsight.analysis.core.memo import per_trace
 from traceinsight.analysis.cost.args import (
     ASSUMED_LIST_DTYPE_BYTES,
     OpArgs,
@@ -147,6 +148,11 @@ def _nearest_costed(op_ids: pl.DataFrame, parents: pl.DataFrame, costed: pl.Data
 
 
 def kernel_costs(trace: Any) -> pl.DataFrame:
+    """:func:`kernel_costs_of` the trace, computed once per trace."""
+    return per_trace(trace, "kernel_costs", lambda: kernel_costs_of(trace))
+
+
+def kernel_costs_of(trace: Any) -> pl.DataFrame:
     """FLOPs and bytes of each kernel/memcpy/memset (``KERNEL_COST_COLUMNS``).
 
     A kernel takes the cost of the nearest op above it that has one; an op that launched

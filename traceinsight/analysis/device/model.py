@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from traceinsight.analysis.core.memo import per_trace
 from traceinsight.analysis.device import infer as device_infer
 from traceinsight.analysis.device import peaks as devices
 
@@ -392,6 +393,10 @@ def from_meta(
 
 def from_trace(trace: Trace, config: AnalysisConfig | None = None, device: int | None = None) -> DeviceModel:
     """The model of the device that ran the most GPU time in ``trace`` (or of ``device``)."""
+    return per_trace(trace, ("device_model", config, device), lambda: _from_trace(trace, config, device))
+
+
+def _from_trace(trace: Trace, config: AnalysisConfig | None, device: int | None) -> DeviceModel:
     k = trace.kernels
     gpu = k.filter(pl.col("device").is_not_null()) if "device" in k.columns else k.head(0)
     if device is None and gpu.height:

@@ -303,9 +303,12 @@ def _launching_ops(ctx: FindingContext) -> list[str]:
         .value_counts(name="kernels")
     )
     host = (
-        ctx.trace.events.filter(pl.col("kind") == "cpu_op")
-        .group_by(pl.col("name").cast(pl.String))
+        ctx.trace.events.lazy()
+        .filter(pl.col("kind") == "cpu_op")
+        .group_by("name")
         .agg(pl.col("dur_ns").sum().alias("host_ns"))
+        .with_columns(pl.col("name").cast(pl.String))
+        .collect()
     )
     per = launched.join(host, on="name", how="inner").filter(
         pl.col("host_ns") <= pl.col("kernels") * DISPATCH_MAX_NS_PER_KERNEL

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from traceinsight.analysis.core.memo import per_trace
 from traceinsight.analysis.findings.catalogue import SYNC_RETURN_TOLERANCE_NS
 from traceinsight.analysis.lib import intervals
 from traceinsight.analysis.lib.host_names import SYNC_CALL_PATTERN
@@ -35,9 +36,14 @@ def _blocking_calls(trace: Trace) -> pl.DataFrame:
     calls of device-to-pageable copies (they return when the copy is done)."""
     ev = trace.events
     name = pl.col("name").cast(pl.String)
-    calls = ev.filter(
-        pl.col("kind").cast(pl.String).is_in(["runtime", "driver"]) & name.str.contains(SYNC_CALL_PATTERN)
-    ).select(*THREAD, pl.col("ts_ns").alias("start_ns"), "end_ns")
+    calls = (
+        ev.lazy()
+        .filter(pl.col("kind").cast(pl.String).is_in(["runtime", "driver"]))
+        .select(*THREAD, pl.col("ts_ns").alias("start_ns"), "end_ns", "name")
+        .filter(name.str.contains(SYNC_CALL_PATTERN))
+        .drop("name")
+        .collect()
+    )
     pageable = (
         trace.kernels.filter(
             (pl.col("kind") == "memcpy")
@@ -58,6 +64,11 @@ def _blocking_calls(trace: Trace) -> pl.DataFrame:
 
 
 def blocking_spans(trace: Trace) -> pl.DataFrame:
+    """:func:`_blocking_spans` of the trace, computed once per trace."""
+    return per_trace(trace, "blocking_spans", lambda: _blocking_spans(trace))
+
+
+def _blocking_spans(trace: Trace) -> pl.DataFrame:
     """Per host thread, the spans of synchronising ops and blocking calls (nested ones merged:
     ``.item()`` → ``_local_scalar_dense`` → ``cudaStreamSynchronize``), each with the host time
     spent in it (``blocked_ns``): what removing the sync gives back to the host."""

@@ -79,10 +79,14 @@ class Workload:
 
 
 def _names(trace: Trace, kinds: list[str]) -> pl.DataFrame:
+    # grouped by the categorical name, then cast: the distinct names, not every event
     return (
-        trace.events.filter(pl.col("kind").cast(pl.String).is_in(kinds))
-        .group_by(pl.col("name").cast(pl.String))
+        trace.events.lazy()
+        .filter(pl.col("kind").cast(pl.String).is_in(kinds))
+        .group_by("name")
         .len()
+        .with_columns(pl.col("name").cast(pl.String))
+        .collect()
     )
 
 

@@ -6,7 +6,10 @@ cumulative maximum (``end[i] - C[i] = cummax(x[j] - C[j])``, ``C`` the prefix su
 What crosses chains (launches, sync waits, cross-stream waits) is fed in from the previous
 round; rounds repeat until nothing moves. Every value only grows from round to round, so the
 fixed point reached is the longest path; the number of rounds is the number of times the
-binding path crosses between host and device, plus one.
+binding path crosses between host and device, plus one. A trace whose binding path crosses at
+every sync would need that many rounds over the whole trace (its length times its syncs): such
+a replay goes on in blocks of time, each settled before the next (see :func:`replay`), which
+keeps the work linear in the trace.
 """
 
 from __future__ import annotations
@@ -61,28 +64,10 @@ class Timeline:
     gpu_dur_ns: np.ndarray
     durations: Durations
     rounds: int
+    # the work the rounds did: nodes solved, summed over rounds (linear in the trace)
+    node_rounds: int = 0
     # per host node woken by another thread: its thread's replayed time from the wake to its end
     host_post_ns: np.ndarray | None = None
-
-
-def _chain_solve(chain: np.ndarray, c: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """end[i] = max(end[i-1] + c[i], x[i]) per chain (nodes sorted by chain; NEG: no bound)."""
-    if chain.size == 0:
-        return x.copy()
-    csum = np.cumsum(c)
-    heads = np.flatnonzero(np.concatenate([[True], chain[1:] != chain[:-1]]))
-    base = np.repeat(csum[heads] - c[heads], np.diff(np.append(heads, chain.size)))
-    big_c = csum - base  # prefix of c within the chain
-    bound = x > NEG // 2
-    if not bound.any():
-        return np.full(x.size, NEG, dtype=np.int64)
-    v = x - big_c
-    lo = int(v[bound].min()) - 1  # the value that stands for "no bound yet"
-    v = np.where(bound, v, lo)
-    span = int(v.max()) - lo + 1
-    acc = np.maximum.accumulate((v - lo) + chain * span) - chain * span + lo
-    out: np.ndarray = np.where(acc == lo, NEG, acc + big_c)
-    return out
 
 
 def post_wake_ns(graph: StepGraph, seg_run_ns: np.ndarray) -> np.ndarray:
@@ -173,7 +158,8 @@ class _Link:
 @dataclass(frozen=True)
 class _Chains:
     """The parts of ``end[i] = max(end[i-1] + c[i], x[i])`` per chain that do not change
-    between rounds (see :func:`_chain_solve`)."""
+    between rounds: with ``C`` the prefix sum of ``c`` in the chain, ``end[i] - C[i]`` is the
+    running maximum of ``x[j] - C[j]``, one cumulative maximum over every chain at once."""
 
     chain: np.ndarray
     big_c: np.ndarray  # prefix of c within the chain
@@ -227,11 +213,12 @@ def _carry(idx: np.ndarray, is_head: np.ndarray, ends: np.ndarray, c: np.ndarray
 
 def _solve(
     graph: StepGraph, f: _Fixed, hb: np.ndarray, gb: np.ndarray, host_end: np.ndarray, gpu_end: np.ndarray,
-    max_rounds: int = MAX_ROUNDS,
+    work: list[int], max_rounds: int = MAX_ROUNDS,
 ) -> tuple[int, bool]:
     """Rounds over host nodes ``hb`` and device nodes ``gb`` until nothing moves (or
     ``max_rounds``), every other node's end held as it is in ``host_end``/``gpu_end`` (updated
-    in place). Returns the rounds and whether nothing moved in the last one."""
+    in place; ``work[0]`` counts the nodes solved). Returns the rounds and whether nothing
+    moved in the last one."""
     host_chains = _Chains.make(graph.host_thread[hb], f.c_host[hb])
     gpu_chains = _Chains.make(graph.gpu_stream[gb], f.c_gpu[gb])
     gdur = f.gdur[gb]
@@ -250,6 +237,7 @@ def _solve(
     rounds = 0
     while True:
         rounds += 1
+        work[0] += hb.size + gb.size
         x = np.maximum(np.maximum(head_x, sync.of(gpu_end)), wake.of(host_end))
         new_host = host_chains.solve(x)
         moved = not np.array_equal(new_host, host_end[hb])
@@ -305,11 +293,12 @@ def replay(graph: StepGraph, durations: Durations | None = None) -> Timeline:
     blocked = ordered and graph.host_nodes + graph.gpu_nodes > 2 * BLOCK_NODES
     # Most traces settle in a few rounds over the whole graph; one whose binding path crosses
     # between host and device at every sync would need a round per crossing over all of it.
-    rounds, done = _solve(graph, f, *every, host_end, gpu_end, max_rounds=WHOLE_ROUNDS if blocked else MAX_ROUNDS)
+    work = [0]
+    rounds, done = _solve(graph, f, *every, host_end, gpu_end, work, max_rounds=WHOLE_ROUNDS if blocked else MAX_ROUNDS)
     if not done:
         for hb, gb in _blocks(graph):
-            rounds += _solve(graph, f, hb, gb, host_end, gpu_end)[0]
-        rounds += _solve(graph, f, *every, host_end, gpu_end)[0]
+            rounds += _solve(graph, f, hb, gb, host_end, gpu_end, work)[0]
+        rounds += _solve(graph, f, *every, host_end, gpu_end, work)[0]
     fixed, prev, wake = _host_start(graph, f, np.arange(graph.host_nodes))
     host_start = np.maximum(np.maximum(fixed, prev.of(host_end)), wake.of(host_end))
     return Timeline(
@@ -322,6 +311,7 @@ def replay(graph: StepGraph, durations: Durations | None = None) -> Timeline:
         gpu_dur_ns=f.gdur,
         durations=d,
         rounds=rounds,
+        node_rounds=work[0],
         host_post_ns=f.post,
     )
 
