@@ -17,6 +17,7 @@ from traceinsight.capture.distributed import dist_rank
 from traceinsight.capture.memsnap import DEFAULT_MAX_ENTRIES, MemoryHistory, snapshot_path
 from traceinsight.capture.merge import merge_samples, read_trace, write_trace_atomic
 from traceinsight.capture.nvml import NvmlSampler
+from traceinsight.capture.stepclock import StepClock
 from traceinsight.errors import CaptureError
 
 if TYPE_CHECKING:
@@ -124,6 +125,8 @@ class Profile(contextlib.ContextDecorator):
         self._cycle = 0
         self._start_ns = 0
         self._errors: list[BaseException] = []
+        # the steps the schedule leaves unrecorded, timed: the program's own step
+        self._clock = StepClock(self.schedule.to_dict() if self.schedule is not None else None)
 
     @property
     def torch_profiler(self) -> Any:
@@ -134,6 +137,8 @@ class Profile(contextlib.ContextDecorator):
         """Mark the end of a step; drives the schedule (forwards to torch.profiler's step)."""
         self.steps += 1
         if self._prof is not None:
+            # stamped before the profiler's step: its switch to warm-up belongs to the next step
+            self._clock.step()
             self._prof.step()
 
     def _multi_cycle(self) -> bool:
@@ -188,6 +193,7 @@ class Profile(contextlib.ContextDecorator):
             if self._memory is not None:
                 self._memory.stop()
             raise
+        self._clock.start()
         _active.append(self)
         return self
 
@@ -260,6 +266,9 @@ class Profile(contextlib.ContextDecorator):
         meta["schedule"] = self.schedule.to_dict() if self.schedule is not None else None
         meta["options"] = dict(self.options)
         meta["steps"] = self.steps
+        timed = self._clock.meta()
+        if timed is not None:
+            meta["unprofiled_steps"] = timed
         rank = dist_rank()
         if rank is not None:
             meta["rank"] = rank

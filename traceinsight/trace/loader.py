@@ -10,7 +10,7 @@ from typing import Any
 from traceinsight.errors import TraceFormatError
 from traceinsight.trace import cache as trace_cache
 from traceinsight.trace.link import link
-from traceinsight.trace.model import DeviceProperties, Trace, TraceMeta
+from traceinsight.trace.model import DeviceProperties, Trace, TraceMeta, UnprofiledSteps
 from traceinsight.trace.reader import RawTrace, read_bytes, read_trace
 
 _OPTION_KEYS = ("record_shapes", "with_stack", "profile_memory", "with_modules", "with_flops")
@@ -118,6 +118,11 @@ def _meta(
         for key, value in (capture["capture"].get("options") or {}).items():
             options.setdefault(key, value)
     distributed = header.get("distributedInfo")
+    unprofiled = None
+    if isinstance(capture, dict) and isinstance(capture.get("capture"), dict) and "unprofiled_steps" in capture["capture"]:
+        unprofiled = UnprofiledSteps.parse(capture["capture"]["unprofiled_steps"])
+        if unprofiled is None:
+            link_warnings = [*link_warnings, "traceinsight.capture.unprofiled_steps is not as capture writes it: ignored"]
     return TraceMeta(
         path=str(path),
         file_bytes=file_bytes,
@@ -135,4 +140,5 @@ def _meta(
         pid_labels=raw.pid_labels,
         phase_counts=raw.phase_counts,
         warnings=tuple(raw.warnings + link_warnings),
+        unprofiled_steps=unprofiled,
     )

@@ -33,6 +33,42 @@ class DeviceProperties:
 
 
 @dataclass(frozen=True)
+class UnprofiledSteps:
+    """Steps the recording program ran without the profiler, timed by capture (written into
+    the trace by ``traceinsight capture`` / ``profile()``): the program's own step.
+
+    ``step``: the schedule's step index of each (0 is the run's first); ``wall_ns``: host time
+    between ``step()`` calls; ``device_ns``: CUDA-event time between them on the current
+    stream (None where not timed; empty without CUDA); ``timing``: how each was taken."""
+
+    step: tuple[int, ...]
+    wall_ns: tuple[int, ...]
+    device_ns: tuple[int | None, ...] = ()
+    timing: dict[str, str] = field(default_factory=dict)
+
+    @staticmethod
+    def parse(data: Any) -> UnprofiledSteps | None:
+        """From the trace's metadata; None when absent or not as capture writes it."""
+        if not isinstance(data, dict):
+            return None
+        step, wall, device = data.get("step"), data.get("wall_ns"), data.get("device_ns", [])
+        timing = data.get("timing", {})
+        if not (isinstance(step, (list, tuple)) and isinstance(wall, (list, tuple)) and isinstance(device, (list, tuple))):
+            return None
+        if not isinstance(timing, dict):
+            return None
+        if not step or len(wall) != len(step) or (device and len(device) != len(step)):
+            return None
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in [*step, *wall]):
+            return None
+        if not all(v is None or (isinstance(v, int) and not isinstance(v, bool)) for v in device):
+            return None
+        return UnprofiledSteps(
+            step=tuple(step), wall_ns=tuple(wall), device_ns=tuple(device), timing={str(k): str(v) for k, v in timing.items()}
+        )
+
+
+@dataclass(frozen=True)
 class TraceMeta:
     path: str
     file_bytes: int
@@ -55,6 +91,8 @@ class TraceMeta:
     iterations: dict[str, Any] | None = None
     # Graph replays merged with their capture trace(s) (analysis.lib.graph_capture.CaptureMerge.to_dict)
     graph_capture: dict[str, Any] | None = None
+    # Steps capture timed without the profiler (None: not recorded; third-party traces)
+    unprofiled_steps: UnprofiledSteps | None = None
 
     @property
     def rank(self) -> int | None:
@@ -84,6 +122,7 @@ class TraceMeta:
         data["process_names"] = {int(k): v for k, v in data.get("process_names", {}).items()}
         data["pid_labels"] = {int(k): v for k, v in data.get("pid_labels", {}).items()}
         data["warnings"] = tuple(data.get("warnings", ()))
+        data["unprofiled_steps"] = UnprofiledSteps.parse(data.get("unprofiled_steps"))
         return TraceMeta(**data)
 
 

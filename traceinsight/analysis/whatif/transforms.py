@@ -279,3 +279,97 @@ def apply_all(graph: StepGraph, transformations: tuple[Transformation, ...], d: 
     for t in transformations:
         out = t.apply(graph, out)
     return out
+
+
+# Classes of what the profiler records, each with its own host cost (see RemoveProfilerCost).
+PROFILER_EVENT_CLASSES = ("op", "runtime", "python", "memory")
+# The profiler's cost is spread over the host time near where it was spent: windows this long.
+PROFILER_COST_WINDOW_NS = 1_000_000
+
+
+@dataclass(frozen=True)
+class RemoveProfilerCost(Transformation):
+    """The profiler's own host time taken out: every recorded event costs the host
+    ``per_event_ns`` of its class (``op``: CPU ops and annotations, ``runtime``: runtime and
+    driver calls, ``python``: with_stack's Python frames, ``memory``: profile_memory's
+    allocator events, at ``memory_at``). Whether shapes were recorded is the trace's, not the
+    event's: the caller gives ``op`` the cost that goes with it.
+
+    Where the time goes: the profiler's callbacks run around each event (before its start
+    stamp, after its end stamp) and inside the calls it instruments, so its cost is not inside
+    any one span but in the host time close to the event. Each thread's host time is cut into
+    windows of ``window_ns``; the cost of the events that start in a window is taken out of
+    that window's host time (segments and untraced gaps; not the time of synchronising calls,
+    which wait), each piece shrunk by the same share; what a window cannot hold is taken from
+    the next windows of its thread."""
+
+    kind: ClassVar[str] = "profiler_cost"
+    per_event_ns: tuple[tuple[str, float], ...]
+    # (pid, tid, ts_ns) of profile_memory's events; empty without them
+    memory_at: tuple[tuple[int, int, int], ...] = ()
+    window_ns: int = PROFILER_COST_WINDOW_NS
+
+    def _costs(self) -> dict[str, float]:
+        costs = dict(self.per_event_ns)
+        unknown = set(costs) - set(PROFILER_EVENT_CLASSES)
+        if unknown:
+            raise TransformError(f"unknown profiler event class(es) {sorted(unknown)}: use {', '.join(PROFILER_EVENT_CLASSES)}")
+        if self.window_ns <= 0:
+            raise TransformError(f"the window must be > 0 ns, got {self.window_ns}")
+        return {k: _factor(v, f"the cost of a {k} event") for k, v in costs.items()}
+
+    def apply(self, graph: StepGraph, d: Durations) -> Durations:
+        costs = self._costs()
+        if graph.seg_owner.size == 0:
+            return d
+        w = self.window_ns
+        kind = pl.col("kind").cast(pl.String)
+        cls = pl.when(kind.is_in(["runtime", "driver"])).then(pl.lit("runtime")).when(kind == "python").then(pl.lit("python")).otherwise(pl.lit("op"))
+        spent = graph.host_events.select(
+            "pid", "tid", (pl.col("ts_ns") // w).alias("window"),
+            cls.replace_strict(costs, default=0.0, return_dtype=pl.Float64).alias("cost"),
+        )
+        if self.memory_at and costs.get("memory", 0.0) > 0:
+            memory = pl.DataFrame(list(self.memory_at), schema={"pid": pl.Int64, "tid": pl.Int64, "ts_ns": pl.Int64}, orient="row")
+            spent = pl.concat([spent, memory.select("pid", "tid", (pl.col("ts_ns") // w).alias("window"),
+                                                    pl.lit(costs["memory"], pl.Float64).alias("cost"))], how="vertical_relaxed")
+        cost = spent.group_by("pid", "tid", "window").agg(pl.col("cost").sum())
+        # the host time that can shrink: each segment and the gap before it, by the window it starts in
+        pieces = (
+            pl.DataFrame({"id": graph.seg_owner, "start": graph.seg_start_ns, "dur": d.seg_dur_ns, "gap": d.seg_gap_ns,
+                          "waits": graph.seg_class == SEG_SYNC})
+            .with_row_index("i")
+            .join(graph.host_events.select("id", "pid", "tid"), on="id", how="left", maintain_order="left")
+            .with_columns(window=pl.col("start") // w, work=pl.when(pl.col("waits")).then(pl.col("gap")).otherwise(pl.col("dur") + pl.col("gap")))
+        )
+        # Per thread and window, in time order: the cost wanted there plus what earlier windows
+        # could not take (their host time was shorter than their cost), cut from this window's
+        # host time: carry_w = max(0, carry_{w-1} + cost_w - work_w) (Lindley's recursion,
+        # solved with a cumulative minimum), so that no cost is lost while host time follows.
+        share = (
+            pieces.group_by("pid", "tid", "window").agg(pl.col("work").sum())
+            .join(cost, on=["pid", "tid", "window"], how="full", coalesce=True)
+            .with_columns(pl.col("work").fill_null(0), pl.col("cost").fill_null(0.0))
+            .sort("pid", "tid", "window")
+            .with_columns(excess=(pl.col("cost") - pl.col("work")).cum_sum().over("pid", "tid"))
+            .with_columns(carry=pl.col("excess") - pl.min_horizontal(pl.lit(0.0), pl.col("excess").cum_min().over("pid", "tid")))
+            .with_columns(carried_in=pl.col("carry").shift(1, fill_value=0.0).over("pid", "tid"))
+            .with_columns(cut=pl.col("cost") + pl.col("carried_in") - pl.col("carry"))
+            .with_columns(keep=pl.when(pl.col("work") > 0).then((1 - pl.col("cut") / pl.col("work")).clip(0, 1)).otherwise(1.0))
+        )
+        keep = pieces.join(share.select("pid", "tid", "window", "keep"), on=["pid", "tid", "window"], how="left", maintain_order="left")[
+            "keep"].fill_null(1.0).to_numpy()
+        waits = graph.seg_class == SEG_SYNC
+        return replace(
+            d,
+            seg_gap_ns=np.rint(d.seg_gap_ns * keep).astype(np.int64),
+            seg_dur_ns=np.where(waits, d.seg_dur_ns, np.rint(d.seg_dur_ns * keep).astype(np.int64)),
+        )
+
+    def describe(self) -> str:
+        parts = ", ".join(f"{k} {v / 1e3:.2f} µs" for k, v in self.per_event_ns)
+        return f"remove the profiler's host cost per event ({parts})"
+
+    def to_dict(self) -> dict[str, object]:
+        return {"kind": self.kind, "per_event_ns": dict(self.per_event_ns), "memory_events": len(self.memory_at),
+                "window_ns": self.window_ns, "description": self.describe()}

@@ -16,6 +16,7 @@ import polars as pl
 from traceinsight.analysis.lib import intervals
 from traceinsight.analysis.lib.host_names import GRAPH_LAUNCH_PATTERN, SYNC_CALL_PATTERN, SYNC_OPS
 from traceinsight.analysis.lib.timeline import analysis_window, busy_intervals
+from traceinsight.analysis.window.realstep import COST_US, RealStep
 from traceinsight.trace.model import Trace
 from traceinsight.trace.schema import PROFILER_STEP_PREFIX
 
@@ -45,13 +46,6 @@ PRE_WINDOW_NOTE_SHARE = 0.01
 # Idle inside graph replays (between their own kernels) limits the window above this share of idle.
 REPLAY_IDLE_SHARE = 0.25
 REPLAY_GAP_NS = 10_000
-# What torch.profiler costs the host per recorded event (µs): the 10th and 90th percentiles of
-# the measurements (4 workloads × option sets × 3 rounds, torch 2.11 on an H200 host;
-# sample_traces/measure_profiler_cost.py, sample_traces/profiler_cost.json): CPU ops, runtime
-# and driver calls, annotations (36 runs, median 1.66 µs); with_stack's Python frames, from the
-# time with_stack added over the Python events it added (12 runs, median 0.86 µs).
-PROFILER_COST_US = (1.0, 3.2)
-PYTHON_COST_US = (0.25, 1.5)
 PROFILED_HOST_KINDS = ("cpu_op", "runtime", "driver", "user_annotation", "python")
 # The estimate is a note when its upper end reaches this share of the step, and lowers host-time
 # findings when its lower end does.
@@ -411,19 +405,25 @@ def _events_per_step(trace: Trace, steps: pl.DataFrame) -> tuple[float, float, f
     return busiest["other"] / count, busiest["python"] / count, length
 
 
-def profiler_overhead(trace: Trace, steps: pl.DataFrame) -> Flag | None:
-    """The profiler's own host time: every recorded event costs some (measured per event, see
-    PROFILER_COST_US), with_stack adds Python events and profile_memory allocator events.
-    Said when the estimate reaches PROFILER_NOTE_SHARE of the step, or with either option."""
+def profiler_overhead(trace: Trace, steps: pl.DataFrame, real: RealStep | None = None) -> Flag | None:
+    """The profiler's own host time: the traced step less the un-profiled one (``real``, see
+    :mod:`.realstep`: timed by capture, or estimated by the calibrated per-event cost model);
+    without steps, the events recorded in the window at the per-event cost. with_stack adds
+    Python events and profile_memory allocator events. Said when the upper estimate reaches
+    PROFILER_NOTE_SHARE of the step, or with either option."""
     python = int(trace.events.filter(pl.col("kind").cast(pl.String) == "python").height)
     memory = int(trace.memory.height)
     other, frames, length_ns = _events_per_step(trace, steps)
     per_step = other + frames
-    # Never more than the step: a trace whose events are denser than the cost allows says so.
-    costs = [(other * c + frames * cp) * 1_000 for c, cp in zip(PROFILER_COST_US, PYTHON_COST_US, strict=True)]
-    denser = length_ns > 0 and costs[1] > length_ns
-    cost_lo_ns, cost_hi_ns = (min(c, length_ns) if length_ns > 0 else c for c in costs)
-    share_lo, share_hi = ((100.0 * c / length_ns) if length_ns > 0 else 0.0 for c in (cost_lo_ns, cost_hi_ns))
+    estimated = real is not None and real.source != "traced"
+    if real is not None and estimated:
+        length_ns = float(real.traced_ns)
+        cost_lo_ns, cost_hi_ns, cost_ns = float(real.cost_lo_ns), float(real.cost_hi_ns), float(real.cost_ns)
+    else:
+        lo_us, hi_us = COST_US
+        cost_lo_ns, cost_hi_ns = (min(per_step * c * 1_000, length_ns) if length_ns > 0 else per_step * c * 1_000 for c in (lo_us, hi_us))
+        cost_ns = (cost_lo_ns + cost_hi_ns) / 2
+    share_lo, share_hi, share = ((100.0 * c / length_ns) if length_ns > 0 else 0.0 for c in (cost_lo_ns, cost_hi_ns, cost_ns))
     if python == 0 and memory == 0 and share_hi < PROFILER_NOTE_SHARE * 100:
         return None
     count = max(steps.height, 1)
@@ -433,36 +433,47 @@ def profiler_overhead(trace: Trace, steps: pl.DataFrame) -> Flag | None:
         parts.append(f"with_stack=True: {python} Python function events ({python // count} {unit})")
     if memory:
         parts.append(f"profile_memory=True: {memory} allocator events ({memory // count} {unit})")
-    lo_us, hi_us = PROFILER_COST_US
-    rate = f"{lo_us:g}–{hi_us:g} µs of host time per event" + (
-        f" ({PYTHON_COST_US[0]:g}–{PYTHON_COST_US[1]:g} µs per Python frame)" if frames else ""
-    )
-    estimate = (
-        f"{per_step:,.0f} host events recorded {unit} on the busiest thread; at the {rate} the profiler "
-        f"costs, {cost_lo_ns / 1e6:.2f}–{cost_hi_ns / 1e6:.2f} ms of the "
-        f"{length_ns / 1e6:.2f} ms {'median step' if steps.height else 'window'} ({share_lo:.0f}–{share_hi:.0f} %) "
-        "is the profiler's own"
-        + (" (the upper rate would exceed the step: events are recorded more densely than the measured "
-           "cost allows, so the share is large but this estimate cannot bound it)" if denser else "")
-    )
+    what = f"{per_step:,.0f} host events recorded {unit} on the busiest thread"
+    if real is not None and estimated:
+        clock = "timed without the profiler" if real.source == "recorded" else "estimated without the profiler"
+        estimate = (
+            f"{what}; the step {clock}: {_ms(real.step_ns)} ({_ms(real.lo_ns)}–{_ms(real.hi_ns)}) against "
+            f"{_ms(real.traced_ns)} traced, so {cost_lo_ns / 1e6:.2f}–{cost_hi_ns / 1e6:.2f} ms of the median step "
+            f"({share_lo:.0f}–{share_hi:.0f} %) is the profiler's own"
+        )
+    else:
+        lo_us, hi_us = COST_US
+        estimate = (
+            f"{what}; at {lo_us:g}–{hi_us:g} µs of host time per event, {cost_lo_ns / 1e6:.2f}–{cost_hi_ns / 1e6:.2f} ms "
+            f"of the {length_ns / 1e6:.2f} ms {'median step' if steps.height else 'window'} ({share_lo:.0f}–{share_hi:.0f} %) "
+            "is the profiler's own"
+        )
+    figures: list[tuple[str, float]] = [
+        ("python_events", float(python)),
+        ("memory_events", float(memory)),
+        ("host_events_per_step", round(per_step, 1)),
+        ("cost_lo_ms", round(cost_lo_ns / 1e6, 3)),
+        ("cost_hi_ms", round(cost_hi_ns / 1e6, 3)),
+        ("cost_lo_pct", round(share_lo, 1)),
+        ("cost_hi_pct", round(share_hi, 1)),
+        # the best estimate (traced − the un-profiled step's estimate)
+        ("cost_ms", round(cost_ns / 1e6, 3)),
+        ("cost_pct", round(share, 1)),
+    ]
+    if real is not None:
+        figures += [("real_step_ms", round(real.step_ns / 1e6, 3)), ("real_lo_ms", round(real.lo_ns / 1e6, 3)),
+                    ("real_hi_ms", round(real.hi_ns / 1e6, 3)), ("traced_step_ms", round(real.traced_ns / 1e6, 3))]
     return Flag(
         id="profiler_overhead",
         title="profiler overhead on the host",
         limits=False,
         evidence="; ".join([*parts, estimate]) + ": host-side time (and any host- or launch-bound saving) reads "
         "higher than without the profiler",
-        advice="confirm host- or launch-bound findings by timing the step without the profiler "
-        "(CUDA events around a few steps)"
+        advice=None if real is not None and real.source == "recorded" else
+        "confirm host- or launch-bound findings by timing the step without the profiler "
+        "(CUDA events around a few steps, or `traceinsight capture`, which times the schedule's wait steps)"
         + (", or on a trace recorded without with_stack/profile_memory" if parts else ""),
-        figures=(
-            ("python_events", float(python)),
-            ("memory_events", float(memory)),
-            ("host_events_per_step", round(per_step, 1)),
-            ("cost_lo_ms", round(cost_lo_ns / 1e6, 3)),
-            ("cost_hi_ms", round(cost_hi_ns / 1e6, 3)),
-            ("cost_lo_pct", round(share_lo, 1)),
-            ("cost_hi_pct", round(share_hi, 1)),
-        ),
+        figures=tuple(figures),
     )
 
 
@@ -471,10 +482,10 @@ def _figure(flag: Flag, name: str) -> float:
 
 
 def overhead_lowers_host_findings(flag: Flag) -> bool:
-    """Host-time findings read high on this trace: with_stack/profile_memory were on, or even
-    the low estimate of the profiler's cost is PROFILER_NOTE_SHARE of the step."""
+    """Host-time findings read high on this trace: with_stack/profile_memory were on, or the
+    best estimate of the profiler's cost (timed, else modelled) is PROFILER_NOTE_SHARE of the step."""
     recorded = _figure(flag, "python_events") > 0 or _figure(flag, "memory_events") > 0
-    return recorded or _figure(flag, "cost_lo_pct") >= PROFILER_NOTE_SHARE * 100
+    return recorded or _figure(flag, "cost_pct") >= PROFILER_NOTE_SHARE * 100
 
 
 def overhead_summary(flag: Flag) -> str:

@@ -21,6 +21,7 @@ from traceinsight.analysis.lib.timeline import analysis_window
 from traceinsight.analysis.sections.steps import StepsResult
 from traceinsight.analysis.window import assess
 from traceinsight.analysis.window.assess import SPAN_SCHEMA, Flag
+from traceinsight.analysis.window.realstep import RealStep, real_step
 from traceinsight.trace.model import Trace
 
 FLAG_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
@@ -40,6 +41,9 @@ class WindowResult(Result):
     flags: tuple[Flag, ...] = ()
     # Host spans (merged) inside which device idle time is one-time, not steady state.
     excluded: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=SPAN_SCHEMA))
+    # The step without the profiler (recorded by capture, estimated, or the traced one); None
+    # without steps. Per-step savings are priced on it.
+    real_step: RealStep | None = None
 
     @property
     def steady(self) -> bool:
@@ -80,6 +84,7 @@ class WindowResult(Result):
             "window_ns": self.window_ns,
             "excluded_ns": self.excluded_ns,
             "flags": [f.to_dict() for f in self.flags],
+            "real_step": self.real_step.to_dict() if self.real_step is not None else None,
         }
 
 
@@ -101,13 +106,14 @@ def run(trace: Trace, config: AnalysisConfig, inputs: Inputs = NO_INPUTS) -> Win
         assess.partial_gpu(trace, window_ns),
         assess.late_device_start(trace, window_ns),
         assess.steps(step_count, empty, trace.step_source) if trace.has_gpu else None,
-        assess.profiler_overhead(trace, step_rows),
     ]
+    real = real_step(trace, step_rows) if trace.has_gpu else None
+    flags.append(assess.profiler_overhead(trace, step_rows, real))
     kept = tuple(f for f in flags if f is not None)
     # Only the flags that limit the window take time out of the findings.
     spans = [f.excluded for f in kept if f.limits and f.excluded.height]
     excluded = intervals.union(pl.concat(spans)) if spans else pl.DataFrame(schema=SPAN_SCHEMA)
-    return WindowResult(window_ns=window_ns, flags=kept, excluded=intervals.clip(excluded, lo, hi))
+    return WindowResult(window_ns=window_ns, flags=kept, excluded=intervals.clip(excluded, lo, hi), real_step=real)
 
 
 SPEC = AnalysisSpec(

@@ -19,6 +19,12 @@ def render_terminal(result: WindowResult) -> RenderableType:
             style="yellow",
         )
     parts: list[RenderableType] = [head]
+    real = result.real_step
+    if real is not None:
+        clock = {"recorded": "recorded by capture", "model": "estimated by the calibrated model", "traced": "the traced step (no estimate)"}[real.source]
+        span = "" if real.lo_ns == real.hi_ns else f" ({ns(real.lo_ns)}–{ns(real.hi_ns)})"
+        parts.append(Text(f"step without the profiler: {ns(real.step_ns)}{span} against {ns(real.traced_ns)} traced; clock: {clock}", style="bold"))
+        parts.append(Text(f"  {real.method}", style="dim"))
     for flag in result.flags:
         style = "bold yellow" if flag.limits else "bold"
         parts.append(Text(f"{flag.id} — {flag.title}" + (" (limits the window)" if flag.limits else " (a note)"), style=style))
