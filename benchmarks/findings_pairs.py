@@ -1,10 +1,12 @@
 """Predicted vs measured saving for every before/after pair in sample_traces/.
 
-The measured saving is ``traceinsight diff``'s own figure: 1 - the ratio of the median kept
-step device time (after / before). The prediction is shown twice: the pool formula (the
-estimate a finding falls back to, ``claim_pct`` where the saving was replayed) and the saving
-reported (replayed from the dependency graph where the finding carries its fix as
-transformations and the trace replays; else the same pool formula, marked "-").
+Two measured savings: the fix timed without the profiler when the pair was recorded (CUDA
+events around steps that ran unprofiled: ``fix_timings.json``, ``models/*timings.json``,
+``comm/comm_timings.json``), and ``traceinsight diff``'s own figure on the traced steps (1 - the
+ratio of the median kept step device time, after / before). The prediction is the finding's
+saving applied alone, on the clock ``analyze`` prices on (the un-profiled step where it has one:
+``findings.clock``), and, beside it, what the finding lists (only what it adds to the findings
+ranked above it, so that the list adds up) and the pool formula it falls back to.
 Prints the Markdown table of docs/findings.md:
 
     python benchmarks/findings_pairs.py
@@ -12,6 +14,7 @@ Prints the Markdown table of docs/findings.md:
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from traceinsight.analysis.diff.compare import DiffOptions, DiffResult, diff_traces
@@ -72,12 +75,34 @@ def predictions(result: FindingsResult, finding_id: str) -> tuple[str, str]:
     return f"{f.saving_pct:.1f} %", "-"
 
 
+def unprofiled_pct() -> dict[str, float]:
+    """Each pair's saving timed without the profiler when it was recorded, by pair name."""
+    out: dict[str, float] = {}
+    for name in ("fix_timings.json", "models/model_timings.json", "models/isolation_retimed.json", "models/retimed_model_pairs.json"):
+        path = SAMPLES / name
+        if path.exists():
+            out.update({row["pair"]: float(row["saving_pct"]) for row in json.loads(path.read_text())})
+    comm = SAMPLES / "comm" / "comm_timings.json"
+    if comm.exists():
+        ms = {(r["pair"], r["side"]): r["ms"] for r in json.loads(comm.read_text()) if r["rank"] == 0}
+        for pair in {p for p, _ in ms}:
+            if (pair, "before") in ms and (pair, "after") in ms:
+                out[f"comm_{pair}_before.rank0"] = 100.0 * (1 - ms[(pair, "after")] / ms[(pair, "before")])
+    return out
+
+
+def alone(result: FindingsResult, finding_id: str) -> str:
+    f = next((f for f in (*result.findings, *result.not_material) if f.id == finding_id), None)
+    return "-" if f is None or f.alone_pct is None else f"{f.alone_pct:.1f} %"
+
+
 def main() -> None:
+    truth = unprofiled_pct()
     print(
-        "| pair | change | finding | predicted (pool formula) | predicted (replay) | measured (diff) "
-        "| step before → after (median) | first before | after |"
+        "| pair | change | finding | clock | predicted alone | listed | pool formula | measured without the profiler "
+        "| measured (diff of traced steps) | step before → after (median, traced) | first before | after |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for before, after, finding, change in PAIRS:
         b_path, a_path = SAMPLES / f"{before}.json.gz", SAMPLES / f"{after}.json.gz"
         if not (b_path.exists() and a_path.exists()):
@@ -90,8 +115,11 @@ def main() -> None:
         steps = f"{(st.before_median_ns or 0) / 1e6:.2f} → {(st.after_median_ns or 0) / 1e6:.2f} ms"
         remains = saving_of(fa, finding)
         name = Path(before).name.removeprefix("fix_").removeprefix("model_").removesuffix("_before")
+        real = truth.get(name, truth.get(Path(before).name))
+        listed = replayed if replayed != "-" else pool
         print(
-            f"| {name} | {change} | `{finding}` | {pool} | {replayed} | "
+            f"| {name} | {change} | `{finding}` | {fb.clock} | {alone(fb, finding)} | {listed} | {pool} | "
+            f"{'-' if real is None else f'{real:.1f} %'} | "
             f"{'-' if measured is None else f'{measured:.1f} %'} | {steps} | "
             f"`{fb.findings[0].id if fb.findings else '-'}` | {'none' if remains is None else f'{remains:.1f} %'} |"
         )

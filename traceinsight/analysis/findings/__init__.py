@@ -14,6 +14,7 @@ from dataclasses import replace
 from traceinsight.analysis.findings.attention import detect_eager_attention
 from traceinsight.analysis.findings.batching import detect_sequential_small_gemms
 from traceinsight.analysis.findings.catalogue import CATALOGUE, MATERIALITY_PCT
+from traceinsight.analysis.findings.clock import reprice
 from traceinsight.analysis.findings.comm import (
     detect_allreduce_per_parameter,
     detect_exposed_all_to_all,
@@ -131,7 +132,7 @@ def find(ctx: FindingContext) -> FindingsResult:
             + ", ".join(missing)
             + " (detectors reading them found nothing)"
         )
-    settled = settle_all(ctx, estimates)
+    settled, clock = reprice(ctx, settle_all(ctx, estimates), estimates)
     material, minor = _profiled(ctx, settled.material), _profiled(ctx, settled.minor)
     if settled.note:
         skipped.append(settled.note if settled.note == FEW_STEPS else settled.note.split(":")[0] + ": savings are the pool estimates")
@@ -144,7 +145,10 @@ def find(ctx: FindingContext) -> FindingsResult:
     return FindingsResult(
         findings=tuple(material),
         not_material=tuple(minor),
-        step_ns=ctx.step_ns,
+        step_ns=clock.step_ns if clock is not None else ctx.step_ns,
+        traced_step_ns=clock.traced_ns if clock is not None else ctx.step_ns,
+        clock=clock.source if clock is not None else "traced",
+        step_idle_ns=clock.idle_ns if clock is not None else None,
         steps=ctx.step_count,
         window_ns=ctx.window_ns,
         total_saving_pct=settled.total_pct,

@@ -79,6 +79,12 @@ class Finding:
     action: str | None = None  # the fix in a few words for this device (else the catalogue's)
     # Where the saving was replayed (method "replayed: ..."): the pool estimate it replaced.
     claim_pct: float | None = None
+    # What this fix saves applied alone, on the same clock (``saving_pct`` counts only what it
+    # adds to the findings ranked above it, so that the listed savings add up).
+    alone_pct: float | None = None
+    # The fix only gives back the GPU's idle time (its every claim is idle time): its saving is
+    # bounded by the idle time of the step it is priced on.
+    host_side: bool = False
 
     @property
     def memory_text(self) -> str | None:
@@ -99,7 +105,12 @@ class FindingsResult(Result):
     name: ClassVar[str] = "findings"
     findings: tuple[Finding, ...] = ()  # material ones, largest saving first
     not_material: tuple[Finding, ...] = ()  # below the materiality threshold
-    step_ns: int | None = None  # mean device time of a step (warm-up left out), the per-step unit
+    # the step every share is of: the un-profiled step where the window has one (recorded by
+    # capture, or estimated), else the traced one (mean device time, warm-up left out)
+    step_ns: int | None = None
+    traced_step_ns: int | None = None  # the profiled step
+    clock: str = "traced"  # recorded / estimated / traced: which step the savings are priced on
+    step_idle_ns: int | None = None  # the GPU's idle time in that step: what host-side fixes can give back
     steps: int = 0
     window_ns: int = 0  # the analysed time the shares are of
     # Applying every material finding together: their transformations replayed at once (where

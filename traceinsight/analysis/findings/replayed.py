@@ -254,14 +254,8 @@ def settle_all(ctx: FindingContext, estimates: list[Estimate]) -> Settled:
     rest_material, rest_minor = settle(ctx, [e for e in estimates if e.finding.id not in replayed_ids])
     rest = [_fallback(f, failed[f.id]) if f.id in failed else f for f in (*rest_material, *rest_minor)]
     material, minor = _split([*out, *rest])
-    chosen = [e for e in kept if e.finding.id in {f.id for f in material}]
-    together = tuple(t for e in chosen for t in e.transforms)
-    total = 0.0
-    if len(chosen) == 1 and not any(_nested_in(e, chosen[0].finding.id) for e in kept):  # its own replay
-        total = next(f.saving_pct for f in material if f.id == chosen[0].finding.id)
-    elif together and rep.before_ns > 0:
-        total = 100.0 * max(rep.before_ns - rep.after_ns(together), 0) / rep.before_ns
-    total += sum(f.saving_pct for f in material if f.id not in replayed_ids)
+    # the saving of doing them all is priced where they are composed (findings.clock)
+    total = sum(f.saving_pct for f in material)
     return Settled(material, minor, round(min(total, 100.0), 3), replayed=True)
 
 

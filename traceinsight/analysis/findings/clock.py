@@ -1,0 +1,203 @@
+"""Savings on the program's clock: each finding priced once, in rank order, on the step as it
+runs without the profiler.
+
+The traced step carries the profiler's own host time (``window.real_step``): a host-side fix
+priced on it reads high, since part of the host time it would remove is the profiler's. Where
+the window has an un-profiled step (recorded by capture, or estimated by the calibrated model)
+and the trace replays:
+
+- the *base* is the trace's dependency graph replayed with the profiler's cost taken out
+  (:class:`RemoveProfilerCost` at the per-event cost that gives that step);
+- the findings with transformations are applied on top of the base one after the other, in rank
+  order: each is priced on what the ones above it leave (the replay composes them), so the
+  listed savings add up to the saving of doing all of them, which is the base step minus the
+  step with every change applied;
+- the findings without one keep their estimate, converted to the un-profiled step and bounded
+  by what is left.
+
+On every clock, two bounds hold: a finding that only removes host-side time (it claims nothing
+but the GPU's idle time) saves at most the idle time the step has left, and no finding saves
+more than the step has left. Shares are of the clock's step (``step_ns``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+import polars as pl
+
+from traceinsight.analysis.findings.catalogue import MATERIALITY_PCT
+from traceinsight.analysis.findings.context import FindingContext
+from traceinsight.analysis.findings.model import Finding
+from traceinsight.analysis.findings.replayed import Settled, check
+from traceinsight.analysis.findings.savings import Estimate
+from traceinsight.analysis.whatif.transforms import (
+    RemoveProfilerCost,
+    Transformation,
+    TransformError,
+)
+from traceinsight.analysis.window.realstep import COST_US, RealStep, costs_ns, steady_steps
+from traceinsight.analysis.window.realstep import _memory_at as memory_at
+
+
+@dataclass(frozen=True)
+class Clock:
+    """The step savings are shares of, and where it came from."""
+
+    source: str  # recorded / estimated / traced
+    step_ns: int  # the step every share is of
+    traced_ns: int  # the profiled step
+    busy_ns: int  # the GPU's busy time in that step
+    method: str = ""
+
+    @property
+    def idle_ns(self) -> int:
+        return max(self.step_ns - self.busy_ns, 0)
+
+
+def _host_side(est: Estimate) -> bool:
+    """A fix that only gives back idle device time (its claims are all on the idle pool)."""
+    pools = {pool for pool, ns in est.claims if ns > 0}
+    return bool(pools) and pools == {"idle"}
+
+
+def clock_of(ctx: FindingContext) -> Clock | None:
+    """The clock of this trace: its steps' un-profiled step where the window has one."""
+    if ctx.steps is None or ctx.steps.steps.height == 0:
+        return None
+    steady = steady_steps(ctx.steps.steps)
+    busy = steady.select(pl.sum_horizontal("kernel_ns", "memcpy_ns", "memset_ns", "communication_ns").median()).item()
+    busy_ns = int(busy or 0)
+    real: RealStep | None = None if ctx.window is None else ctx.window.real_step
+    traced = int(ctx.step_ns or 0)
+    if real is None or real.source == "traced" or real.step_ns <= 0:
+        return Clock("traced", traced, traced, busy_ns) if traced > 0 else None
+    source = "recorded" if real.source == "recorded" else "estimated"
+    return Clock(source, min(real.step_ns, real.traced_ns), real.traced_ns, min(busy_ns, real.step_ns), real.method)
+
+
+def _base(ctx: FindingContext, clock: Clock, after_ns: object) -> tuple[tuple[Transformation, ...], int]:
+    """The profiler's cost taken out at the per-event cost that gives the clock's step, and the
+    base step it replays to. ``after_ns``: replays a tuple of transformations to a step."""
+    memory = memory_at(ctx.trace)
+    lo_cost, hi_cost = costs_ns()
+
+    def at(cost: float) -> tuple[tuple[Transformation, ...], int]:
+        t: tuple[Transformation, ...] = (
+            RemoveProfilerCost(tuple(sorted({k: cost * v / hi_cost["op"] for k, v in hi_cost.items()}.items())), memory),
+        )
+        return t, int(after_ns(t))  # type: ignore[operator]
+
+    # The step falls as the cost rises, nearly in proportion where the host is on the path: the
+    # cost that gives the clock's step is found between the two ends by one secant step.
+    lo_c, hi_c = lo_cost["op"], hi_cost["op"]
+    (t_lo, at_lo), (t_hi, at_hi) = at(lo_c), at(hi_c)
+    if at_lo == at_hi or clock.step_ns >= at_lo:
+        return (t_lo, at_lo) if clock.step_ns >= at_lo else (t_hi, at_hi)
+    if clock.step_ns <= at_hi:
+        return t_hi, at_hi
+    cost = lo_c + (hi_c - lo_c) * (at_lo - clock.step_ns) / (at_lo - at_hi)
+    return at(float(np.clip(cost, lo_c, hi_c)))
+
+
+def _cap(f: Finding, saved_ns: int, left_ns: int, idle_left_ns: int, host_side: bool) -> tuple[int, str | None]:
+    bound = min(left_ns, idle_left_ns) if host_side else left_ns
+    if saved_ns <= bound:
+        return saved_ns, None
+    what = "the GPU idle time the step has left" if host_side else "what the step has left"
+    return max(bound, 0), f"bounded by {what} ({bound / 1e6:.3f} ms)"
+
+
+def reprice(ctx: FindingContext, settled: Settled, estimates: list[Estimate]) -> tuple[Settled, Clock | None]:
+    """``settled`` priced once each, in rank order, on the clock of this trace (module doc)."""
+    clock = clock_of(ctx)
+    if clock is None or clock.step_ns <= 0:
+        return settled, clock
+    by_id = {e.finding.id: e for e in estimates}
+    ordered = sorted([*settled.material, *settled.minor], key=lambda f: (-f.saving_pct, f.id))
+    composed: dict[str, int] = {}
+    alone: dict[str, int] = {}
+    base_note = ""
+    rep = None
+    if settled.replayed:
+        rep, _ = check(ctx)
+    if rep is not None:
+        base: tuple[Transformation, ...] = ()
+        base_ns = rep.before_ns
+        if clock.source != "traced":
+            try:
+                base, base_ns = _base(ctx, clock, rep.after_ns)
+            except TransformError:
+                base, base_ns = (), 0
+        if base_ns > 0:
+            applied: tuple[Transformation, ...] = base
+            prev = base_ns
+            for f in ordered:
+                est = by_id.get(f.id)
+                if est is None or not est.transforms or not f.method.startswith("replayed"):
+                    continue
+                first = len(applied) == len(base)
+                applied = (*applied, *est.transforms)
+                now = rep.after_ns(applied)
+                composed[f.id] = max(prev - now, 0)
+                alone[f.id] = composed[f.id] if first else max(base_ns - rep.after_ns((*base, *est.transforms)), 0)
+                prev = min(prev, now)
+            # shares of the base step (the replayed un-profiled step), in ns of the clock's
+            scale = clock.step_ns / base_ns
+            composed = {k: round(v * scale) for k, v in composed.items()}
+            alone = {k: round(v * scale) for k, v in alone.items()}
+            base_note = (
+                f"replayed on the step without the profiler ({clock.source}: {clock.step_ns / 1e6:.3f} ms; traced "
+                f"{clock.traced_ns / 1e6:.3f} ms), after the findings ranked above it"
+                if base else "replayed after the findings ranked above it (each counts only what it adds)"
+            )
+    left = clock.step_ns
+    idle_left = clock.idle_ns
+    traced = max(clock.traced_ns, 1)
+    out: list[Finding] = []
+    for f in ordered:
+        est = by_id.get(f.id)
+        host_side = est is not None and _host_side(est)
+        if f.id in composed:
+            saved = composed[f.id]
+            by_itself = alone[f.id]
+            how = base_note
+        elif not f.per_step:
+            out.append(f)
+            continue
+        else:
+            # an estimate from the traced step: its share, of the clock's step for device time;
+            # host-side time shrinks with the profiler's share of the host's time
+            traced_ns = f.saving_ns if f.saving_ns else round(f.saving_pct / 100 * traced)
+            saved = traced_ns if not host_side else round(traced_ns * clock.idle_ns / max(traced - clock.busy_ns, 1))
+            by_itself = min(saved, clock.idle_ns if host_side else clock.step_ns)
+            how = (
+                f"on the step without the profiler ({clock.source}: {clock.step_ns / 1e6:.3f} ms; traced "
+                f"{clock.traced_ns / 1e6:.3f} ms)" if clock.source != "traced" else ""
+            )
+        saved, bounded = _cap(f, saved, left, idle_left, host_side)
+        left -= saved
+        if host_side:
+            idle_left -= saved
+        pct = 100.0 * saved / clock.step_ns
+        notes = "; ".join(x for x in (how, bounded) if x)
+        out.append(
+            replace(
+                f,
+                saving_pct=round(pct, 3),
+                saving_ns=saved,
+                alone_pct=round(100.0 * min(by_itself, clock.step_ns) / clock.step_ns, 3),
+                host_side=host_side,
+                material=(pct >= MATERIALITY_PCT) or f.id == "memory_pressure",
+                method=f"{f.method}. Priced {notes}" if notes else f.method,
+            )
+        )
+    ordered_out = sorted(out, key=lambda f: (-f.saving_pct, f.id))
+    material = [f for f in ordered_out if f.material]
+    minor = [f for f in ordered_out if not f.material]
+    total = min(100.0, sum(f.saving_pct for f in material if f.per_step))
+    total += sum(f.saving_pct for f in material if not f.per_step)
+    return Settled(material, minor, round(min(total, 100.0), 3), settled.replayed, settled.note), clock
+
+
+__all__ = ["COST_US", "Clock", "clock_of", "reprice"]
