@@ -90,6 +90,7 @@ def recordings(fit: bool) -> list[Row]:
     data = json.loads((HERE / "realclock" / "realclock.json").read_text())
     rows = []
     for host, found in data["hosts"].items():
+        label = f"{host} (held out)" if found.get("held_out") else host
         for rec in found["recordings"]:
             rounds = rec["unprofiled_rounds_ns"]
             for options, prof in rec["profiled"].items():
@@ -97,7 +98,7 @@ def recordings(fit: bool) -> list[Row]:
                 real = window(trace).real_step
                 assert real is not None, prof["trace"]
                 cost = fitted_cost_us(trace, rec["unprofiled_step_ns"]) if fit else None
-                rows.append(Row(host, rec["workload"], options, real.traced_ns, rec["unprofiled_step_ns"], min(rounds),
+                rows.append(Row(label, rec["workload"], options, real.traced_ns, rec["unprofiled_step_ns"], min(rounds),
                                 max(rounds), real, cost))
     return rows
 
