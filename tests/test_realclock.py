@@ -269,3 +269,19 @@ def test_the_runs_first_step_alone_is_no_clock(tmp_path: Path) -> None:
     real = window(write(host_bound(), tmp_path / "first.json", {"unprofiled_steps": timed})).real_step
     assert real is not None and real.source == "model"
     assert "only the run's first step" in real.method and real.hi_ns < real.traced_ns
+
+
+def test_a_timing_failure_never_costs_the_trace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("torch")
+    from traceinsight.capture import profile
+    from traceinsight.capture.stepclock import StepClock
+
+    def broken(self: StepClock) -> None:
+        raise RuntimeError("event lost")
+
+    monkeypatch.setattr(StepClock, "meta", broken)
+    out = tmp_path / "run.json.gz"
+    with profile(out, schedule={"wait": 2, "warmup": 1, "active": 1}, nvml=False) as p:
+        _train(p, 4)
+    assert p.paths == [out]
+    assert load(out, cache=False).meta.unprofiled_steps is None
