@@ -54,12 +54,12 @@ def test_the_range_meets_the_measured_step(host: str, rec: dict[str, Any], optio
     assert real.lo_ns <= max(rounds) and min(rounds) <= real.hi_ns, (real, rounds)
     # the traced step is the profiled one, timed by CUDA events in the same run (±3 %)
     assert real.traced_ns == pytest.approx(rec["profiled"][options]["median_device_ns"], rel=0.03)
-    # the flag's public figures are the range: cost = traced − un-profiled
+    # the flag's public figures are the range: cost = traced − un-profiled (never below 0)
     flag = window(rec["profiled"][options]["trace"]).flag("profiler_overhead")
     if flag is not None:
         figures = dict(flag.figures)
-        assert figures["cost_lo_ms"] == pytest.approx((real.traced_ns - real.hi_ns) / 1e6, abs=1e-3)
-        assert figures["cost_hi_ms"] == pytest.approx((real.traced_ns - real.lo_ns) / 1e6, abs=1e-3)
+        assert figures["cost_lo_ms"] == pytest.approx(max(real.traced_ns - real.hi_ns, 0) / 1e6, abs=1e-3)
+        assert figures["cost_hi_ms"] == pytest.approx(max(real.traced_ns - real.lo_ns, 0) / 1e6, abs=1e-3)
 
 
 def test_the_range_holds_the_measured_median_on_at_least_eight_workloads_of_each_host() -> None:
@@ -98,3 +98,24 @@ def test_the_capture_samples_are_priced_on_their_recorded_steps(cap: dict[str, A
     # the profiler's share, from the capture's own clock: a large part of these host-bound steps
     assert 0.25 < 1 - real.step_ns / real.traced_ns < 0.6
     assert "the calibrated model estimates" in real.method
+
+
+def test_traces_not_fitted_on_are_mostly_held() -> None:
+    # Recorded earlier for other purposes, each step timed without the profiler in the run
+    # that recorded it: decode loops (H200) and before/after pairs (H100). The range holds 23
+    # of 27 (docs/window.md says which four it misses and why); a model that drifts loses more.
+    samples = ROOT.parent
+    found: list[tuple[str, float]] = [
+        (f"decode/{t['name']}.json.gz", t["ms_per_token"]) for t in json.loads((samples / "decode" / "decode_timings.json").read_text())
+    ]
+    for pair in json.loads((samples / "models" / "model_timings.json").read_text()):
+        found += [(f"models/model_{pair['pair']}_{side}.json.gz", pair[f"{side}_ms"]) for side in ("before", "after")]
+    found += [(f"catalogue/{e['file']}", e["ms"]) for e in json.loads((samples / "catalogue" / "timings.json").read_text())]
+    held = []
+    for path, step_ms in found:
+        result = run_one(load(samples / path), "window")
+        assert isinstance(result, WindowResult)
+        real = result.real_step
+        assert real is not None, path
+        held.append(real.lo_ns <= step_ms * 1e6 <= real.hi_ns)
+    assert len(found) == 27 and sum(held) >= 22, [p for (p, _), h in zip(found, held, strict=True) if not h]

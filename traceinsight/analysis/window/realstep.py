@@ -38,12 +38,18 @@ from traceinsight.trace.model import Trace, UnprofiledSteps
 # model training steps 2.5–4.9, HF decode and inference 3.8–5.5); by what was recorded
 # (shapes or not, with_stack's Python frames, profile_memory's allocator events) it did not
 # differ beyond the hosts' run-to-run noise (the un-profiled step moved by up to 30 % between
-# rounds), so one cost applies to every class of event. Three workloads recorded afterwards on
-# a third host (held out) fitted 3.0–4.6 µs, inside the range.
+# rounds), so one range applies to every class of event (but for the low end of Python frames,
+# below). Three workloads recorded afterwards on a third host (held out) fitted 3.0–4.6 µs,
+# inside the range; docs/window.md checks it on 27 more traces, 24 of them on an H100.
 COST_US: tuple[float, float] = (0.85, 5.5)
+# with_stack's Python frames can cost less: 0.25 µs a frame at the least, measured as the time
+# with_stack added over the frames it added (sample_traces/profiler_cost.json, 12 runs,
+# 0.25–1.5 µs); the high end stays the one above.
+PYTHON_COST_LO_US = 0.25
 # The GPU's own time for the same work varied by up to 3.7 % between profiled and plain runs
-# of a GPU-bound loop (four 8192³ bf16 GEMMs): the low end is lowered by this share of the
-# GPU's busy time per step.
+# of a GPU-bound loop (four 8192³ bf16 GEMMs): the range is widened by this share of the GPU's
+# busy time per step on both sides (the high end may then pass the traced step: a run of the
+# program can be that much slower on its own).
 DEVICE_TOLERANCE = 0.05
 # The replay must give back the traced steps within this share to be trusted (whatif.model).
 REPLAY_TOLERANCE = 0.05
@@ -101,7 +107,9 @@ def shapes_recorded(trace: Trace) -> bool:
 def costs_ns() -> tuple[dict[str, float], dict[str, float]]:
     """The low and high per-event cost (ns) of every class."""
     lo, hi = COST_US
-    return {c: lo * 1e3 for c in COST_CLASSES}, {c: hi * 1e3 for c in COST_CLASSES}
+    low = {c: lo * 1e3 for c in COST_CLASSES}
+    low["python"] = PYTHON_COST_LO_US * 1e3
+    return low, {c: hi * 1e3 for c in COST_CLASSES}
 
 
 def _recorded(timed: UnprofiledSteps, traced_ns: int, model: RealStep | None) -> RealStep | None:
@@ -182,7 +190,7 @@ def _modelled(trace: Trace, steps: pl.DataFrame, traced_ns: int) -> RealStep:
         slow = _replayed(trace, numbers, lo_cost, memory)
         if fast is not None and slow is not None:
             lo_ns = max(round(min(fast, traced_ns) - DEVICE_TOLERANCE * _busy_ns(steady)), 0)
-            hi_ns = min(slow, traced_ns)
+            hi_ns = min(slow, traced_ns) + round(DEVICE_TOLERANCE * _busy_ns(steady))
             return RealStep(
                 step_ns=round((lo_ns + hi_ns) / 2),
                 lo_ns=lo_ns,
@@ -198,7 +206,7 @@ def _modelled(trace: Trace, steps: pl.DataFrame, traced_ns: int) -> RealStep:
     floor = _busy_ns(steady)
     hi_ns = max(traced_ns - round(per_step * lo_cost["op"]), floor)
     lo_ns = max(round(max(traced_ns - round(per_step * hi_cost["op"]), floor) - DEVICE_TOLERANCE * floor), 0)
-    hi_ns = min(max(hi_ns, lo_ns), traced_ns)
+    hi_ns = min(max(hi_ns, lo_ns), traced_ns) + round(DEVICE_TOLERANCE * floor)
     return RealStep(
         step_ns=round((lo_ns + hi_ns) / 2),
         lo_ns=lo_ns,
