@@ -90,6 +90,7 @@ def recordings(fit: bool) -> list[Row]:
     data = json.loads((HERE / "realclock" / "realclock.json").read_text())
     rows = []
     for host, found in data["hosts"].items():
+        label = f"{host} (held out)" if found.get("held_out") else host
         for rec in found["recordings"]:
             rounds = rec["unprofiled_rounds_ns"]
             for options, prof in rec["profiled"].items():
@@ -97,7 +98,7 @@ def recordings(fit: bool) -> list[Row]:
                 real = window(trace).real_step
                 assert real is not None, prof["trace"]
                 cost = fitted_cost_us(trace, rec["unprofiled_step_ns"]) if fit else None
-                rows.append(Row(host, rec["workload"], options, real.traced_ns, rec["unprofiled_step_ns"], min(rounds),
+                rows.append(Row(label, rec["workload"], options, real.traced_ns, rec["unprofiled_step_ns"], min(rounds),
                                 max(rounds), real, cost))
     return rows
 
@@ -125,6 +126,27 @@ def decode_loops() -> list[Row]:
             continue
         measured = round(timing["ms_per_token"] * 1e6)
         rows.append(Row("decode (not fitted)", timing["name"], "record_shapes", real.traced_ns, measured, measured, measured, real))
+    return rows
+
+
+def h100_pairs() -> list[Row]:
+    """The H100 pairs of models/ and catalogue/, each step timed by CUDA events outside the
+    profiler in the run that recorded the trace (model_timings.json, catalogue/timings.json)."""
+    found: list[tuple[str, str, float]] = []
+    for pair in json.loads((HERE / "models" / "model_timings.json").read_text()):
+        for side in ("before", "after"):
+            found.append((f"models/model_{pair['pair']}_{side}.json.gz", f"{pair['pair']} {side}", pair[f"{side}_ms"]))
+    for entry in json.loads((HERE / "catalogue" / "timings.json").read_text()):
+        found.append((f"catalogue/{entry['file']}", f"{entry['pair']} {entry['side']}" + (f" rank {entry['rank']}" if "rank" in entry else ""), entry["ms"]))
+    rows = []
+    for path, name, step_ms in found:
+        trace = load(HERE / path)
+        real = window(trace).real_step
+        if real is None:
+            continue
+        measured = round(step_ms * 1e6)
+        options = "with_stack, profile_memory" if trace.memory.height else "record_shapes"
+        rows.append(Row("H100 (not fitted)", name, options, real.traced_ns, measured, measured, measured, real))
     return rows
 
 
@@ -168,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps(summary(rows)))
     print()
     print("\n".join(captures()))
-    decode = decode_loops()
+    decode = decode_loops() + h100_pairs()
     print()
     print(table(decode, False))
     print()

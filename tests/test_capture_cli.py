@@ -78,9 +78,12 @@ def test_exit_code_and_steps(
 ) -> None:
     install(monkeypatch)
     out = tmp_path / "t.json.gz"
-    rc = run_cli(["capture", "-o", str(out), "--no-nvml", "--", "python", str(script), "6", "3"])
+    rc = run_cli(["capture", "-o", str(out), "--no-nvml", "--", "python", str(script), "8", "3"])
     assert rc == 3
-    assert step_names(out) == {"ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4"}
+    # by default three steps run without the profiler (timed), one warms up, three are recorded
+    assert step_names(out) == {"ProfilerStep#4", "ProfilerStep#5", "ProfilerStep#6"}
+    timed = read_trace(out)["traceinsight"]["capture"]["unprofiled_steps"]
+    assert timed["step"] == [0, 1, 2] and all(w > 0 for w in timed["wall_ns"])
     assert "trace written to" in capsys.readouterr().err
 
 
@@ -192,8 +195,8 @@ def test_capture_command_works_without_polars(script: Path, tmp_path: Path) -> N
         "sys.modules['traceinsight.cli.app'] = stub\n"
         "import traceinsight.cli.capture\n"
         "assert 'torch' not in sys.modules\n"
-        f"stub.app(['-o', {str(out)!r}, '--no-nvml', '--', {str(script)!r}, '3', '0'])\n"
+        f"stub.app(['-o', {str(out)!r}, '--no-nvml', '--', {str(script)!r}, '5', '0'])\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    assert "ProfilerStep#2" in step_names(out)
+    assert "ProfilerStep#4" in step_names(out)

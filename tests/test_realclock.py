@@ -127,10 +127,9 @@ def test_the_trace_keeps_the_timed_steps_when_the_code_raises(tmp_path: Path) ->
     from traceinsight.capture import profile
 
     out = tmp_path / "raised.json.gz"
-    with pytest.raises(RuntimeError, match="boom"):
-        with profile(out, schedule={"wait": 2, "warmup": 1, "active": 3}, nvml=False) as p:
-            _train(p, 4)
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError, match="boom"), profile(out, schedule={"wait": 2, "warmup": 1, "active": 3}, nvml=False) as p:
+        _train(p, 4)
+        raise RuntimeError("boom")
     meta = load(out, cache=False).meta.unprofiled_steps
     assert meta is not None and meta.step == (0, 1)
 
@@ -262,3 +261,27 @@ def test_decode_loop_without_profiler_steps_falls_back_to_a_bounded_subtraction(
     assert real.lo_ns >= (1 - DEVICE_TOLERANCE) * busy - 1
     # decode_timings.json: 5.45 ms per token without the profiler
     assert real.lo_ns <= 5_450_000 <= real.hi_ns
+
+
+def test_the_runs_first_step_alone_is_no_clock(tmp_path: Path) -> None:
+    # capture with wait=1 times step 0 only: start-up, so the model stays the clock and says why
+    timed = {"step": [0], "wall_ns": [900_000_000], "device_ns": [899_000_000], "timing": {"wall": "w", "device": "d"}}
+    real = window(write(host_bound(), tmp_path / "first.json", {"unprofiled_steps": timed})).real_step
+    assert real is not None and real.source == "model"
+    assert "only the run's first step" in real.method and real.hi_ns < real.traced_ns
+
+
+def test_a_timing_failure_never_costs_the_trace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("torch")
+    from traceinsight.capture import profile
+    from traceinsight.capture.stepclock import StepClock
+
+    def broken(self: StepClock) -> None:
+        raise RuntimeError("event lost")
+
+    monkeypatch.setattr(StepClock, "meta", broken)
+    out = tmp_path / "run.json.gz"
+    with profile(out, schedule={"wait": 2, "warmup": 1, "active": 1}, nvml=False) as p:
+        _train(p, 4)
+    assert p.paths == [out]
+    assert load(out, cache=False).meta.unprofiled_steps is None

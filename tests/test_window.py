@@ -250,7 +250,8 @@ def test_profiler_cost_estimate_counts_host_events_per_step_and_says_its_share(t
     figures = dict(flag.figures)
     assert figures["host_events_per_step"] == 100
     lo_us, hi_us = COST_US
-    assert figures["cost_lo_ms"] == pytest.approx(100 * lo_us / 1000, rel=0.02)
+    # (less the cost of the events after the launch, and 5 % of the 10 µs kernel: within 5 %)
+    assert figures["cost_lo_ms"] == pytest.approx(100 * lo_us / 1000, rel=0.05)
     assert figures["cost_hi_ms"] == pytest.approx(100 * hi_us / 1000 + 0.05 * 0.010, rel=0.02)
     # shares of the 1 ms step
     assert figures["cost_lo_pct"] == pytest.approx(10 * lo_us, abs=0.2)

@@ -266,7 +266,11 @@ class Profile(contextlib.ContextDecorator):
         meta["schedule"] = self.schedule.to_dict() if self.schedule is not None else None
         meta["options"] = dict(self.options)
         meta["steps"] = self.steps
-        timed = self._clock.meta()
+        try:
+            timed = self._clock.meta()
+        except Exception as exc:  # the trace matters more than its timed steps
+            log.warning("traceinsight: the steps run without the profiler were not timed: %s", exc)
+            timed = None
         if timed is not None:
             meta["unprofiled_steps"] = timed
         rank = dist_rank()
@@ -328,6 +332,12 @@ def profile(
     inside the block is recorded. The trace is written atomically, with ``.rank<N>`` in the name
     under torch.distributed and ``.cycle<N>`` when the schedule repeats, and it is written even
     when the profiled code raises (the exception then propagates).
+
+    The steps the schedule leaves unrecorded (``skip_first`` and each cycle's ``wait`` steps)
+    run without the profiler: each is timed (host clock, and CUDA events once the program has
+    initialised CUDA) and written into the trace's metadata (``unprofiled_steps``), the clock
+    ``analyze`` states the step without the profiler from. Use ``wait`` ≥ 2: the first step
+    holds start-up.
 
     ``memory_snapshot=True`` (on a machine with CUDA) also records the CUDA allocator's history
     (the last ``memory_max_entries`` events, with Python stacks) from the start of the block and

@@ -95,7 +95,8 @@ def run_script(
     command: Sequence[str],
     *,
     output: str | os.PathLike[str] = "trace.json.gz",
-    wait: int = 1,
+    # steps without the profiler, timed: the first holds start-up, the later ones give the step
+    wait: int = 3,
     warmup: int = 1,
     active: int = 3,
     interval_s: float = 0.1,

@@ -26,7 +26,14 @@ def capture_command(
     output: Annotated[
         Path, typer.Option("-o", "--output", help="Trace file to write (.json.gz or .json).")
     ] = Path("trace.json.gz"),
-    wait: Annotated[int, typer.Option("--wait", help="Steps to skip before warming up.")] = 1,
+    wait: Annotated[
+        int,
+        typer.Option(
+            "--wait",
+            help="Steps run without the profiler before warming up; timed (wall clock, CUDA events) "
+            "to give the step without the profiler (the first holds start-up and is left out).",
+        ),
+    ] = 3,
     warmup: Annotated[int, typer.Option("--warmup", help="Steps traced but discarded.")] = 1,
     active: Annotated[int, typer.Option("--active", help="Steps recorded.")] = 3,
     interval: Annotated[
