@@ -27,6 +27,9 @@ class AnalysisConfig:
     peak_tflops: float | None = None
     peak_bw_tbps: float | None = None
     devices_toml: str | None = None
+    # The step findings are priced on: "auto" (the un-profiled step where the window has one,
+    # recorded or estimated) or "traced" (the profiled timeline as it is).
+    clock: str = "auto"
 
 
 @dataclass(frozen=True)

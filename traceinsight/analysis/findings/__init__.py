@@ -133,7 +133,8 @@ def find(ctx: FindingContext) -> FindingsResult:
             + " (detectors reading them found nothing)"
         )
     settled, clock = reprice(ctx, settle_all(ctx, estimates), estimates)
-    material, minor = _profiled(ctx, settled.material), _profiled(ctx, settled.minor)
+    source = clock.source if clock is not None else "traced"
+    material, minor = _profiled(ctx, settled.material, source), _profiled(ctx, settled.minor, source)
     if settled.note:
         skipped.append(settled.note if settled.note == FEW_STEPS else settled.note.split(":")[0] + ": savings are the pool estimates")
     if ctx.excluded_window_ns > 0 and ctx.window is not None:
@@ -166,18 +167,24 @@ HOST_TIME_FINDINGS = frozenset({"launch_bound", "host_bound", "dataloader_stall"
 LOWER: dict[str, Confidence] = {"high": "medium", "medium": "low", "low": "low"}
 
 
-def _profiled(ctx: FindingContext, findings: list[Finding]) -> list[Finding]:
-    """Host-time findings on a trace recorded with with_stack/profile_memory: one confidence
-    step lower, and the reason says why."""
+def _profiled(ctx: FindingContext, findings: list[Finding], clock: str = "traced") -> list[Finding]:
+    """Host-time findings on a trace whose host time the profiler inflated: one confidence step
+    lower, and the reason says why. On a clock recorded without the profiler they keep theirs;
+    on an estimated one, the estimate's range is the doubt."""
     flag = None if ctx.window is None else ctx.window.flag("profiler_overhead")
-    if flag is None or not overhead_lowers_host_findings(flag):
+    if flag is None or not overhead_lowers_host_findings(flag) or clock == "recorded":
         return findings
+    why = (
+        "priced on the step without the profiler, an estimate (its range is in the window section)"
+        if clock == "estimated"
+        else "so this saving may read high"
+    )
     return [
         replace(
             f,
             confidence=LOWER[f.confidence],
             confidence_reason=f"{f.confidence_reason}; host time is inflated by the profiler "
-            f"({overhead_summary(flag)}), so this saving may read high",
+            f"({overhead_summary(flag)}), {why}",
         )
         if f.id in HOST_TIME_FINDINGS
         else f

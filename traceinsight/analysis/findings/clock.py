@@ -68,7 +68,7 @@ def clock_of(ctx: FindingContext) -> Clock | None:
     steady = steady_steps(ctx.steps.steps)
     busy = steady.select(pl.sum_horizontal("kernel_ns", "memcpy_ns", "memset_ns", "communication_ns").median()).item()
     busy_ns = int(busy or 0)
-    real: RealStep | None = None if ctx.window is None else ctx.window.real_step
+    real: RealStep | None = None if ctx.window is None or not ctx.clock else ctx.window.real_step
     traced = int(ctx.step_ns or 0)
     if real is None or real.source == "traced" or real.step_ns <= 0:
         return Clock("traced", traced, traced, busy_ns) if traced > 0 else None
@@ -117,6 +117,8 @@ def reprice(ctx: FindingContext, settled: Settled, estimates: list[Estimate]) ->
     ordered = sorted([*settled.material, *settled.minor], key=lambda f: (-f.saving_pct, f.id))
     composed: dict[str, int] = {}
     alone: dict[str, int] = {}
+    capped: set[str] = set()
+    together_pct: float | None = None  # every replayed change at once, of the base step
     base_note = ""
     rep = None
     if settled.replayed:
@@ -131,6 +133,7 @@ def reprice(ctx: FindingContext, settled: Settled, estimates: list[Estimate]) ->
                 base, base_ns = (), 0
         if base_ns > 0:
             applied: tuple[Transformation, ...] = base
+            above: dict[str, list[str]] = {}
             prev = base_ns
             for f in ordered:
                 est = by_id.get(f.id)
@@ -139,9 +142,18 @@ def reprice(ctx: FindingContext, settled: Settled, estimates: list[Estimate]) ->
                 first = len(applied) == len(base)
                 applied = (*applied, *est.transforms)
                 now = rep.after_ns(applied)
-                composed[f.id] = max(prev - now, 0)
-                alone[f.id] = composed[f.id] if first else max(base_ns - rep.after_ns((*base, *est.transforms)), 0)
+                adds = max(prev - now, 0)
+                alone[f.id] = adds if first else max(base_ns - rep.after_ns((*base, *est.transforms)), 0)
+                # after the fixes above it, a change can also collect what only the two together
+                # unlock (a step that turns host-bound once launches are cut): that part is
+                # neither's, so a finding never lists more than its own fix saves alone; the
+                # saving of doing them all (the total) keeps it
+                if adds > alone[f.id]:
+                    capped.add(f.id)
+                composed[f.id] = min(adds, alone[f.id])
+                above[f.id] = list(composed)[:-1]
                 prev = min(prev, now)
+            together_pct = 100.0 * max(base_ns - prev, 0) / base_ns
             # shares of the base step (the replayed un-profiled step), in ns of the clock's
             scale = clock.step_ns / base_ns
             composed = {k: round(v * scale) for k, v in composed.items()}
@@ -158,10 +170,17 @@ def reprice(ctx: FindingContext, settled: Settled, estimates: list[Estimate]) ->
     for f in ordered:
         est = by_id.get(f.id)
         host_side = est is not None and _host_side(est)
+        overlap = f.overlap
         if f.id in composed:
             saved = composed[f.id]
             by_itself = alone[f.id]
             how = base_note
+            ahead = above[f.id]
+            overlap = (
+                f"replayed after the fixes of {', '.join(ahead)} (ranked above it): only what it adds is counted"
+                + (" (capped at what it saves alone: the rest needs both fixes)" if f.id in capped else "")
+                if ahead else None
+            )
         elif not f.per_step:
             out.append(f)
             continue
@@ -188,6 +207,7 @@ def reprice(ctx: FindingContext, settled: Settled, estimates: list[Estimate]) ->
                 saving_ns=saved,
                 alone_pct=round(100.0 * min(by_itself, clock.step_ns) / clock.step_ns, 3),
                 host_side=host_side,
+                overlap=overlap,
                 material=(pct >= MATERIALITY_PCT) or f.id == "memory_pressure",
                 method=f"{f.method}. Priced {notes}" if notes else f.method,
             )
@@ -195,8 +215,13 @@ def reprice(ctx: FindingContext, settled: Settled, estimates: list[Estimate]) ->
     ordered_out = sorted(out, key=lambda f: (-f.saving_pct, f.id))
     material = [f for f in ordered_out if f.material]
     minor = [f for f in ordered_out if not f.material]
-    total = min(100.0, sum(f.saving_pct for f in material if f.per_step))
-    total += sum(f.saving_pct for f in material if not f.per_step)
+    listed = sum(f.saving_pct for f in material if f.per_step)
+    if together_pct is not None:
+        # every replayed change at once, and the estimates of the others (each already bounded
+        # by what the step had left after those above it)
+        others = sum(f.saving_pct for f in material if f.per_step and f.id not in composed)
+        listed = max(listed, together_pct + others)
+    total = min(100.0, listed) + sum(f.saving_pct for f in material if not f.per_step)
     return Settled(material, minor, round(min(total, 100.0), 3), settled.replayed, settled.note), clock
 
 

@@ -74,6 +74,9 @@ class FindingContext:
     # Savings of findings that carry transformations from the replayed graph where the trace
     # replays (``findings.replayed``); False: the pool estimates only.
     replay: bool = True
+    # Price on the un-profiled step where the window has one (``findings.clock``); False: on the
+    # traced step.
+    clock: bool = True
 
     def __post_init__(self) -> None:
         for name in ("gaps", "breakdown", "steps", "ops", "kernels", "bound", "memory", "compile", "window"):

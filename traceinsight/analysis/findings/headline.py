@@ -173,7 +173,11 @@ def _time_clause(
     gpu = "GPU" if breakdown.devices.height == 1 else f"GPU {device}"
     scope = f"{gpu} time over the traced {_ms(breakdown.window_ns)}"
     if findings is not None and findings.step_ns and findings.steps:
-        scope += f" ({findings.steps} steps, {_ms(findings.step_ns)} each)"
+        traced = findings.traced_step_ns or findings.step_ns
+        scope += f" ({findings.steps} steps, {_ms(traced)} each"
+        if findings.clock != "traced" and findings.step_ns < traced:
+            scope += f"; {_ms(findings.step_ns)} without the profiler, {findings.clock}"
+        scope += ")"
     idle = dict(shares).get("idle", 0.0)
     return Finding("breakdown", f"{scope}: " + ", ".join(parts), idle), device, shares
 
@@ -245,6 +249,15 @@ def _overhead_clause(window: WindowResult | None, findings: FindingsResult | Non
         return None
     if not overhead_lowers_host_findings(flag):
         return None
+    if findings.clock == "recorded":
+        return None
+    if findings.clock == "estimated":
+        return Finding(
+            "window",
+            f"host time is inflated by the profiler ({overhead_summary(flag)}): savings are priced on the step "
+            f"without it, estimated at {_ms(findings.step_ns or 0)}; " + (flag.advice or ""),
+            0.5,
+        )
     return Finding(
         "window",
         f"host time is inflated by the profiler ({overhead_summary(flag)}), so the {leads[0].id} saving may "

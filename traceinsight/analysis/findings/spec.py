@@ -34,6 +34,7 @@ def run(trace: Trace, config: AnalysisConfig, inputs: Inputs = NO_INPUTS) -> Fin
         memory=inputs.maybe("memory", MemoryResult),
         compile=inputs.maybe("compile", CompileResult),
         config=config,
+        clock=config.clock != "traced",
     )
     return find(ctx)
 

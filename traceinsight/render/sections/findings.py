@@ -46,8 +46,9 @@ def saving_text(f: Finding, result: FindingsResult) -> str:
     if f.memory_text is not None and f.estimate_ns == 0:
         return f.memory_text
     share = "of the steps' time" if result.step_ns and result.steps else "of the window"
+    alone = f" (alone {f.alone_pct:.1f} %)" if f.alone_pct is not None and f.alone_pct > f.saving_pct + 0.05 else ""
     if f.per_step and result.step_ns and result.steps:
-        return f"{f.saving_pct:.1f} % {share}, {ns(f.saving_ns)} per step"
+        return f"{f.saving_pct:.1f} % {share}, {ns(f.saving_ns)} per step{alone}"
     return f"{f.saving_pct:.1f} % {share}, {ns(f.saving_ns)} in the window"
 
 
@@ -98,9 +99,11 @@ def facts(f: Finding, result: FindingsResult) -> list[tuple[str, str]]:
 
 def _summary(result: FindingsResult) -> str:
     unit = f"{result.steps} steps of {ns(result.step_ns)}" if result.step_ns and result.steps else f"a {ns(result.window_ns)} window"
+    if result.step_ns and result.steps and result.clock != "traced":
+        unit += f" without the profiler ({result.clock}; traced {ns(result.traced_step_ns or result.step_ns)})"
     head = f"{len(result.findings)} finding(s) over {unit}, largest saving first"
     if result.findings:
-        head += f"; together at most {result.total_saving_pct:.1f} %"
+        head += f"; each counts what it adds to those above it: all together {result.total_saving_pct:.1f} %"
     return head
 
 
