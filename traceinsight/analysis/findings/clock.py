@@ -205,6 +205,7 @@ def reprice(ctx: FindingContext, settled: Settled, estimates: list[Estimate]) ->
                 f,
                 saving_pct=round(pct, 3),
                 saving_ns=saved,
+                saving_window_ns=saved * max(ctx.step_count, 1),
                 alone_pct=round(100.0 * min(by_itself, clock.step_ns) / clock.step_ns, 3),
                 host_side=host_side,
                 overlap=overlap,
