@@ -9,7 +9,7 @@ from __future__ import annotations
 import polars as pl
 
 # Bump whenever the frames' content or meaning changes: it invalidates every cache entry.
-READER_VERSION = 9
+READER_VERSION = 10
 
 KINDS = (
     "cpu_op",

@@ -34,7 +34,8 @@ class OverviewResult(Result):
     window_ns: int = 0
     counts_by_kind: dict[str, int] = field(default_factory=dict)
     steps: tuple[int, ...] = ()
-    # how the steps were found: "ProfilerStep", "repeated span NAME", "periodic kernels"
+    # how the steps were found: "ProfilerStep", "repeated span NAME", "repeated call NAME",
+    # "periodic kernels"
     step_source: str | None = None
     prefill_steps: tuple[int, ...] = ()
     devices: tuple[DeviceOverview, ...] = ()

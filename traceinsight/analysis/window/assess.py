@@ -351,6 +351,9 @@ def steps(step_count: int, empty_steps: int, source: str | None = "ProfilerStep"
             + (
                 f"a repeated span ({source.removeprefix('repeated span').strip()}) stand in for steps"
                 if source.startswith("repeated span")
+                else f"a top-level call recurring once per iteration ({source.removeprefix('repeated call').strip()}) "
+                "stand in for steps; each runs from one call to the next"
+                if source.startswith("repeated call")
                 else "a periodic kernel sequence stand in for steps; each runs from the top-level "
                 "host call that launched its first kernel to the next one's"
             ),
