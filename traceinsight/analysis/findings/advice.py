@@ -112,8 +112,9 @@ def sync_advice(workload: Workload) -> str | None:
     if not workload.inference:
         return None
     reads = (
-        "the engine's own reads (sampled tokens, stop checks) are one per step by design: look for "
-        "the others"
+        "the engine reads some results back each step by design ("
+        + ("sampled tokens, finished requests" if workload.kind == "decode" else "finished requests")
+        + "): look for the others"
         if workload.serving
         else "read outputs back once per batch of calls, not per call"
     )
