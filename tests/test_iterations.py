@@ -115,14 +115,30 @@ def test_profilerstep_samples_keep_their_steps(sample_trace) -> None:  # type: i
         "vllm_decode_full/graph_execution.json.gz",
         "vllm_prefilldecode_piecewise/graph_execution.json.gz",
         "sglang_decode/decode.json.gz",
-        "normalization_layers.json.gz",
+        # one forward captured: its 24 compiled layer graphs run inside one capture_… call
+        "vllm_prefilldecode_piecewise/graph_capture_rank_0.json.gz",
     ],
 )
 def test_one_engine_step_is_not_cut_into_layers(path: str) -> None:
-    # each vLLM/SGLang trace holds one serving-engine step: its 24 layers are not iterations;
-    # the normalization benchmark runs different layers once each, not a loop
+    # each vLLM/SGLang trace holds one serving-engine step: its 24 layers are not iterations
     trace = load(THIRD / path, cache=False)
     assert trace.step_source is None
+
+
+@pytest.mark.skipif(not THIRD.is_dir(), reason="third-party traces not present")
+def test_the_normalization_benchmark_loop_is_three_iterations() -> None:
+    # ten annotated normalization layers, an mse_loss and a backward on autograd's thread, run
+    # three times (the first slow: each layer's first call); no span holds an iteration
+    trace = load(THIRD / "normalization_layers.json.gz", cache=False)
+    assert trace.step_source == "repeated call BatchNorm affine=True"
+    layer_calls = trace.events.filter(
+        (pl.col("kind").cast(pl.String) == "user_annotation") & pl.col("name").cast(pl.String).str.contains(r"Norm affine=")
+    ).height
+    spans = trace.step_spans()
+    assert spans.height == 3 == layer_calls // 10
+    assert trace.prefill_steps == ()
+    # each iteration holds its own backward: every kernel belongs to one
+    assert trace.kernels["step"].null_count() == 0
 
 
 # --- hand-made edge cases ---------------------------------------------------------------------
@@ -224,3 +240,112 @@ def test_a_profilerstep_trace_is_unchanged(tmp_path: Path) -> None:
     assert trace.step_source == "ProfilerStep"
     assert trace.meta.iterations is None
     assert trace.step_spans()["step"].to_list() == [7, 8, 9]
+
+
+# --- training loops without ProfilerStep --------------------------------------------------------
+
+AUTOGRAD_TID = 2
+DATALOADER_NEXT = "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__"
+
+
+def _training_loop(t: HandMadeTrace, iterations: int, *, layers: int = 5, first_extra_us: float = 0.0,
+                   loader: bool = True, optimizer: bool = True) -> None:
+    """A ResNet-like training loop as eager PyTorch records it without ProfilerStep: the
+    DataLoader's ``__next__`` and the forward on the main thread, the backward on autograd's
+    own thread (one ``evaluate_function`` per node, so ``ConvolutionBackward0`` recurs once per
+    layer), then ``zero_grad`` and the optimizer step on the main thread. ``first_extra_us``
+    lengthens the first iteration's convolutions (cuDNN's benchmark search)."""
+    period = 2000.0
+    for i in range(iterations):
+        base = period * i
+        ts = base
+        if loader:
+            t.host(DATALOADER_NEXT, ts, 60, cat="user_annotation")
+        ts += 70
+        t.host("aten::to", ts, 20)
+        t.gpu("Memcpy HtoD (Pageable -> Device)", ts + 10, 15, cat="gpu_memcpy", launch_ts=ts + 5,
+              launch_name="cudaMemcpyAsync")
+        ts += 30
+        extra = first_extra_us if i == 0 else 0.0
+        for _layer in range(layers):
+            for op_name, kernel_name, dur in (("aten::conv2d", "implicit_gemm_fprop", 12 + extra),
+                                              ("aten::batch_norm", "bn_fw_kernel", 4.0),
+                                              ("aten::relu_", "relu_kernel", 2.0)):
+                t.host(op_name, ts, 18)
+                t.gpu(kernel_name, ts + 6, dur, launch_ts=ts + 4)
+                ts += 20
+        t.host("aten::mse_loss", ts, 18)
+        t.gpu("mse_kernel", ts + 6, 2, launch_ts=ts + 4)
+        ts += 20
+        for _layer in range(layers):
+            for node, kernels in (("ReluBackward0", ("relu_bwd",)), ("NativeBatchNormBackward0", ("bn_bwd",)),
+                                  ("ConvolutionBackward0", ("dgrad_kernel", "wgrad_kernel"))):
+                t.host(f"autograd::engine::evaluate_function: {node}", ts, 30, tid=AUTOGRAD_TID)
+                t.host(node, ts + 1, 28, tid=AUTOGRAD_TID)
+                for k, kernel_name in enumerate(kernels):
+                    t.gpu(kernel_name, ts + 8 + 8 * k, 6 + extra, launch_ts=ts + 3 + 8 * k, tid=AUTOGRAD_TID)
+                ts += 32
+        if optimizer:
+            t.host("Optimizer.zero_grad#SGD.zero_grad", ts, 10, cat="user_annotation")
+            t.host("Optimizer.step#SGD.step", ts + 15, 40, cat="user_annotation")
+            t.host("aten::_foreach_add_", ts + 18, 30)
+            t.gpu("multi_tensor_apply_kernel", ts + 30, 10, launch_ts=ts + 20)
+
+
+def test_a_training_loop_is_cut_at_its_iterations_not_at_a_backward_node(tmp_path: Path) -> None:
+    # The backward thread launches most of the work, and ConvolutionBackward0 holds most of
+    # that thread's launches, once per layer: 5 layers x 6 iterations would be 30 "steps".
+    t = HandMadeTrace()
+    _training_loop(t, 6)
+    trace = _load(t, tmp_path)
+    assert trace.step_source is not None and DATALOADER_NEXT in trace.step_source
+    spans = trace.step_spans()
+    assert spans.height == 6
+    assert spans["host_start_ns"].diff().drop_nulls().to_list() == [2_000_000] * 5
+    # every kernel, backward's included, belongs to the iteration that launched it
+    per_step = trace.kernels.group_by("step").len().sort("step")
+    assert per_step["step"].to_list() == list(range(6))
+    assert set(per_step["len"].to_list()) == {1 + 5 * 3 + 1 + 5 * 4 + 1}
+    assert not _steps(trace).prefill_steps
+    assert describe(trace.step_source, 6) == f"iterations: 6, one per {DATALOADER_NEXT} (found from a top-level call, no ProfilerStep)"
+    window = run_one(trace, "window")
+    assert isinstance(window, WindowResult)
+    flag = next(f for f in window.flags if f.id == "steps")
+    assert "top-level call recurring once per iteration" in flag.evidence
+
+
+def test_without_a_dataloader_the_optimizer_step_marks_the_iterations(tmp_path: Path) -> None:
+    t = HandMadeTrace()
+    _training_loop(t, 5, loader=False)
+    trace = _load(t, tmp_path)
+    spans = trace.step_spans()
+    # the first iteration's forward and backward come before the first optimizer call: the
+    # loop is still 5 iterations, the first from its first launch
+    assert spans.height == 5
+    assert trace.kernels["step"].null_count() <= 1
+
+
+def test_a_training_loop_never_has_prefill_steps(tmp_path: Path) -> None:
+    # a first training iteration whose GPU work takes far longer (cuDNN's benchmark search) is a
+    # warm-up, not a prompt's prefill
+    t = HandMadeTrace()
+    _training_loop(t, 6, first_extra_us=60.0)
+    trace = _load(t, tmp_path)
+    assert trace.step_spans().height == 6
+    assert trace.prefill_steps == ()
+    result = _steps(trace)
+    assert result.prefill_steps == ()
+    # what would make a decode loop's first iteration a prefill holds: far more GPU time
+    kernel_ns = result.steps["kernel_ns"]
+    assert kernel_ns[0] > 2 * kernel_ns[1:].median()  # type: ignore[operator]
+
+
+def test_a_training_loop_without_loader_or_optimizer_calls_is_found_from_all_threads(tmp_path: Path) -> None:
+    # no call marks the iterations: the launch sequence of both threads repeats once per
+    # iteration, while the backward thread's alone repeats once per layer
+    t = HandMadeTrace()
+    _training_loop(t, 6, loader=False, optimizer=False)
+    trace = _load(t, tmp_path)
+    assert trace.step_source == "periodic kernels"
+    assert trace.step_spans().height == 6
+    assert trace.kernels.group_by("step").len()["len"].to_list() == [1 + 5 * 3 + 1 + 5 * 4] * 6

@@ -8,22 +8,32 @@ use it:
 1. **A repeated span.** On the thread that launched most GPU work, a host span (a
    ``record_function`` such as ``decode_step``, or an op such as vLLM's ``execute_model``) whose
    name occurs at least ``MIN_ITERATIONS`` times without overlapping itself, and whose
-   occurrences together launched at least ``MIN_COVERAGE`` of that thread's GPU work. When
-   several names qualify (``decode_step`` holding ``forward`` holding a layer), the one with the
-   fewest occurrences is the outermost repeating level; a span that occurs once or twice (the
-   whole ``generate`` call) is the run, not its iteration.
-2. **A periodic launch sequence.** Without such a span (HF ``generate`` launches each token's
-   forward from bare aten ops), the names of the kernels that thread launched, in launch order,
-   are searched for a period: a kernel name that occurs at least ``MIN_ITERATIONS`` times at a
+   occurrences together launched at least ``MIN_COVERAGE`` of that thread's GPU work, and held
+   (by time) that share of the work every thread launched. When several names qualify
+   (``decode_step`` holding ``forward`` holding a layer), the one with the fewest occurrences
+   is the outermost repeating level; a span that occurs once or twice (the whole ``generate``
+   call) is the run, not its iteration.
+2. **A repeated top-level call.** A training loop has no span around its iteration: the
+   backward runs on autograd's own thread, where ``ConvolutionBackward0`` recurs once per
+   layer. Its iterations are marked by top-level calls that recur once per iteration (the
+   DataLoader's ``__next__``, ``Optimizer.step``): a name whose occurrences cut the launched
+   work, all threads', into alike stretches. It replaces a repeated span when it occurs fewer
+   times (the outer level).
+3. **A periodic launch sequence.** Without either (HF ``generate`` launches each token's
+   forward from bare aten ops), the names of the kernels every thread launched, in launch
+   order, are searched for a period (a training loop's backward thread alone repeats per
+   layer): a kernel name that occurs at least ``MIN_ITERATIONS`` times at a
    near-constant distance (in kernels) whose occurrences cover ``MIN_COVERAGE`` of the sequence.
    The fewest-occurring such name marks the outermost period, and each iteration starts at the
    top-level host call that launched one of its occurrences.
-3. Otherwise there are no iterations.
+4. Otherwise there are no iterations.
 
 An iteration that launched ``PREFILL_FACTOR`` times the median iteration's threads (grid x
 block) is labelled *prefill*, a prompt's prefill before the per-token decode; the first one
-is also when its GPU work took that many times the median's time. Only python_function frames
-are not searched for spans: launches never nest inside them in the host tree.
+is also when its GPU work took that many times the median's time. A training loop (backward
+or optimizer in the trace) has no prefill: its heavy first iteration is a warm-up. Only
+python_function frames are not searched for spans: launches never nest inside them in the
+host tree.
 
 Everything runs on numpy arrays indexed by row number and small polars group-bys; the only
 Python loops run over nesting levels.
@@ -36,6 +46,8 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+
+from traceinsight.trace.training import training_evidence
 
 MIN_ITERATIONS = 3
 # "Most" of the thread's launched GPU work (kernel count) must lie inside the iterations.
@@ -51,7 +63,11 @@ PREFILL_FACTOR = 2.0
 OPERATOR_NAME = r"^[A-Za-z_][\w.]*::\w"
 
 SPAN_SOURCE = "repeated span"
+MARKER_SOURCE = "repeated call"
 PERIODIC_SOURCE = "periodic kernels"
+# An edge stretch (before the first marker, after the last) with this share of the median
+# iteration's launches is an iteration of its own; less is set-up or tear-down.
+EDGE_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -85,8 +101,9 @@ class Iterations:
 
     @property
     def label(self) -> str:
-        """``repeated span decode_step`` or ``periodic kernels``."""
-        return f"{self.source} {self.name}" if self.source == SPAN_SOURCE else self.source
+        """``repeated span decode_step``, ``repeated call Optimizer.step#SGD.step`` or
+        ``periodic kernels``."""
+        return f"{self.source} {self.name}" if self.source in (SPAN_SOURCE, MARKER_SOURCE) else self.source
 
 
 def find(
@@ -114,14 +131,23 @@ def find(
     on_main = launched.copy()
     on_main[launched] = (keys["pid"].to_numpy() == main[0]) & (keys["tid"].to_numpy() == main[1])
     rows = launch_rows[on_main]
-    found = _repeated_span(events, rows, is_span, parent, depth, (main[0], main[1]), pid, tid)
+    all_rows = launch_rows[launched]
+    found = _repeated_span(events, rows, all_rows, is_span, parent, depth, (main[0], main[1]), pid, tid)
+    marker = _marker(events, all_rows, is_span, parent, depth)
+    # The outermost repeating level wins: a top-level call once per iteration (the optimizer
+    # step) over a span that repeats inside one (a backward node on autograd's thread).
+    if marker is not None and (found is None or marker[2].height < found[2].height):
+        found = marker
     if found is None:
-        found = _periodic(events, rows, gpu_rows[on_main], parent)
+        found = _periodic(events, all_rows, gpu_rows[launched], parent)
     if found is None:
         return None
     source, name, spans = found
     spans = spans.sort("host_start_ns").with_columns(step=pl.int_range(pl.len(), dtype=pl.Int64))
-    return Iterations(source, name, spans, _prefill(events, spans, rows, gpu_rows[on_main]))
+    # A training loop's heavy first iteration is a warm-up (cuDNN's search, allocation), never
+    # a prompt's prefill: prefill is a decode loop's notion.
+    prefill = () if training_evidence(events) is not None else _prefill(events, spans, rows, gpu_rows[on_main])
+    return Iterations(source, name, spans, prefill)
 
 
 def describe(source: str | None, count: int, prefill: tuple[int, ...] = ()) -> str:
@@ -133,6 +159,9 @@ def describe(source: str | None, count: int, prefill: tuple[int, ...] = ()) -> s
     if source.startswith(SPAN_SOURCE):
         name = source.removeprefix(SPAN_SOURCE).strip()
         text = f"iterations: {count} \u00d7 {name} (found from a repeated span, no ProfilerStep)"
+    elif source.startswith(MARKER_SOURCE):
+        name = source.removeprefix(MARKER_SOURCE).strip()
+        text = f"iterations: {count}, one per {name} (found from a top-level call, no ProfilerStep)"
     else:
         text = f"iterations: {count} (found from a periodic kernel sequence, no ProfilerStep)"
     if prefill:
@@ -158,6 +187,7 @@ def _inclusive_counts(rows: np.ndarray, parent: np.ndarray, depth: np.ndarray, n
 def _repeated_span(
     events: pl.DataFrame,
     rows: np.ndarray,
+    all_rows: np.ndarray,
     is_span: np.ndarray,
     parent: np.ndarray,
     depth: np.ndarray,
@@ -201,11 +231,112 @@ def _repeated_span(
         # the outermost repeating level: fewest occurrences, then the shallowest and longest
         .sort(["occurrences", "mean_depth", "mean_dur_ns"], descending=[False, False, True])
     )
+    # The spans must also hold most of the work every thread launched, by time: a backward
+    # node on autograd's thread holds most of that thread's launches but none of the forward's
+    # or the optimizer's, which the main thread launches between its occurrences.
+    launch_ts = np.sort(events["ts_ns"].to_numpy()[all_rows])
+    for name in names["name"]:
+        chosen = outer.filter(pl.col("name") == name).select("host_start_ns", "host_end_ns")
+        inside = _launches_inside(launch_ts, chosen["host_start_ns"].to_numpy(), chosen["host_end_ns"].to_numpy())
+        if inside.sum() >= MIN_COVERAGE * launch_ts.size:
+            return SPAN_SOURCE, str(name), chosen
+    return None
+
+
+def _launches_inside(launch_ts: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """For each span (sorted, not overlapping), how many of the sorted ``launch_ts`` fall in it."""
+    return np.searchsorted(launch_ts, ends, side="left") - np.searchsorted(launch_ts, starts, side="left")
+
+
+def _marker(
+    events: pl.DataFrame, all_rows: np.ndarray, is_span: np.ndarray, parent: np.ndarray, depth: np.ndarray
+) -> tuple[str, str, pl.DataFrame] | None:
+    """Iterations cut at a top-level call that recurs once per iteration, on any thread.
+
+    A training loop without ProfilerStep has no span around its iteration: the forward runs on
+    the main thread, the backward on autograd's own, and each iteration is marked only by
+    calls that recur once per iteration (the DataLoader's ``__next__``, ``Optimizer.step``, a
+    top-level annotation). A candidate is top-level (nested in no other host op or annotation:
+    the layers inside a wrapper that runs once, such as vLLM's ``capture_8192_PIECEWISE``
+    around one forward, are pieces of that call) and no operator. A name qualifies when it
+    recurs at least ``MIN_ITERATIONS`` times and the stretches between its occurrences launched
+    alike work (kernel count within ``PERIOD_TOLERANCE`` of the median on
+    ``PERIOD_REGULARITY`` of them). The fewest occurrences is the outermost level; of names as
+    frequent, the one with the least work before its first occurrence starts the iterations
+    (the DataLoader's fetch, not the optimizer step at their end). Each iteration runs from one
+    occurrence to the next; the work before the first and after the last is an iteration too
+    when it launched at least ``EDGE_SHARE`` of the median's, else set-up or tear-down.
+    """
+    top = np.flatnonzero(is_span & (depth == 0))
+    if top.size < MIN_ITERATIONS or all_rows.size < MIN_ITERATIONS:
+        return None
+    spans = pl.DataFrame(
+        {
+            "name": events["name"].gather(top),
+            "host_start_ns": events["ts_ns"].gather(top),
+            "host_end_ns": events["end_ns"].gather(top),
+        }
+    )
+    distinct = spans.select(pl.col("name").unique())
+    operators = distinct.filter(pl.col("name").cast(pl.String).str.contains(OPERATOR_NAME))["name"]
+    spans = spans.filter(~pl.col("name").is_in(operators.implode())).sort("host_start_ns")
+    earlier_end = pl.col("host_end_ns").cum_max().shift(1).over("name")
+    outer = spans.filter(earlier_end.is_null() | (pl.col("host_start_ns") >= earlier_end))
+    names = (
+        outer.group_by("name")
+        .agg(occurrences=pl.len(), first_ns=pl.col("host_start_ns").min())
+        .filter(pl.col("occurrences") >= MIN_ITERATIONS)
+        .sort("occurrences", "first_ns")
+    )
     if names.height == 0:
         return None
-    name = names["name"][0]
-    chosen = outer.filter(pl.col("name") == name).select("host_start_ns", "host_end_ns")
-    return SPAN_SOURCE, str(name), chosen
+    launch_ts = events["ts_ns"].to_numpy()[all_rows]
+    order = np.argsort(launch_ts, kind="stable")
+    launch_ts = launch_ts[order]
+    # The work before the first occurrence starts at its top-level host call, like a periodic
+    # iteration's; the work after the last ends with the last top-level call's end.
+    roots = _roots(all_rows[order], parent)
+    root_start = events["ts_ns"].to_numpy()[roots]
+    work_start, work_end = int(root_start.min()), int(events["end_ns"].to_numpy()[roots].max())
+    best: tuple[int, int, str, pl.DataFrame] | None = None
+    for name, occurrences in zip(names["name"], names["occurrences"], strict=True):
+        if best is not None and occurrences > best[0]:
+            break
+        starts = outer.filter(pl.col("name") == name)["host_start_ns"].to_numpy()
+        cut = _cut(launch_ts, starts, work_start, work_end)
+        if cut is None:
+            continue
+        before = int(np.searchsorted(launch_ts, starts[0], side="left"))
+        if best is None or before < best[1]:
+            best = (int(occurrences), before, str(name), cut)
+    if best is None:
+        return None
+    return MARKER_SOURCE, best[2], best[3]
+
+
+def _cut(launch_ts: np.ndarray, starts: np.ndarray, work_start: int, work_end: int) -> pl.DataFrame | None:
+    """The iterations between successive ``starts`` (and the edge ones), or None when the
+    stretches between them are not alike or hold too little of the work."""
+    bounds = np.concatenate(([min(work_start, starts[0])], starts, [max(work_end, starts[-1])]))
+    counts = _launches_inside(launch_ts, bounds[:-1], bounds[1:])
+    # the last stretch ends at the work's end: a launch at that very instant is inside it
+    counts[-1] += int(np.sum(launch_ts == bounds[-1]))
+    inner = counts[1:-1]
+    median = float(np.median(inner))
+    if median <= 0:
+        return None
+    steady = np.abs(inner - median) <= PERIOD_TOLERANCE * median
+    if steady.mean() < PERIOD_REGULARITY:
+        return None
+    keep = np.ones(counts.size, dtype=bool)
+    keep[0] = counts[0] >= EDGE_SHARE * median
+    keep[-1] = counts[-1] >= EDGE_SHARE * median
+    if counts[keep].sum() < MIN_COVERAGE * launch_ts.size or keep.sum() < MIN_ITERATIONS:
+        return None
+    return pl.DataFrame(
+        {"host_start_ns": bounds[:-1][keep], "host_end_ns": bounds[1:][keep]},
+        schema={"host_start_ns": pl.Int64, "host_end_ns": pl.Int64},
+    )
 
 
 def _periodic(

@@ -193,8 +193,8 @@ class Trace:
 
     @property
     def step_source(self) -> str | None:
-        """How the steps were found: ``ProfilerStep``, ``repeated span NAME``, ``periodic
-        kernels``, or None without steps."""
+        """How the steps were found: ``ProfilerStep``, ``repeated span NAME``, ``repeated call
+        NAME``, ``periodic kernels``, or None without steps."""
         from traceinsight.trace.link import step_spans
 
         if step_spans(self.events).height:

@@ -100,8 +100,29 @@ def host_work_advice(workload: Workload) -> str | None:
     return (
         "Find what the host does in the named region (profile with with_stack=True, or py-spy) and "
         "take it off the critical path of the forward passes: prepare the next inputs in a "
-        "background thread while the GPU runs, precompute what does not change per request, or "
-        "overlap it with queued GPU work."
+        "background thread while the GPU runs, precompute what does not change "
+        + ("per request" if workload.serving else "between calls")
+        + ", or overlap it with queued GPU work."
+    )
+
+
+def sync_advice(workload: Workload) -> str | None:
+    """host_sync's fix where there are no losses or metrics to keep on the GPU (None: the
+    catalogue's training text)."""
+    if not workload.inference:
+        return None
+    reads = (
+        "the engine reads some results back each step by design ("
+        + ("sampled tokens, finished requests" if workload.kind == "decode" else "finished requests")
+        + "): look for the others"
+        if workload.serving
+        else "read outputs back once per batch of calls, not per call"
+    )
+    return (
+        "Remove synchronising calls from the loop: " + reads + " (no .item(), .cpu(), .tolist(), "
+        "print(tensor) inside the forward), avoid data-dependent shapes (nonzero, boolean-mask "
+        "indexing), drop explicit torch.cuda.synchronize(); torch.cuda.set_sync_debug_mode('warn') "
+        "points at each one."
     )
 
 
@@ -116,8 +137,47 @@ def memory_pressure_advice(workload: Workload) -> str | None:
     )
 
 
+def preprocessing_advice(workload: Workload, gpu_decode: str) -> str:
+    """host_preprocessing's fix: where the input is prepared depends on the program (a training
+    loop's batches, an offline inference loop's inputs, a serving engine's requests);
+    ``gpu_decode``: the device's image-decoding clause, or ""."""
+    if workload.serving:
+        return (
+            f"Take the preparation of each request's input off the thread that launches {workload.engine or 'the engine'}'s "
+            "steps: leave tokenising and image processing to the engine's front-end process, prepare the next "
+            "requests' inputs (latents, masks, prompt embeddings) while the GPU runs the current step, do "
+            "resize/normalise on the GPU" + gpu_decode + ", and cache what repeats across requests."
+        )
+    where = "the forward pass" if workload.inference else "the training step"
+    between = "between calls" if workload.inference else "between epochs"
+    return (
+        f"Take the input preparation off the thread that launches {where}. Cheapest first: copy "
+        "the raw batch (uint8 images, token ids) from pinned memory with non_blocking=True and do "
+        "the resize/normalise on the GPU (torchvision.transforms.v2 on CUDA tensors)"
+        + gpu_decode
+        + f"; or precompute what does not change {between}; or prepare the next batch in a "
+        "background thread, or in DataLoader workers (num_workers=N, pin_memory=True, "
+        "persistent_workers=True) — each worker runs torch ops on one thread, so a few workers can "
+        "be slower than a main thread that used every core: measure."
+    )
+
+
+# Exposed all-reduces in a trace that cannot tell training from inference (no host ops): the
+# fix for each reading, neither assumed.
+UNKNOWN_ALLREDUCE_FIX = (
+    "The trace cannot tell what these all-reduces are (no host ops recorded). If they reduce a "
+    "training step's gradients: let DistributedDataParallel bucket them and overlap them with the "
+    "backward pass (bucket_cap_mb, gradient_as_bucket_view=True, static_graph=True). If they are "
+    "a forward pass's tensor-parallel all-reduces: fewer tensor-parallel ranks where the model "
+    "fits, or the engine's fused or custom all-reduce."
+)
+
+
 def communication_advice(workload: Workload) -> str | None:
-    """exposed_communication's fix for a forward-only program (None: the catalogue's DDP text)."""
+    """exposed_communication's fix for a forward-only program, or for one the trace cannot
+    classify (None: the training text)."""
+    if workload.kind == "unknown":
+        return UNKNOWN_ALLREDUCE_FIX
     if not workload.inference:
         return None
     return (

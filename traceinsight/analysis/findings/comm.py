@@ -66,10 +66,16 @@ def _exposed_estimate(ctx: FindingContext, all_to_all: bool) -> Estimate | None:
     else:
         fix, action = mixed_fix(mine, fws)
         # a forward-only program has no gradients to bucket: tensor-parallel advice instead,
-        # unless a training framework's spans say the window just caught no backward
+        # unless a training framework's spans say the window just caught no backward; a trace
+        # that cannot tell (no host ops) gets both readings
         inference_fix = communication_advice(ctx.workload)
         if inference_fix is not None and not fws & {"ddp", "fsdp", "torchrec"}:
-            fix, action = inference_fix, "hide or shrink the forward pass's collectives"
+            action = (
+                "overlap or shrink the collectives (training: DDP buckets; forward: fewer TP ranks)"
+                if ctx.workload.kind == "unknown"
+                else "hide or shrink the forward pass's collectives"
+            )
+            fix = inference_fix
     kernels = comm.filter(is_a2a if all_to_all else (~is_a2a).fill_null(True))
     top = kernels.group_by("name").agg(pl.len().alias("calls"), pl.col("dur_ns").sum()).sort(
         ["dur_ns", "name"], descending=[True, False]
@@ -278,6 +284,10 @@ def _host_bound_part(ctx: FindingContext, ph: C.Phase, idle_claim: int) -> tuple
 
 
 def detect_allreduce_per_parameter(ctx: FindingContext) -> Estimate | None:
+    if ctx.workload.inference and not C.frameworks(ctx.trace) & {"ddp", "fsdp"}:
+        # a forward pass has no gradients: its many small all-reduces are tensor parallelism's,
+        # one or two per layer, which exposed_communication prices and advises on
+        return None
     b = bucketing(ctx)
     if b is None or b.calls < PER_PARAMETER_MIN_CALLS or b.calls < PER_PARAMETER_BUCKET_RATIO * b.buckets:
         return None

@@ -182,11 +182,11 @@ def _time_clause(
     return Finding("breakdown", f"{scope}: " + ", ".join(parts), idle), device, shares
 
 
-def _host_clause(overview: OverviewResult | None, ops: OpsResult | None) -> Finding:
-    """No GPU work at all: say so, and where the host's time goes."""
-    text = "no GPU work in this trace: only the host was recorded"
-    if overview is not None and overview.window_ns > 0:
-        text += f" ({_ms(overview.window_ns)})"
+def _host_clause(overview: OverviewResult | None, ops: OpsResult | None, *, launched: bool = False) -> Finding | None:
+    """No GPU work at all: say so, and where the host's time goes. ``launched``: the host did
+    launch GPU work that the trace does not hold (the window's ``gpu_not_recorded`` says so)."""
+    window = f"{_ms(overview.window_ns)}" if overview is not None and overview.window_ns > 0 else ""
+    named: list[str] = []
     if ops is not None and ops.ops.height:
         top = (
             ops.ops.filter(~pl.col("name").str.contains(INTERNAL.pattern))
@@ -196,8 +196,13 @@ def _host_clause(overview: OverviewResult | None, ops: OpsResult | None) -> Find
             .head(3)
         )
         named = [f"{r['name']} {_ms(r['host_self_ns'])}" for r in top.iter_rows(named=True) if r["host_self_ns"] > 0]
-        if named:
-            text += "; host time (self) mostly in " + ", ".join(named)
+    if launched:
+        if not named:
+            return None
+        return Finding("overview", f"host time (self){' over the traced ' + window if window else ''} mostly in " + ", ".join(named), 0.0)
+    text = "no GPU work in this trace: only the host was recorded" + (f" ({window})" if window else "")
+    if named:
+        text += "; host time (self) mostly in " + ", ".join(named)
     return Finding("overview", text, 0.0)
 
 
@@ -227,15 +232,26 @@ def _window_clause(window: WindowResult | None) -> Finding | None:
     if window is None or not window.limiting:
         return None
     first, *others = window.limiting
-    # host and device clocks that disagree are not a state of the run but of its trace
+    # host and device clocks that disagree, or GPU activity missing, are not a state of the
+    # run but of its trace
     clocks = first.id == "late_device_start"
-    lead = "this trace's host and device times disagree" if clocks else "this window is not steady state"
-    text = f"{lead}: {first.evidence}"
+    unrecorded = first.id == "gpu_not_recorded"
+    lead = (
+        "this trace's host and device times disagree"
+        if clocks
+        else "the GPU's activity was not recorded"
+        if unrecorded
+        else "this window is not steady state"
+    )
+    evidence = first.evidence.removesuffix(": the GPU's activity was not recorded") if unrecorded else first.evidence
+    evidence = evidence.replace(": the GPU's activity was not recorded;", ";")
+    text = f"{lead}: {evidence}"
     if others:
         text += "; also " + ", ".join(f.title for f in others)
     advice = [a for a in dict.fromkeys(f.advice for f in window.limiting) if a]
     if advice:
-        text += (". To read it, " if clocks and not others else ". To diagnose the steady state, ") + "; ".join(advice)
+        how = ". To read it, " if clocks else ". To see the GPU's work, " if unrecorded else ". To diagnose the steady state, "
+        text += (how if not others else ". To diagnose the steady state, ") + "; ".join(advice)
     return Finding("window", text, 100.0)
 
 
@@ -424,7 +440,8 @@ def headline(sections: Mapping[str, Result]) -> Headline:
         time, device, shares = _time_clause(breakdown, gaps, findings)
         clauses.append(time)
     elif no_gpu or (isinstance(raw_breakdown, BreakdownResult) and (raw_breakdown.reason or "").startswith("no GPU")):
-        clauses.append(_host_clause(overview, _section(sections, "ops", OpsResult)))
+        launched = window is not None and window.flag("gpu_not_recorded") is not None
+        clauses.append(_host_clause(overview, _section(sections, "ops", OpsResult), launched=launched))
         findings = None  # device findings have nothing to stand on
     else:
         clauses.append(_steps_idle_clause(_section(sections, "steps", StepsResult), overview))

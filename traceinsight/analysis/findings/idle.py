@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from traceinsight.analysis.findings.advice import host_work_advice
+from traceinsight.analysis.findings.advice import host_work_advice, sync_advice
 from traceinsight.analysis.findings.collectives import BACKEND_SPAN, C10D_OP
 from traceinsight.analysis.findings.context import DYNAMO_INTERNAL, FindingContext
 from traceinsight.analysis.findings.fixes import exact_names, no_host_time_in
@@ -200,6 +200,7 @@ def detect_host_sync(ctx: FindingContext) -> Estimate | None:
         "host_sync",
         {"idle": idle},
         transforms=(Remove(SYNC_CALLS, keep_inside=COLLECTIVE_SPANS),),
+        fix=sync_advice(ctx.workload),
         within_parts=parts,
         confidence="high" if culprits.height else "medium",
         confidence_reason=f"{n_gaps} idle gaps opened by synchronising calls; "

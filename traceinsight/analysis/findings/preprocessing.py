@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from traceinsight.analysis.findings.advice import preprocessing_advice
 from traceinsight.analysis.findings.context import (
     DYNAMO_INTERNAL,
     FRAME,
@@ -122,22 +123,12 @@ def _frames_in(ctx: FindingContext, gaps: pl.DataFrame, limit: int = 3) -> tuple
 
 
 def _fix(ctx: FindingContext) -> str:
-    where = "the forward pass" if ctx.workload.inference else "the training step"
     decode = (
         ", decode images there (torchvision.io.decode_jpeg(..., device='cuda') on nvJPEG, or DALI)"
         if ctx.device.vendor == "nvidia"
         else ""
     )
-    return (
-        f"Take the input preparation off the thread that launches {where}. Cheapest first: copy "
-        "the raw batch (uint8 images, token ids) from pinned memory with non_blocking=True and do "
-        "the resize/normalise on the GPU (torchvision.transforms.v2 on CUDA tensors)"
-        + decode
-        + "; or precompute what does not change between epochs; or prepare the next batch in a "
-        "background thread, or in DataLoader workers (num_workers=N, pin_memory=True, "
-        "persistent_workers=True) — each worker runs torch ops on one thread, so a few workers can "
-        "be slower than a main thread that used every core: measure."
-    )
+    return preprocessing_advice(ctx.workload, decode)
 
 
 def detect_host_preprocessing(ctx: FindingContext) -> Estimate | None:

@@ -25,17 +25,10 @@ from typing import Literal
 import polars as pl
 
 from traceinsight.trace.model import Trace
+from traceinsight.trace.training import TRAINING_KERNEL, TRAINING_OP
 
 Kind = Literal["training", "inference", "decode", "unknown"]
 
-# Host names only autograd's backward and optimizers produce.
-TRAINING_OP = (
-    r"^autograd::engine::evaluate_function|Backward\d*$|^aten::\w+_backward|"
-    r"^Optimizer\.(step|zero_grad)#|^aten::_fused_(adam|adamw|sgd|adagrad)|"
-    r"^## (backward|optimizer) ##$|CompiledFunctionBackward"
-)
-# Kernel names of backward passes and optimizers (for traces with no host ops).
-TRAINING_KERNEL = r"(?i)backward|_bwd_|_bwd\b|bwd_kernel|wgrad|dgrad|fused_adam|multi_tensor_apply.*adam"
 # Engines that serve many requests: their frames, ops or kernels carry their names.
 SERVING = {
     "vLLM": r"(^|/)vllm/|^vllm::|vllm::",

@@ -18,6 +18,12 @@ SYNC_OPS = ("aten::_local_scalar_dense", "aten::item")
 DATA_LOADING_PATTERN = r"(?i)dataloader|data_load|data[ _]loading|dataloading|torch/utils/data/"
 # Replays of a captured CUDA/HIP graph (runtime or driver API, versioned names included).
 GRAPH_LAUNCH_PATTERN = r"^(cuda|hip|cu)GraphLaunch"
+# Host calls that put work on a GPU: kernel and graph launches, asynchronous copies and memsets
+# (runtime and driver API, CUDA and HIP, versioned names included).
+GPU_WORK_CALL_PATTERN = (
+    r"^(cuda|hip|cu)\w*Launch\w*Kernel|^(cuda|hip|cu)GraphLaunch|^hipExtLaunch"
+    r"|^(cuda|hip)(Memcpy|Memset)\w*Async|^cuMem(cpy|set)\w*Async"
+)
 # Device memory taken from or given back to the driver (the caching allocator's misses, empty_cache).
 ALLOCATOR_CALLS = r"^(cuda|hip)(Malloc|Free)(Async|Host)?$|^cuMem(Alloc|Free)"
 
@@ -36,3 +42,15 @@ def with_name_flags(events: pl.DataFrame) -> pl.DataFrame:
         is_alloc_name=pl.col("name").cast(pl.String).str.contains(ALLOCATOR_CALLS),
     )
     return events.join(names, on="name", how="left", maintain_order="left")
+
+
+def gpu_work_calls(events: pl.DataFrame) -> pl.DataFrame:
+    """The host's calls that put work on a GPU, by name: ``name``, ``calls``, most first."""
+    calls = (
+        events.filter(pl.col("kind").cast(pl.String).is_in(["runtime", "driver"]))
+        .group_by(pl.col("name").cast(pl.String))
+        .agg(calls=pl.len())
+    )
+    return calls.filter(pl.col("name").str.contains(GPU_WORK_CALL_PATTERN)).sort(
+        ["calls", "name"], descending=[True, False]
+    )

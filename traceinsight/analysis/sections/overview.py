@@ -10,6 +10,7 @@ import polars as pl
 from traceinsight.analysis.core.base import NO_INPUTS, AnalysisConfig, AnalysisSpec, Inputs, Result
 from traceinsight.analysis.lib import intervals
 from traceinsight.analysis.lib.graph_capture import GRAPH_NODE_TID
+from traceinsight.analysis.lib.host_names import gpu_work_calls
 from traceinsight.analysis.lib.timeline import analysis_window, busy_intervals, work_intervals
 from traceinsight.trace.model import Trace
 
@@ -34,7 +35,8 @@ class OverviewResult(Result):
     window_ns: int = 0
     counts_by_kind: dict[str, int] = field(default_factory=dict)
     steps: tuple[int, ...] = ()
-    # how the steps were found: "ProfilerStep", "repeated span NAME", "periodic kernels"
+    # how the steps were found: "ProfilerStep", "repeated span NAME", "repeated call NAME",
+    # "periodic kernels"
     step_source: str | None = None
     prefill_steps: tuple[int, ...] = ()
     devices: tuple[DeviceOverview, ...] = ()
@@ -47,6 +49,9 @@ class OverviewResult(Result):
     distributed: dict[str, Any] | None = None
     # graph replays merged with their capture trace(s): what was matched (see docs/inference.md)
     graph_capture: dict[str, Any] | None = None
+    # host calls that put work on a GPU (launches, async copies) in a trace without GPU work:
+    # the GPU's activity was not recorded (0 when the trace has GPU work)
+    unrecorded_gpu_calls: int = 0
 
     def to_polars(self) -> pl.DataFrame:
         return pl.DataFrame(
@@ -112,6 +117,7 @@ def run(trace: Trace, config: AnalysisConfig, inputs: Inputs = NO_INPUTS) -> Ove
         versions=trace.meta.versions,
         distributed=trace.meta.distributed,
         graph_capture=trace.meta.graph_capture,
+        unrecorded_gpu_calls=0 if trace.has_gpu else int(gpu_work_calls(events)["calls"].sum() or 0),
     )
 
 

@@ -163,7 +163,7 @@ class StepsResult(Result):
     stats: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=STATS_SCHEMA))
     warmup_step: int | None = None
     outlier_steps: tuple[int, ...] = ()
-    # "ProfilerStep", "repeated span NAME" or "periodic kernels" (trace.iterations)
+    # "ProfilerStep", "repeated span NAME", "repeated call NAME" or "periodic kernels" (trace.iterations)
     source: str | None = None
     # iterations labelled prefill: left out of the statistics, the warm-up and outlier tests
     prefill_steps: tuple[int, ...] = ()

@@ -14,7 +14,12 @@ from typing import Any
 import polars as pl
 
 from traceinsight.analysis.lib import intervals
-from traceinsight.analysis.lib.host_names import GRAPH_LAUNCH_PATTERN, SYNC_CALL_PATTERN, SYNC_OPS
+from traceinsight.analysis.lib.host_names import (
+    GRAPH_LAUNCH_PATTERN,
+    SYNC_CALL_PATTERN,
+    SYNC_OPS,
+    gpu_work_calls,
+)
 from traceinsight.analysis.lib.timeline import analysis_window, busy_intervals
 from traceinsight.analysis.window.realstep import COST_US, RealStep
 from traceinsight.trace.model import Trace
@@ -41,6 +46,8 @@ GRAPH_LAUNCH = GRAPH_LAUNCH_PATTERN
 CAPTURE_LIMIT_SHARE = 0.25
 # Graph replays whose kernels are missing limit the window when they are this share of launches.
 UNTRACED_REPLAY_SHARE = 0.5
+# Kineto's category for the CUPTI range profiler's per-kernel counter events (profiler_metrics).
+CUPTI_RANGE_CAT = "cuda_profiler_range"
 # Work launched before recording began is said above this share of the busy time (a note).
 PRE_WINDOW_NOTE_SHARE = 0.01
 # Idle inside graph replays (between their own kernels) limits the window above this share of idle.
@@ -266,6 +273,53 @@ def late_device_start(trace: Trace, window_ns: int) -> Flag | None:
     )
 
 
+def gpu_not_recorded(trace: Trace) -> Flag | None:
+    """The host launched GPU work and the trace holds none of it: the GPU's activity was not
+    recorded (CUDA activity off, CUPTI's range profiler in its place, or its records lost).
+
+    The runtime and driver calls come from CUPTI's callbacks on the host, the kernels, copies
+    and memsets from its activity records: a trace can hold the first without the second, and
+    then "no GPU work" would be false. This limits the window: nothing on the GPU can be read.
+    """
+    if trace.has_gpu:
+        return None
+    calls = gpu_work_calls(trace.events)
+    if calls.height == 0:
+        return None
+    total = int(calls["calls"].sum())
+    named = ", ".join(f"{name} \u00d7{n:,}" for name, n in calls.head(3).iter_rows())
+    evidence = (
+        f"{total:,} host calls put work on the GPU ({named}) and the trace holds no kernel, copy "
+        "or memset: the GPU's activity was not recorded"
+    )
+    ranges = trace.events.filter(pl.col("cat").cast(pl.String) == CUPTI_RANGE_CAT).height
+    if ranges:
+        evidence += (
+            f"; {ranges:,} CUPTI range-profiler events ({CUPTI_RANGE_CAT}: per-kernel counters, no "
+            "timeline) stand in for it, so the trace was recorded with profiler_metrics"
+        )
+    if ranges:
+        advice = (
+            "record the timeline in a run of its own, without experimental_config's profiler_metrics, with "
+            "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]"
+        )
+    else:
+        advice = (
+            "record with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] (ROCm too), in a process where "
+            "CUPTI loads (libcupti on the library path: the profiler warns at start when it does not), and "
+            "export the trace after the profiler stops (on_trace_ready, or after the with block) so that the "
+            "GPU's records are flushed into it"
+        )
+    return Flag(
+        id="gpu_not_recorded",
+        title="GPU activity not recorded",
+        limits=True,
+        evidence=evidence,
+        advice=advice,
+        figures=(("gpu_work_calls", float(total)), ("cupti_range_events", float(ranges))),
+    )
+
+
 def partial_gpu(trace: Trace, window_ns: int) -> Flag | None:
     """GPU work the trace shows only in part: replays without their kernels, work queued earlier."""
     name = pl.col("name").cast(pl.String)
@@ -345,6 +399,9 @@ def steps(step_count: int, empty_steps: int, source: str | None = "ProfilerStep"
             + (
                 f"a repeated span ({source.removeprefix('repeated span').strip()}) stand in for steps"
                 if source.startswith("repeated span")
+                else f"a top-level call recurring once per iteration ({source.removeprefix('repeated call').strip()}) "
+                "stand in for steps; each runs from one call to the next"
+                if source.startswith("repeated call")
                 else "a periodic kernel sequence stand in for steps; each runs from the top-level "
                 "host call that launched its first kernel to the next one's"
             ),

@@ -100,6 +100,7 @@ def run(trace: Trace, config: AnalysisConfig, inputs: Inputs = NO_INPUTS) -> Win
         busy = step_rows.select(pl.sum_horizontal("kernel_ns", "memcpy_ns", "memset_ns", "communication_ns"))
         empty = int((busy.to_series() == 0).sum())
     flags = [
+        assess.gpu_not_recorded(trace),
         # Start-up is judged against the GPU's idle time: a host-only trace has none to judge.
         assess.startup(trace, window_ns) if trace.has_gpu else None,
         assess.graph_capture(trace, window_ns),
@@ -121,6 +122,7 @@ SPEC = AnalysisSpec(
     title="Window",
     run=run,
     requires=("steps",),
-    description="Is the recorded window steady state? Start-up, graph capture, GPU work traced in part, "
+    description="Is the recorded window steady state? GPU activity not recorded, start-up, graph capture, "
+    "GPU work traced in part, "
     "degenerate steps and profiler overhead, each with its evidence and what to record instead",
 )

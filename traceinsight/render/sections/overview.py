@@ -61,6 +61,14 @@ def render_terminal(result: OverviewResult) -> RenderableType:
             ],
         )
         parts.append(table)
+    elif result.unrecorded_gpu_calls:
+        parts.append(
+            Text(
+                f"GPU activity not recorded: {result.unrecorded_gpu_calls:,} host calls put work on the GPU, "
+                "and the trace holds none of it (see the window section)",
+                style="yellow",
+            )
+        )
     else:
         parts.append(Text("no GPU activity in this trace (CPU-only capture?)", style="yellow"))
     for warning in result.warnings:

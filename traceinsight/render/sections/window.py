@@ -13,11 +13,14 @@ from traceinsight.render.units import ns
 def render_terminal(result: WindowResult) -> RenderableType:
     if result.steady:
         head = Text("steady state: no flag limits what this window can tell", style="green")
-    else:
+    elif result.excluded_ns:
         head = Text(
             f"not steady state: {ns(result.excluded_ns)} of the {ns(result.window_ns)} window left out of the findings' savings",
             style="yellow",
         )
+    else:
+        # nothing to take out of the window: the trace itself is short of something
+        head = Text(f"limited: {', '.join(f.title for f in result.limiting)}", style="yellow")
     parts: list[RenderableType] = [head]
     real = result.real_step
     if real is not None:
