@@ -70,6 +70,7 @@ def _cut(value: Any, path: str, cut: dict[str, int]) -> Any:
 
 def opened(entry: Entry, shaper: Shaper) -> Answer:
     """The handle and the overview: what the file is and the verdict in one line."""
+    entry.report  # noqa: B018 (analysed now, so that analyze_s is the analysis's time)
     data: dict[str, Any] = {
         "handle": entry.handle,
         "kind": entry.kind,
@@ -147,7 +148,7 @@ def section(
     return _page(shaper, answer, table, limit, offset)
 
 
-def sql(entry: Entry, shaper: Shaper, query: str, *, limit: int, offset: int) -> Answer:
+def sql(entry: Entry, shaper: Shaper, query: str, *, limit: int, offset: int, cache: bool) -> Answer:
     from traceinsight.trace.schema import FRAME_SCHEMAS
 
     _limit(limit, offset)
@@ -157,6 +158,8 @@ def sql(entry: Entry, shaper: Shaper, query: str, *, limit: int, offset: int) ->
         if entry.kind == "trace":
             frame = entry.trace.sql(query)
         elif entry.kind == "job":
+            if not cache:
+                raise UsageError("SQL over a job reads its ranks' Parquet cache: start the server with --cache")
             frame = entry.data.sql(query)  # type: ignore[union-attr]
         else:
             raise UsageError(f"{entry.handle} is an allocator snapshot: SQL runs over traces and jobs")

@@ -31,6 +31,8 @@ _END_FROM = frozenset(
     ["where", "group", "having", "order", "limit", "offset", "union", "except", "intersect", "on", "using", "window", "qualify", "select", "fetch"]
 )
 _START = frozenset({"select", "with"})
+# Words that may stand before "(" without being a call: `USING (col)`, `AS (SELECT ...)`, `IN (...)`.
+_KEYWORDS = _END_FROM | frozenset(["from", "join", "as", "in", "exists", "lateral", "not", "and", "or", "any", "all", "values"])
 
 
 def _tokens(query: str) -> list[tuple[str, str]]:
@@ -73,7 +75,7 @@ def check_query(query: str, tables: tuple[str, ...]) -> None:
             continue
         if kind not in ("word", "name"):
             continue
-        called = following == ("other", "(")
+        called = following == ("other", "(") and not (kind == "word" and text in _KEYWORDS)
         if called and (text.startswith("read_") or text.startswith("scan_") or in_from[-1]):
             raise UsageError(
                 f"{text}(...): table functions are refused (they read files); query the tables "

@@ -40,12 +40,27 @@ class Entry:
     source: str  # the path (or glob) as the client gave it
     key: tuple[Any, ...]
     data: Trace | Job | MemorySnapshot
-    report: Report | JobReport | SnapshotReport
     bytes: int
     load_s: float
-    analyze_s: float
     cycle: str = "latest"
-    notes: list[str] = field(default_factory=list)
+    analyze_s: float = 0.0
+    # Analysed on first use (a diff or SQL needs only the frames), once.
+    _report: Report | JobReport | SnapshotReport | None = field(default=None, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def report(self) -> Report | JobReport | SnapshotReport:
+        with self._lock:
+            if self._report is None:
+                import traceinsight as ti
+
+                started = time.perf_counter()
+                if self.kind == "snapshot":
+                    self._report = ti.analyze_memory_snapshot(self.data)  # type: ignore[arg-type]
+                else:
+                    self._report = ti.analyze(self.data)  # type: ignore[arg-type]
+                self.analyze_s = time.perf_counter() - started
+            return self._report
 
     @property
     def trace(self) -> Trace:
@@ -146,30 +161,22 @@ class Store:
             handle = f"{kind[0]}{self._counter}"
         started = time.perf_counter()
         data: Any
-        report: Any
         size: int
         if kind == "snapshot":
             if len(paths) != 1 or not paths[0].is_file():
                 raise UsageError(f"{source}: a snapshot is one pickle file")
             data = ti.load_memory_snapshot(paths[0])
-            loaded = time.perf_counter()
-            report = ti.analyze_memory_snapshot(data)
             size = _frames_bytes([data.segments, data.blocks, data.events, data.frames])
         elif kind == "job":
             target: Any = [str(p) for p in paths] if len(paths) > 1 else str(paths[0])
             data = ti.load_job(target, jobs=self.jobs, cache=self.cache, cycle=_cycle(cycle))
-            loaded = time.perf_counter()
-            report = ti.analyze(data)
             size = JOB_RANK_BYTES * max(1, len(data.summaries))
         else:
             if len(paths) != 1:
                 raise UsageError(f"{source}: names {len(paths)} files; open them as a job (kind 'job')")
             data = ti.load(paths[0], cache=self.cache, cycle=_cycle(cycle))
-            loaded = time.perf_counter()
-            report = ti.analyze(data)
             size = _frames_bytes([data.events, data.kernels, data.counters, data.memory])
-        done = time.perf_counter()
-        return Entry(handle, kind, source, key, data, report, size, loaded - started, done - loaded, cycle)
+        return Entry(handle, kind, source, key, data, size, time.perf_counter() - started, cycle)
 
     def _evict(self, *, keep: str) -> None:
         while self.used_bytes() > self.max_bytes and len(self._entries) > 1:

@@ -148,7 +148,7 @@ def register(app: Any, store: Store, shaper: Shaper, *, verbose: bool) -> None:
         limit: Limit = 100,
         offset: Offset = 0,
     ) -> Answer:
-        return answers.sql(store.get(source), shaper, query, limit=limit, offset=offset)
+        return answers.sql(store.get(source), shaper, query, limit=limit, offset=offset, cache=store.cache)
 
     @tool("kernels", "The GPU kernels of one step, of one op, or of an op within a step: their "
           "count, device time, span, the kernels that take the most time, and the kernels in time "
