@@ -53,8 +53,9 @@ def typecheck(session: nox.Session) -> None:
 def docs(session: nox.Session) -> None:
     """Regenerate the generated docs: the CLI reference, the JSON report schema and the command
     output pasted into the pages (run after changing a command, a section or a result's fields)."""
-    session.install("-e", ".")
+    session.install("-e", ".[mcp]")
     session.run("python", "docs/gen_cli_reference.py")
+    session.run("python", "docs/gen_agents_reference.py")
     session.run("python", "docs/gen_report_schema.py")
     session.run("python", "docs/refresh_outputs.py")
 

@@ -247,3 +247,14 @@ def test_loaded_lists_the_handles(server: Session, handle: str) -> None:
     data = server.call("loaded")["data"]
     assert handle in {e["handle"] for e in data["entries"]}
     assert 0 < data["memory_bytes"] <= data["memory_cap_bytes"]
+
+
+def test_the_tool_reference_in_the_docs_is_generated_from_the_server() -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gen_agents_reference", ROOT / "docs" / "gen_agents_reference.py")
+    assert spec is not None and spec.loader is not None
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    text = (ROOT / "docs" / "agents.md").read_text(encoding="utf-8")
+    assert gen.splice(text, gen.generate()) == text, "stale: run python docs/gen_agents_reference.py (or nox -s docs)"

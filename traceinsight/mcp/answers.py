@@ -97,7 +97,7 @@ def opened(entry: Entry, shaper: Shaper) -> Answer:
             data["ranks"] = list(job.paths)
             data["failed"] = [str(f) for f in job.failed]
             data["findings"] = len(job.findings)
-    return shaper.document(Answer(kind="open", handle=entry.handle, data=data))
+    return shaper.document(Answer(kind="open", handle=entry.handle, data=data, notes=list(entry.notes)))
 
 
 def verdict(entry: Entry, shaper: Shaper) -> Answer:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+import warnings
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +44,7 @@ class Entry:
     bytes: int
     load_s: float
     cycle: str = "latest"
+    notes: tuple[str, ...] = ()  # what loading warned about (the cycle chosen, missing ranks)
     analyze_s: float = 0.0
     # Analysed on first use (a diff or SQL needs only the frames), once.
     _report: Report | JobReport | SnapshotReport | None = field(default=None, repr=False)
@@ -154,12 +156,22 @@ class Store:
         return "trace"
 
     def _load(self, source: str, paths: list[Path], kind: Kind, cycle: str, key: tuple[Any, ...], handle: str | None) -> Entry:
-        import traceinsight as ti
-
         if handle is None:
             self._counter += 1
             handle = f"{kind[0]}{self._counter}"
-        started = time.perf_counter()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            started = time.perf_counter()
+            data, size = self._read(source, paths, kind, cycle)
+            load_s = time.perf_counter() - started
+        notes = [str(w.message) for w in caught]
+        if kind == "job":
+            notes += list(data.spec.warnings)
+        return Entry(handle, kind, source, key, data, size, load_s, cycle, tuple(dict.fromkeys(notes)))
+
+    def _read(self, source: str, paths: list[Path], kind: Kind, cycle: str) -> tuple[Any, int]:
+        import traceinsight as ti
+
         data: Any
         size: int
         if kind == "snapshot":
@@ -169,14 +181,15 @@ class Store:
             size = _frames_bytes([data.segments, data.blocks, data.events, data.frames])
         elif kind == "job":
             target: Any = [str(p) for p in paths] if len(paths) > 1 else str(paths[0])
-            data = ti.load_job(target, jobs=self.jobs, cache=self.cache, cycle=_cycle(cycle))
+            # Ranks missing from the files (a sample of a large job) are named in the notes.
+            data = ti.load_job(target, jobs=self.jobs, cache=self.cache, cycle=_cycle(cycle), allow_missing=True)
             size = JOB_RANK_BYTES * max(1, len(data.summaries))
         else:
             if len(paths) != 1:
                 raise UsageError(f"{source}: names {len(paths)} files; open them as a job (kind 'job')")
             data = ti.load(paths[0], cache=self.cache, cycle=_cycle(cycle))
             size = _frames_bytes([data.events, data.kernels, data.counters, data.memory])
-        return Entry(handle, kind, source, key, data, size, time.perf_counter() - started, cycle)
+        return data, size
 
     def _evict(self, *, keep: str) -> None:
         while self.used_bytes() > self.max_bytes and len(self._entries) > 1:

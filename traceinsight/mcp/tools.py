@@ -189,9 +189,10 @@ def register(app: Any, store: Store, shaper: Shaper, *, verbose: bool) -> None:
           "work (gemm=0.5, 'name~nccl=2x faster'), remove host calls or kernels by regex "
           "(cudaStreamSynchronize), scale host time (0.5, or optimizer=0.5), collapse launches as "
           "CUDA graphs do, overlap communication, asynchronous copies; several apply together. "
-          "The replay is checked against the recorded steps (validation); a replay that does not "
-          "reproduce them within 5 % says so. A finding whose method says 'replayed' names the "
-          "changes it was priced with.")
+          "steady_saving_pct (the median step) is the headline figure. `explained` is false, with a note, "
+          "when replaying the trace as recorded misses a step's recorded device time by more than 5 %: the "
+          "prediction is then outside what the model explains. A replayed finding's method names the "
+          "changes its saving was replayed with.")
     def whatif(
         source: Source,
         scale: Annotated[list[str] | None, Field(description="FAMILY=FACTOR or 'name~REGEX=FACTOR'; FACTOR a time multiplier (0.5) or a speed-up (2x, '2x faster')")] = None,
