@@ -42,9 +42,10 @@ def server_env() -> dict[str, str]:
 class Session:
     """Synchronous calls on a connected ``mcp.Client``."""
 
-    def __init__(self, portal: Any, client: Any) -> None:
+    def __init__(self, portal: Any, client: Any, url: str | None = None) -> None:
         self.portal = portal
         self.client = client
+        self.url = url  # the endpoint, over HTTP
 
     def raw(self, tool: str, arguments: dict[str, Any]) -> Any:
         return self.portal.call(self.client.call_tool, tool, arguments)
@@ -93,7 +94,7 @@ def connected(target: Any) -> Iterator[Session]:
     with start_blocking_portal() as portal, portal.wrap_async_context_manager(
         Client(target, read_timeout_seconds=CALL_TIMEOUT_S)
     ) as client:
-        yield Session(portal, client)
+        yield Session(portal, client, target if isinstance(target, str) else None)
 
 
 @contextmanager

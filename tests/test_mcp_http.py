@@ -3,6 +3,8 @@ memory cap (entries released and opened again) and a small answer cap (parts joi
 
 from __future__ import annotations
 
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 
 import pytest
@@ -48,3 +50,16 @@ def test_past_the_memory_cap_the_oldest_is_released_and_opened_again(server: Ses
     assert {e["handle"] for e in entries} == {second}
     again = server.call("sql", source=first, query="SELECT COUNT(*) AS n FROM kernels")
     assert again["handle"] == first and again["rows"][0]["n"] > 0
+
+
+def test_a_request_naming_another_host_is_refused(server: Session) -> None:
+    # DNS rebinding: a page on another site that resolves its name to 127.0.0.1 sends its own
+    # Host header; on loopback the server answers only 127.0.0.1, localhost and [::1].
+    assert server.url is not None
+    request = urllib.request.Request(
+        server.url, data=b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}', method="POST",
+        headers={"Host": "tracedata.example", "Content-Type": "application/json", "Accept": "application/json, text/event-stream"},
+    )  # fmt: skip
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=10)
+    assert refused.value.code == 421 and refused.value.read() == b"Invalid Host header"

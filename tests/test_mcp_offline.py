@@ -1,7 +1,11 @@
-"""The MCP server's SQL check: the queries an analyst writes pass; none that reads a file
-or changes the tables does."""
+"""What ``traceinsight mcp`` decides before any client connects, with or without the SDK:
+the SQL check (the queries an analyst writes pass; none that reads a file or changes the
+tables does), the command line, and the one-line error where the SDK is missing."""
 
 from __future__ import annotations
+
+import subprocess
+import sys
 
 import pytest
 
@@ -45,3 +49,27 @@ def test_analysts_queries_pass(query: str) -> None:
 def test_queries_that_reach_files_or_change_tables_are_refused(query: str, message: str) -> None:
     with pytest.raises(UsageError, match=message):
         check_query(query, TABLES)
+
+
+def test_without_the_sdk_the_command_says_what_to_install() -> None:
+    code = "import sys; sys.modules['mcp'] = None; from traceinsight.cli.app import main; sys.exit(main(['mcp']))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2
+    assert done.stderr.strip() == "error: traceinsight mcp needs the Model Context Protocol SDK: pip install 'traceinsight[mcp]' (or pip install 'mcp>=2.3')"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--http", "localhost"], "give HOST:PORT"),
+        (["--http", ":99999"], "give HOST:PORT"),
+        (["--root", "no/such/folder"], "not a directory"),
+        (["--max-chars", "10"], "--max-chars must be"),
+    ],
+)
+def test_bad_options_are_one_line_usage_errors(args: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from traceinsight.cli.app import main
+
+    assert main(["mcp", *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
