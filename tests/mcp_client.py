@@ -47,8 +47,8 @@ class Session:
         self.client = client
         self.url = url  # the endpoint, over HTTP
 
-    def raw(self, tool: str, arguments: dict[str, Any]) -> Any:
-        return self.portal.call(self.client.call_tool, tool, arguments)
+    def raw(self, tool: str, arguments: dict[str, Any], progress: Any = None) -> Any:
+        return self.portal.call(lambda: self.client.call_tool(tool, arguments, progress_callback=progress))
 
     def call(self, tool: str, /, **arguments: Any) -> dict[str, Any]:
         """The structured answer of a call that must succeed."""

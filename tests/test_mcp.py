@@ -82,6 +82,18 @@ def test_open_gives_the_overview_and_a_second_open_reads_what_is_loaded(server: 
     assert data["load_s"] > 0 and data["analyze_s"] > 0
 
 
+def test_open_tells_its_progress_to_a_client_that_asks(server: Session) -> None:
+    heard: list[str] = []
+
+    async def progress(done: float, total: float | None, message: str | None) -> None:
+        heard.append(str(message))
+
+    result = server.raw("open", {"path": "fix_bmm_before.json.gz"}, progress=progress)
+    assert not result.is_error
+    assert heard[0].startswith("reading fix_bmm_before.json.gz (0.7 MiB)")
+    assert "analysing: gaps" in heard and heard[-1] == "analysing: findings"
+
+
 def test_verdict_is_the_reports_headline_and_findings(server: Session, handle: str, report: ti.Report) -> None:
     data = server.call("verdict", source=handle)["data"]
     assert data["headline"] == report.headline.to_dict()

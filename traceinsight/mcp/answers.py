@@ -12,7 +12,7 @@ import polars as pl
 from traceinsight.errors import UsageError
 from traceinsight.mcp.shape import Answer, Shaper
 from traceinsight.mcp.sqlguard import check_query
-from traceinsight.mcp.store import Entry, Store
+from traceinsight.mcp.store import Entry, Progress, Store
 
 if TYPE_CHECKING:
     from traceinsight.analysis.core.base import Result
@@ -68,9 +68,9 @@ def _cut(value: Any, path: str, cut: dict[str, int]) -> Any:
     return value
 
 
-def opened(entry: Entry, shaper: Shaper) -> Answer:
+def opened(entry: Entry, shaper: Shaper, progress: Progress | None = None) -> Answer:
     """The handle and the overview: what the file is and the verdict in one line."""
-    entry.report  # noqa: B018 (analysed now, so that analyze_s is the analysis's time)
+    entry.analyse(progress)
     data: dict[str, Any] = {
         "handle": entry.handle,
         "kind": entry.kind,

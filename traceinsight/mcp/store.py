@@ -12,6 +12,7 @@ import threading
 import time
 import warnings
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from traceinsight.trace.snapshot.model import MemorySnapshot
 
 Kind = Literal["trace", "job", "snapshot"]
+Progress = Callable[[str], None]
 KINDS: tuple[str, ...] = ("auto", "trace", "job", "snapshot")
 SNAPSHOT_SUFFIXES = (".pickle", ".pkl")
 # A job keeps one small summary per rank in memory (its frames stay in the Parquet cache).
@@ -52,6 +54,10 @@ class Entry:
 
     @property
     def report(self) -> Report | JobReport | SnapshotReport:
+        return self.analyse()
+
+    def analyse(self, progress: Progress | None = None) -> Report | JobReport | SnapshotReport:
+        """The report, computed on the first call (``progress`` hears of each section)."""
         with self._lock:
             if self._report is None:
                 import traceinsight as ti
@@ -59,8 +65,11 @@ class Entry:
                 started = time.perf_counter()
                 if self.kind == "snapshot":
                     self._report = ti.analyze_memory_snapshot(self.data)  # type: ignore[arg-type]
-                else:
+                elif self.kind == "job":
                     self._report = ti.analyze(self.data)  # type: ignore[arg-type]
+                else:
+                    hear = (lambda name: progress(f"analysing: {name}")) if progress else None
+                    self._report = ti.analyze(self.data, on_section=hear)  # type: ignore[arg-type]
                 self.analyze_s = time.perf_counter() - started
             return self._report
 
@@ -88,7 +97,7 @@ def _frames_bytes(frames: list[Any]) -> int:
 
 
 class Store:
-    """Loaded entries by handle; ``open`` is serialised so a file is never parsed twice at once."""
+    """Loaded entries by handle; loads are serialised so a file is never parsed twice at once."""
 
     def __init__(self, roots: Roots, *, max_bytes: int, cache: bool, jobs: int | None = None) -> None:
         self.roots = roots
@@ -99,7 +108,8 @@ class Store:
         self._by_key: dict[tuple[Any, ...], str] = {}
         self._released: dict[str, tuple[str, Kind, str]] = {}
         self._counter = 0
-        self._lock = threading.RLock()
+        self._lock = threading.Lock()  # the tables below; never held while loading
+        self._loading = threading.Lock()
 
     def entries(self) -> list[Entry]:
         with self._lock:
@@ -117,30 +127,50 @@ class Store:
                 self._entries.move_to_end(handle_or_path)
                 return entry
             released = self._released.get(handle_or_path)
-            if released is not None:
-                source, was, cycle = released
-                return self.open(source, kind=was, cycle=cycle, handle=handle_or_path)
+        # Opened outside the table lock, which a load in progress needs to finish.
+        if released is not None:
+            source, was, cycle = released
+            return self.open(source, kind=was, cycle=cycle, handle=handle_or_path)
         if _looks_like_handle(handle_or_path):
             raise UsageError(f"unknown handle {handle_or_path!r}: open a path first (handles: {', '.join(self._entries) or 'none'})")
         return self.open(handle_or_path, kind=kind)
 
-    def open(self, source: str, *, kind: str = "auto", cycle: str = "latest", handle: str | None = None) -> Entry:
+    def open(
+        self, source: str, *, kind: str = "auto", cycle: str = "latest", handle: str | None = None,
+        progress: Progress | None = None,
+    ) -> Entry:  # fmt: skip
         if kind not in KINDS:
             raise UsageError(f"unknown kind {kind!r}; choose from {', '.join(KINDS)}")
         paths = self.roots.expand(source)
         chosen = self._kind(source, paths, kind)
         key = (chosen, tuple(str(p) for p in paths), _mtimes(paths), cycle)
+        # One load at a time (two calls for one new file parse it once); questions about
+        # what is loaded go on meanwhile, as they take only the table lock.
+        with self._loading:
+            known = self._known(key)
+            if known is not None:
+                return known
+            if progress is not None:
+                progress(f"reading {source} ({sum(p.stat().st_size for p in paths if p.is_file()) / 2**20:.1f} MiB)")
+            with self._lock:
+                if handle is None:
+                    self._counter += 1
+                    handle = f"{chosen[0]}{self._counter}"
+            entry = self._load(source, paths, chosen, cycle, key, handle)
+            with self._lock:
+                self._entries[entry.handle] = entry
+                self._by_key[key] = entry.handle
+                self._released.pop(entry.handle, None)
+                self._evict(keep=entry.handle)
+            return entry
+
+    def _known(self, key: tuple[Any, ...]) -> Entry | None:
         with self._lock:
             known = self._by_key.get(key)
-            if known is not None and known in self._entries:
-                self._entries.move_to_end(known)
-                return self._entries[known]
-            entry = self._load(source, paths, chosen, cycle, key, handle)
-            self._entries[entry.handle] = entry
-            self._by_key[key] = entry.handle
-            self._released.pop(entry.handle, None)
-            self._evict(keep=entry.handle)
-            return entry
+            if known is None or known not in self._entries:
+                return None
+            self._entries.move_to_end(known)
+            return self._entries[known]
 
     def _kind(self, source: str, paths: list[Path], kind: str) -> Kind:
         if kind != "auto":
@@ -155,10 +185,7 @@ class Store:
             return "job" if resolve(str(paths[0])).kind == "job" else "trace"
         return "trace"
 
-    def _load(self, source: str, paths: list[Path], kind: Kind, cycle: str, key: tuple[Any, ...], handle: str | None) -> Entry:
-        if handle is None:
-            self._counter += 1
-            handle = f"{kind[0]}{self._counter}"
+    def _load(self, source: str, paths: list[Path], kind: Kind, cycle: str, key: tuple[Any, ...], handle: str) -> Entry:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             started = time.perf_counter()
@@ -192,7 +219,8 @@ class Store:
         return data, size
 
     def _evict(self, *, keep: str) -> None:
-        while self.used_bytes() > self.max_bytes and len(self._entries) > 1:
+        """Release the least recently used entries past the cap (the caller holds the lock)."""
+        while sum(e.bytes for e in self._entries.values()) > self.max_bytes and len(self._entries) > 1:
             oldest = next(h for h in self._entries if h != keep)
             entry = self._entries.pop(oldest)
             self._by_key.pop(entry.key, None)

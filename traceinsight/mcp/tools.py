@@ -5,12 +5,14 @@ parameter without one."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
 import traceback
 from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
+from mcp.server.mcpserver import Context
 from pydantic import Field
 
 from traceinsight.errors import TraceInsightError
@@ -82,6 +84,25 @@ def guarded(fn: F, *, verbose: bool, resource: bool = False) -> F:
     return call  # type: ignore[return-value]
 
 
+def _progress(ctx: Context | None) -> Callable[[str], None] | None:
+    """Progress notifications from a tool's worker thread (a no-op unless the client asked for
+    them): a large trace takes tens of seconds to open, and a client that hears nothing may
+    give up."""
+    if ctx is None:
+        return None
+    import anyio.from_thread
+
+    count = [0]
+
+    def tell(message: str) -> None:
+        count[0] += 1
+        # A courtesy: never the reason a load fails.
+        with contextlib.suppress(Exception):
+            anyio.from_thread.run(ctx.report_progress, count[0], None, message)
+
+    return tell
+
+
 def register(app: Any, store: Store, shaper: Shaper, *, verbose: bool) -> None:
     """Every tool, the report resources and the diagnosis prompt on ``app`` (an MCPServer)."""
     from mcp.types import ToolAnnotations
@@ -105,8 +126,10 @@ def register(app: Any, store: Store, shaper: Shaper, *, verbose: bool) -> None:
         path: Annotated[str, Field(description="a path under the server's roots; relative paths start at the first root")],
         kind: Annotated[str, Field(description="auto (from the path), trace, job or snapshot")] = "auto",
         cycle: Annotated[str, Field(description="a folder of profiler cycles: latest, or N (1 the oldest, -1 the latest)")] = "latest",
+        ctx: Context | None = None,
     ) -> Answer:
-        return answers.opened(store.open(path, kind=kind, cycle=cycle), shaper)
+        progress = _progress(ctx)
+        return answers.opened(store.open(path, kind=kind, cycle=cycle, progress=progress), shaper, progress)
 
     @tool("verdict", "The verdict and the findings: the one-line answer, then what to change "
           "first, ranked by the time each would save per step, each with its evidence (ops, "
