@@ -132,7 +132,7 @@ def section(
     cut: dict[str, int] = {}
     facts = _cut(result.to_dict(), "", cut)
     table = _strings(result.to_polars())
-    notes = [f"{path}: first {FACT_ROWS} of {n} items (the section's table is paged in `rows`)" for path, n in cut.items()]
+    notes = [f"facts.{path}: the first {FACT_ROWS} of {n} items (the section's main table is paged in `rows`)" for path, n in cut.items()]
     if where:
         query = f"SELECT * FROM rows WHERE {where}"
         check_query(query, ("rows",))

@@ -84,6 +84,15 @@ def guarded(fn: F, *, verbose: bool, resource: bool = False) -> F:
     return call  # type: ignore[return-value]
 
 
+def _sections(kind: str) -> str:
+    """The registered sections, as the report has them (a new analysis is listed by itself)."""
+    from traceinsight.analysis.core.registry import ANALYSES, JOB_ANALYSES
+
+    # `series` is the row of a compare, not a section of one job.
+    specs = ANALYSES if kind == "trace" else [s for s in JOB_ANALYSES if s.name != "series"]
+    return "\n".join(f"- {s.name}: {s.description}" for s in specs)
+
+
 def _progress(ctx: Context | None) -> Callable[[str], None] | None:
     """Progress notifications from a tool's worker thread (a no-op unless the client asked for
     them): a large trace takes tens of seconds to open, and a client that hears nothing may
@@ -140,13 +149,10 @@ def register(app: Any, store: Store, shaper: Shaper, *, verbose: bool) -> None:
     def verdict(source: Source) -> Answer:
         return answers.verdict(store.get(source), shaper)
 
-    @tool("section", "One analysis by name, with its table filtered, sorted and paged. Trace "
-          "sections: overview, breakdown (device time by category), gaps (idle gaps and their "
-          "causes), steps, ops, kernels, memory, bound (overhead/memory/compute-bound regions), "
-          "compile, serving, window (is the captured window representative), critical_path, "
-          "findings. Job sections: rank_table, stragglers, collective_wait, job_findings. `facts` "
-          "is the section as the JSON report writes it, lists cut to their first 10 items; `rows` "
-          "is its main table. A section that could not run says why (available, reason).")
+    @tool("section", "One analysis by name, with its table filtered, sorted and paged. `facts` is the "
+          "section as the JSON report writes it, lists cut to their first 10 items; `rows` is its main "
+          "table. A section that could not run says why (available, reason).\n"
+          f"Sections of a trace:\n{_sections('trace')}\nSections of a job:\n{_sections('job')}")
     def section(
         source: Source,
         name: Annotated[str, Field(description="the section's name, e.g. gaps, steps, kernels, bound, critical_path")],
