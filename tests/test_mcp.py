@@ -6,6 +6,7 @@ SQL, unknown sections, malformed calls) and continuations of long answers."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
 from collections.abc import Iterator
@@ -92,6 +93,18 @@ def test_open_tells_its_progress_to_a_client_that_asks(server: Session) -> None:
     assert not result.is_error
     assert heard[0].startswith("reading fix_bmm_before.json.gz (0.7 MiB)")
     assert "analysing: gaps" in heard and heard[-1] == "analysing: findings"
+
+
+def test_a_file_changed_on_disk_is_read_again(server: Session, extra_root: Path) -> None:
+    path = extra_root / "changing.json.gz"
+    shutil.copy(SAMPLES / "fix_pinned_before.json.gz", path)
+    first = server.call("open", path=str(path))
+    shutil.copy(SAMPLES / "fix_pinned_after.json.gz", path)
+    os.utime(path, ns=(time.time_ns(), time.time_ns() + 10**9))  # a newer mtime, however coarse the clock
+    second = server.call("open", path=str(path))
+    assert second["handle"] != first["handle"]
+    expected = ti.analyze(ti.load(SAMPLES / "fix_pinned_after.json.gz", cache=False)).headline.verdict
+    assert second["data"]["verdict"] == expected != first["data"]["verdict"]
 
 
 def test_verdict_is_the_reports_headline_and_findings(server: Session, handle: str, report: ti.Report) -> None:
