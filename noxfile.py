@@ -21,7 +21,7 @@ def tests(session: nox.Session) -> None:
 
     Files go to workers whole (``--dist loadfile``): a file's tests share the traces they load.
     ``nox -s tests -- tests/test_x.py`` runs some files; ``-- -n 0`` runs in one process."""
-    session.install("-e", ".[dev,docs]", TORCH_SPEC, "nvidia-ml-py")
+    session.install("-e", ".[dev,docs,mcp]", TORCH_SPEC, "nvidia-ml-py")
     session.run("python", "-m", "pytest", "-n", "auto", "--dist", "loadfile", *session.posargs)
 
 
@@ -45,7 +45,7 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def typecheck(session: nox.Session) -> None:
-    session.install("-e", ".[dev]")
+    session.install("-e", ".[dev,mcp]")
     session.run("mypy")
 
 
@@ -53,8 +53,9 @@ def typecheck(session: nox.Session) -> None:
 def docs(session: nox.Session) -> None:
     """Regenerate the generated docs: the CLI reference, the JSON report schema and the command
     output pasted into the pages (run after changing a command, a section or a result's fields)."""
-    session.install("-e", ".")
+    session.install("-e", ".[mcp]")
     session.run("python", "docs/gen_cli_reference.py")
+    session.run("python", "docs/gen_agents_reference.py")
     session.run("python", "docs/gen_report_schema.py")
     session.run("python", "docs/refresh_outputs.py")
 

@@ -78,7 +78,7 @@ def root(
 
 
 # One module per command; importing a module registers its command on `app`.
-_COMMAND_MODULES = ("analyze", "gaps", "bound", "diff", "compare", "compile", "whatif", "memory", "export", "sql", "capture")
+_COMMAND_MODULES = ("analyze", "gaps", "bound", "diff", "compare", "compile", "whatif", "memory", "export", "sql", "capture", "mcp")
 
 
 def _register_commands() -> None:
