@@ -25,12 +25,14 @@ LAYERS = 6
 TF32_RATE = 494.5e12 * TENSOR_CORE_EFFICIENCY  # the H200's TF32 peak at the assumed efficiency
 
 
-def fp32_training_step(steps: int = 4, host_us: float = 0.0) -> HandMadeTrace:
+def fp32_training_step(steps: int = 4, host_us: float = 0.0, events_per_layer: int = 0) -> HandMadeTrace:
     """``steps`` ProfilerSteps of a 6-layer MLP in fp32: forward addmm (SIMT sgemm) and ReLU on
     the main thread, backward mm (xmma ffma) and threshold_backward on autograd's thread, a
     synchronize at the end of each step. ``host_us`` more host time per layer and pass: at 0
     the host launches far ahead and the GPU is always busy; at a few hundred µs the traced host
-    is the critical path (as the profiler's own cost makes an eager step)."""
+    is the critical path (as the profiler's own cost makes an eager step). ``events_per_layer``:
+    that many more recorded 4 µs ops per layer and pass (views, checks): host time made of
+    recorded events, each of which costs the profiler some of it."""
     t = HandMadeTrace()
     ts = 0.0
     for step in range(steps):
@@ -49,7 +51,9 @@ def fp32_training_step(steps: int = 4, host_us: float = 0.0) -> HandMadeTrace:
             gpu = max(gpu, ts + 13)
             t.gpu(RELU, gpu, OTHER_US, launch_ts=ts + 11)
             gpu += OTHER_US
-            ts += 20 + host_us
+            for i in range(events_per_layer):
+                t.host("aten::view", ts + 20 + 4 * i, 3.5)
+            ts += 20 + host_us + 4 * events_per_layer
         for _ in range(LAYERS):
             t.host("MmBackward0", ts, 12, tid=2)
             t.host("aten::mm", ts + 1, 8, tid=2, args={"Input Dims": [[M, N], [N, K]], "Input type": ["float"] * 2})
@@ -60,7 +64,9 @@ def fp32_training_step(steps: int = 4, host_us: float = 0.0) -> HandMadeTrace:
             gpu = max(gpu, ts + 16)
             t.gpu(RELU, gpu, OTHER_US, launch_ts=ts + 14, tid=2)
             gpu += OTHER_US
-            ts += 20 + host_us
+            for i in range(events_per_layer):
+                t.host("aten::view", ts + 20 + 4 * i, 3.5, tid=2)
+            ts += 20 + host_us + 4 * events_per_layer
         t.host("cudaDeviceSynchronize", ts, max(gpu - ts, 0) + 2, cat="cuda_runtime")
         ts = max(ts, gpu) + 5
         step_event["dur"] = ts - start
@@ -81,3 +87,18 @@ def test_fp32_simt_and_ffma_gemms_are_priced_as_their_tf32_rerun(tmp_path: Path,
     assert f.saving_pct == pytest.approx(100 * saved_us / step_us, rel=0.05)
     assert f.saving_pct > 50  # measured on such steps: TF32 more than halves them
 
+
+
+def test_fp32_step_made_host_bound_by_the_profiler_is_priced_on_the_step_without_it(tmp_path: Path) -> None:
+    """80 recorded ops per layer make the traced host the critical path (340 µs of host per
+    layer against 253 µs of GPU): on the traced timeline faster GEMMs change nothing. Without
+    the profiler's cost of those events (the window's estimate) the GPU sets the step again,
+    and the TF32 rerun is priced as on the GPU-bound step."""
+    trace = write_h200(fp32_training_step(steps=5, events_per_layer=80), tmp_path / "fp32_profiled.json")
+    traced = by_id(findings(trace, replay=True), "fp32_no_tensor_cores")
+    real = findings(trace, replay=True, clock=True)
+    assert real.clock == "estimated" and real.step_ns is not None and real.traced_step_ns is not None
+    assert real.step_ns < real.traced_step_ns
+    f = by_id(real, "fp32_no_tensor_cores")
+    assert f is not None and f.method.startswith("replayed")
+    assert traced.saving_pct < 30 < f.saving_pct, (traced.saving_pct, f.saving_pct)
