@@ -100,7 +100,9 @@ def test_compare_the_sweep(capsys: pytest.CaptureFixture[str]) -> None:
     assert runs[3]["step_median_ns"] > 4 * runs[0]["step_median_ns"]  # 4096³ GEMMs
     # The small sizes are launch-bound; at 4096³ the host stays ahead of 0.2 ms GEMMs, the GPU
     # never waits for a launch and no finding is material.
-    assert all(r["top_findings"] for r in runs[:3])
+    # (at 1024³, on the step without the profiler, the replay of CUDA graphs keeps the Python
+    # between the ops, which then sets the step: no finding is material there)
+    assert all(r["top_findings"] for r in runs[:2])
     assert not runs[3]["top_findings"]
 
 

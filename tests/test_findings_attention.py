@@ -113,8 +113,8 @@ def test_the_fusion_alone_is_what_eager_attention_replays() -> None:
         assert ev.filter(pl.col("name").cast(pl.String).str.ends_with("Synchronize")).height >= 4
     before = _model("attention_fusion_before")
     f = by_id(before, "eager_attention")
-    assert f is not None and f.material and "replayed alone" in (f.overlap or "replayed alone")
-    assert measured / 1.5 <= f.saving_pct <= measured * 1.5, (f.saving_pct, measured)
+    assert f is not None and f.material and f.alone_pct is not None
+    assert measured / 1.5 <= f.alone_pct <= measured * 1.5, (f.alone_pct, measured)
     after = by_id(_model("attention_fusion_after"), "eager_attention")
     assert after is None or not after.material
 
@@ -364,10 +364,13 @@ def test_generic_fusion_counts_only_what_it_adds_to_sdpa() -> None:
     r = _model("attention_before")
     attention, fusion = by_id(r, "eager_attention"), by_id(r, "unfused_elementwise")
     assert attention is not None and fusion is not None
-    assert "on top of the fixes of eager_attention" in (fusion.overlap or "")
+    # whichever ranks lower is replayed after the other and lists only what it adds
+    lower, upper = sorted((attention, fusion), key=lambda f: f.saving_pct)
+    assert f"replayed after the fixes of {upper.id}" in (lower.overlap or "")
+    assert lower.alone_pct is not None and lower.saving_pct < lower.alone_pct - 1.0
     ctx = context(load(MODELS / "model_attention_before.json.gz", cache=False))
     est = {e.finding.id: e for e in (d(ctx) for d in DETECTORS) if e is not None}
     rep, _ = replayed.check(ctx)
     assert rep is not None
     alone = 100.0 * (rep.before_ns - rep.after_ns(est["unfused_elementwise"].transforms)) / rep.before_ns
-    assert fusion.saving_pct < alone - 1.0
+    assert fusion.saving_pct <= alone + 0.05

@@ -191,7 +191,8 @@ def test_before_after_pairs(sample_trace, result, before: str, after: str, findi
         assert found.saving_pct < 10.0 and abs(measured_pct) < 10.0
     else:
         assert result(before).findings[0].id == LED_BY.get(pair, finding)
-        assert measured_pct / 2 <= found.saving_pct <= measured_pct * 2, (found.saving_pct, measured_pct)
+        alone = found.alone_pct if found.alone_pct is not None else found.saving_pct
+        assert measured_pct / 2 <= alone <= measured_pct * 2, (alone, measured_pct)
     fixed = by_id(result(after), finding)
     if pair in REMAINS_BELOW_PCT:
         assert fixed is None or fixed.saving_pct < REMAINS_BELOW_PCT[pair] < found.saving_pct

@@ -277,7 +277,7 @@ def test_profiler_cost_is_a_note_from_a_tenth_of_the_step(tmp_path: Path, step_u
 def test_host_findings_are_lowered_when_the_estimated_cost_is_a_tenth_of_the_step(
     tmp_path: Path, step_us: float, lowered: bool
 ) -> None:
-    from traceinsight.analysis.window.assess import overhead_lowers_host_findings
+    from traceinsight.analysis.window.overhead import overhead_lowers_host_findings
 
     # the best estimate, mid-range: 100 events × (0.6 + 5.5) / 2 µs ≈ 0.3 ms: 11 % of a 2.7 ms
     # step, 9.2 % of a 3.3 ms one

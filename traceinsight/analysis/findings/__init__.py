@@ -64,7 +64,7 @@ from traceinsight.analysis.findings.transfers import (
     detect_noncontiguous_copy,
     detect_pageable_memcpy,
 )
-from traceinsight.analysis.window.assess import overhead_lowers_host_findings, overhead_summary
+from traceinsight.analysis.window.overhead import overhead_lowers_host_findings, overhead_summary
 
 Detector = Callable[[FindingContext], Estimate | None]
 

@@ -65,11 +65,16 @@ def clock_of(ctx: FindingContext) -> Clock | None:
     """The clock of this trace: its steps' un-profiled step where the window has one."""
     if ctx.steps is None or ctx.steps.steps.height == 0:
         return None
-    steady = steady_steps(ctx.steps.steps)
-    busy = steady.select(pl.sum_horizontal("kernel_ns", "memcpy_ns", "memset_ns", "communication_ns").median()).item()
-    busy_ns = int(busy or 0)
     real: RealStep | None = None if ctx.window is None or not ctx.clock else ctx.window.real_step
     traced = int(ctx.step_ns or 0)
+    # The GPU's busy time in a step: the window's busy share (what the idle pool leaves, the
+    # basis every pool claim is of) of the traced step; without a breakdown, the steps' own.
+    if ctx.breakdown is not None and ctx.window_ns > 0:
+        busy_ns = round(traced * (1.0 - ctx.category_ns("idle") / ctx.window_ns))
+    else:
+        steady = steady_steps(ctx.steps.steps)
+        busy = steady.select(pl.sum_horizontal("kernel_ns", "memcpy_ns", "memset_ns", "communication_ns").median()).item()
+        busy_ns = int(busy or 0)
     if real is None or real.source == "traced" or real.step_ns <= 0:
         return Clock("traced", traced, traced, busy_ns) if traced > 0 else None
     source = "recorded" if real.source == "recorded" else "estimated"
@@ -198,18 +203,22 @@ def reprice(ctx: FindingContext, settled: Settled, estimates: list[Estimate]) ->
         left -= saved
         if host_side:
             idle_left -= saved
-        pct = 100.0 * saved / clock.step_ns
+        # an estimate on the traced clock that no bound cut keeps its share (of the window, where
+        # the steps do not tile it); otherwise the share is of the clock's step
+        unchanged = clock.source == "traced" and f.id not in composed and bounded is None
+        pct = f.saving_pct if unchanged else 100.0 * saved / clock.step_ns
         notes = "; ".join(x for x in (how, bounded) if x)
         out.append(
             replace(
                 f,
                 saving_pct=round(pct, 3),
                 saving_ns=saved,
-                saving_window_ns=saved * max(ctx.step_count, 1),
-                alone_pct=round(100.0 * min(by_itself, clock.step_ns) / clock.step_ns, 3),
+                saving_window_ns=round(f.saving_window_ns * saved / f.saving_ns) if f.saving_ns else 0,
+                alone_pct=round(pct, 3) if unchanged else round(100.0 * min(by_itself, clock.step_ns) / clock.step_ns, 3),
                 host_side=host_side,
                 overlap=overlap,
-                material=(pct >= MATERIALITY_PCT) or f.id == "memory_pressure",
+                # a finding material for what it costs in memory, not time, stays so
+                material=(pct >= MATERIALITY_PCT) or (f.material and f.estimate_ns == 0) or f.id == "memory_pressure",
                 method=f"{f.method}. Priced {notes}" if notes else f.method,
             )
         )

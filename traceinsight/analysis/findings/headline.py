@@ -30,7 +30,7 @@ from traceinsight.analysis.sections.memory import MemoryResult
 from traceinsight.analysis.sections.ops import OpsResult
 from traceinsight.analysis.sections.overview import OverviewResult
 from traceinsight.analysis.sections.steps import StepsResult
-from traceinsight.analysis.window.assess import overhead_lowers_host_findings, overhead_summary
+from traceinsight.analysis.window.overhead import overhead_lowers_host_findings, overhead_summary
 from traceinsight.analysis.window.spec import WindowResult
 
 # Causes as the gaps section names them, in the words people use.

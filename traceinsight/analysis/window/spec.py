@@ -19,7 +19,7 @@ from traceinsight.analysis.core.base import (
 from traceinsight.analysis.lib import intervals
 from traceinsight.analysis.lib.timeline import analysis_window
 from traceinsight.analysis.sections.steps import StepsResult
-from traceinsight.analysis.window import assess
+from traceinsight.analysis.window import assess, overhead
 from traceinsight.analysis.window.assess import SPAN_SCHEMA, Flag
 from traceinsight.analysis.window.realstep import RealStep, real_step
 from traceinsight.trace.model import Trace
@@ -109,7 +109,7 @@ def run(trace: Trace, config: AnalysisConfig, inputs: Inputs = NO_INPUTS) -> Win
         assess.steps(step_count, empty, trace.step_source) if trace.has_gpu else None,
     ]
     real = real_step(trace, step_rows) if trace.has_gpu else None
-    flags.append(assess.profiler_overhead(trace, step_rows, real))
+    flags.append(overhead.profiler_overhead(trace, step_rows, real))
     kept = tuple(f for f in flags if f is not None)
     # Only the flags that limit the window take time out of the findings.
     spans = [f.excluded for f in kept if f.limits and f.excluded.height]
