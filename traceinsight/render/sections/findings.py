@@ -99,7 +99,7 @@ def facts(f: Finding, result: FindingsResult) -> list[tuple[str, str]]:
 
 def _summary(result: FindingsResult) -> str:
     unit = f"{result.steps} steps of {ns(result.step_ns)}" if result.step_ns and result.steps else f"a {ns(result.window_ns)} window"
-    if result.step_ns and result.steps and result.clock != "traced":
+    if result.step_ns and result.steps and result.clock != "traced" and result.step_ns < (result.traced_step_ns or 0):
         unit += f" without the profiler ({result.clock}; traced {ns(result.traced_step_ns or result.step_ns)})"
     head = f"{len(result.findings)} finding(s) over {unit}, largest saving first"
     if result.findings:
