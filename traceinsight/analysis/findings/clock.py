@@ -24,7 +24,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import numpy as np
-import polars as pl
 
 from traceinsight.analysis.findings.catalogue import MATERIALITY_PCT
 from traceinsight.analysis.findings.context import FindingContext
@@ -36,8 +35,14 @@ from traceinsight.analysis.whatif.transforms import (
     Transformation,
     TransformError,
 )
-from traceinsight.analysis.window.realstep import COST_US, RealStep, costs_ns, steady_steps
-from traceinsight.analysis.window.realstep import _memory_at as memory_at
+from traceinsight.analysis.window.realstep import (
+    COST_US,
+    RealStep,
+    busy_ns,
+    costs_ns,
+    memory_at,
+    steady_steps,
+)
 
 
 @dataclass(frozen=True)
@@ -48,7 +53,6 @@ class Clock:
     step_ns: int  # the step every share is of
     traced_ns: int  # the profiled step
     busy_ns: int  # the GPU's busy time in that step
-    method: str = ""
 
     @property
     def idle_ns(self) -> int:
@@ -70,15 +74,13 @@ def clock_of(ctx: FindingContext) -> Clock | None:
     # The GPU's busy time in a step: the window's busy share (what the idle pool leaves, the
     # basis every pool claim is of) of the traced step; without a breakdown, the steps' own.
     if ctx.breakdown is not None and ctx.window_ns > 0:
-        busy_ns = round(traced * (1.0 - ctx.category_ns("idle") / ctx.window_ns))
+        busy = round(traced * (1.0 - ctx.category_ns("idle") / ctx.window_ns))
     else:
-        steady = steady_steps(ctx.steps.steps)
-        busy = steady.select(pl.sum_horizontal("kernel_ns", "memcpy_ns", "memset_ns", "communication_ns").median()).item()
-        busy_ns = int(busy or 0)
+        busy = busy_ns(steady_steps(ctx.steps.steps))
     if real is None or real.source == "traced" or real.step_ns <= 0:
-        return Clock("traced", traced, traced, busy_ns) if traced > 0 else None
+        return Clock("traced", traced, traced, busy) if traced > 0 else None
     source = "recorded" if real.source == "recorded" else "estimated"
-    return Clock(source, min(real.step_ns, real.traced_ns), real.traced_ns, min(busy_ns, real.step_ns), real.method)
+    return Clock(source, min(real.step_ns, real.traced_ns), real.traced_ns, min(busy, real.step_ns))
 
 
 def _base(ctx: FindingContext, clock: Clock, after_ns: object) -> tuple[tuple[Transformation, ...], int]:
@@ -105,7 +107,7 @@ def _base(ctx: FindingContext, clock: Clock, after_ns: object) -> tuple[tuple[Tr
     return at(float(np.clip(cost, lo_c, hi_c)))
 
 
-def _cap(f: Finding, saved_ns: int, left_ns: int, idle_left_ns: int, host_side: bool) -> tuple[int, str | None]:
+def _cap(saved_ns: int, left_ns: int, idle_left_ns: int, host_side: bool) -> tuple[int, str | None]:
     bound = min(left_ns, idle_left_ns) if host_side else left_ns
     if saved_ns <= bound:
         return saved_ns, None
@@ -199,7 +201,7 @@ def reprice(ctx: FindingContext, settled: Settled, estimates: list[Estimate]) ->
                 f"on the step without the profiler ({clock.source}: {clock.step_ns / 1e6:.3f} ms; traced "
                 f"{clock.traced_ns / 1e6:.3f} ms)" if clock.source != "traced" else ""
             )
-        saved, bounded = _cap(f, saved, left, idle_left, host_side)
+        saved, bounded = _cap(saved, left, idle_left, host_side)
         left -= saved
         if host_side:
             idle_left -= saved

@@ -139,7 +139,7 @@ def _recorded(timed: UnprofiledSteps, traced_ns: int, model: RealStep | None) ->
     )
 
 
-def _memory_at(trace: Trace) -> tuple[tuple[int, int, int], ...]:
+def memory_at(trace: Trace) -> tuple[tuple[int, int, int], ...]:
     mem = trace.memory.select("pid", "tid", "ts_ns").drop_nulls()
     return tuple(zip(mem["pid"].to_list(), mem["tid"].to_list(), mem["ts_ns"].to_list(), strict=True))
 
@@ -172,7 +172,7 @@ def _host_events_per_step(trace: Trace, steps: pl.DataFrame) -> float:
     return float(busiest["len"] + memory) / steps.height
 
 
-def _busy_ns(steady: pl.DataFrame) -> int:
+def busy_ns(steady: pl.DataFrame) -> int:
     """The GPU's busy time in the median steady step (kernels, copies, sets, communication)."""
     busy = steady.select(pl.sum_horizontal("kernel_ns", "memcpy_ns", "memset_ns", "communication_ns").median()).item()
     return int(busy or 0)
@@ -184,13 +184,13 @@ def _modelled(trace: Trace, steps: pl.DataFrame, traced_ns: int) -> RealStep:
     steady = steady_steps(steps)
     rate = f"{lo_us:g}–{hi_us:g} µs per recorded event"
     if _replay_explains(trace, steps):
-        memory = _memory_at(trace)
+        memory = memory_at(trace)
         numbers = steady["step"].to_list()
         fast = _replayed(trace, numbers, hi_cost, memory)
         slow = _replayed(trace, numbers, lo_cost, memory)
         if fast is not None and slow is not None:
-            lo_ns = max(round(min(fast, traced_ns) - DEVICE_TOLERANCE * _busy_ns(steady)), 0)
-            hi_ns = min(slow, traced_ns) + round(DEVICE_TOLERANCE * _busy_ns(steady))
+            lo_ns = max(round(min(fast, traced_ns) - DEVICE_TOLERANCE * busy_ns(steady)), 0)
+            hi_ns = min(slow, traced_ns) + round(DEVICE_TOLERANCE * busy_ns(steady))
             return RealStep(
                 step_ns=round((lo_ns + hi_ns) / 2),
                 lo_ns=lo_ns,
@@ -203,7 +203,7 @@ def _modelled(trace: Trace, steps: pl.DataFrame, traced_ns: int) -> RealStep:
             )
     # The replay does not explain this trace: subtract the cost, bounded by the GPU's busy time.
     per_step = _host_events_per_step(trace, steps)
-    floor = _busy_ns(steady)
+    floor = busy_ns(steady)
     hi_ns = max(traced_ns - round(per_step * lo_cost["op"]), floor)
     lo_ns = max(round(max(traced_ns - round(per_step * hi_cost["op"]), floor) - DEVICE_TOLERANCE * floor), 0)
     hi_ns = min(max(hi_ns, lo_ns), traced_ns) + round(DEVICE_TOLERANCE * floor)
