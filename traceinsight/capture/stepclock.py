@@ -65,7 +65,10 @@ class StepClock:
             import torch
 
             self._torch = torch
-            self._cuda = bool(torch.cuda.is_available()) and bool(torch.cuda.is_initialized())  # type: ignore[no-untyped-call]
+            # Typed as Any: torch's stubs differ between builds (and torch is absent where the
+            # analysis is type-checked).
+            cuda: Any = torch.cuda
+            self._cuda = bool(cuda.is_available()) and bool(cuda.is_initialized())
         except Exception:  # never let timing break the user's run
             self._cuda = False
         self._last = self._stamp(self._is_unprofiled(0))
