@@ -28,7 +28,7 @@ def test_analyze_two_files_is_a_job(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0
     data = json.loads(out)
     assert data["kind"] == "job" and data["inputs"]["ranks"] == DDP
-    assert data["sections"] == ["rank_table", "stragglers", "collective_wait", "job_findings", "findings", "failed"]
+    assert data["sections"] == ["rank_table", "stragglers", "collective_wait", "collective_match", "job_findings", "findings", "failed"]
     assert data["stragglers"]["straggler"] == 1 and data["findings"][0]["evidence"]["rank"] == 1
 
 
@@ -179,12 +179,12 @@ def test_analyze_job_skip_and_its_validation(capsys: pytest.CaptureFixture[str])
     code, out, _ = run(capsys, "analyze", *DDP, "--engine", "serial", "-f", "json", "--skip", "stragglers,job_findings")
     assert code == 0
     data = json.loads(out)
-    assert data["sections"] == ["rank_table", "collective_wait", "failed"]
+    assert data["sections"] == ["rank_table", "collective_wait", "collective_match", "failed"]
     assert "stragglers" not in data and "findings" not in data and data["failed"] == []
     assert data["options"] == {"only": None, "skip": ["stragglers", "job_findings"]}
     code, out, err = run(capsys, "analyze", *DDP, "--skip", "nope")
     assert code == 2 and out == ""
-    assert "unknown job section(s) nope; choose from rank_table, stragglers, collective_wait, job_findings" in err
+    assert "unknown job section(s) nope; choose from rank_table, stragglers, collective_wait, collective_match, job_findings" in err
 
 
 def test_comm_note_names_where_communication_was_measured() -> None:

@@ -73,9 +73,9 @@ def test_compare_says_the_balanced_job_is_faster() -> None:
 
 def test_job_specs_are_in_the_one_registry() -> None:
     names = [s.name for s in JOB_ANALYSES]
-    assert names == ["rank_table", "stragglers", "collective_wait", "job_findings", "series"]
+    assert names == ["rank_table", "stragglers", "collective_wait", "collective_match", "job_findings", "series"]
     assert all(s in SPECS for s in (*ANALYSES, *JOB_ANALYSES)) and len(SPECS) == len(ANALYSES) + len(JOB_ANALYSES)
-    assert get("job_findings").requires == ("rank_table", "stragglers", "collective_wait")
+    assert get("job_findings").requires == ("rank_table", "stragglers", "collective_wait", "collective_match")
 
 
 def test_the_single_trace_runner_skips_job_specs(straggler: Any) -> None:
@@ -86,7 +86,7 @@ def test_the_single_trace_runner_skips_job_specs(straggler: Any) -> None:
 
 def test_the_job_runner_runs_requirements_once(straggler: Any) -> None:
     results = run_job_closure(straggler, AnalysisConfig(), ["job_findings"])
-    assert list(results) == ["rank_table", "stragglers", "collective_wait", "job_findings"]
+    assert list(results) == ["rank_table", "stragglers", "collective_wait", "collective_match", "job_findings"]
     with pytest.raises(ValueError, match="over one trace"):
         run_job_closure(straggler, AnalysisConfig(), ["gaps"])
     assert Inputs(results).get("job_findings", type(results["job_findings"])).findings

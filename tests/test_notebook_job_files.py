@@ -105,7 +105,7 @@ def test_chosen_sections_reach_the_written_files(tmp_path: Path) -> None:
     assert (tmp_path / "job.json").read_bytes() == cli
     data = json.loads(cli)
     assert data["options"] == {"only": None, "skip": ["stragglers", "job_findings"]}
-    assert data["sections"] == ["rank_table", "collective_wait", "failed"]
+    assert data["sections"] == ["rank_table", "collective_wait", "collective_match", "failed"]
     assert "findings" not in data and "job_findings" not in data and "stragglers" not in data
     assert report.to_markdown().encode("utf-8") == _cli_file(
         tmp_path,

@@ -25,7 +25,7 @@ def analyze_command(
     force: Annotated[bool, typer.Option("--force", help="Overwrite the --output file if it exists")] = False,
     only: Annotated[
         list[str] | None,
-        typer.Option("--only", metavar="NAMES", help="Sections to include (comma-separated; a job's: rank_table, stragglers, collective_wait, job_findings)"),
+        typer.Option("--only", metavar="NAMES", help="Sections to include (comma-separated; a job's: rank_table, stragglers, collective_wait, collective_match, job_findings)"),
     ] = None,
     skip: Annotated[list[str] | None, typer.Option("--skip", metavar="NAMES", help="Sections to leave out (comma-separated)")] = None,
     gap_threshold_us: Annotated[float, typer.Option("--gap-threshold-us", help="Smallest idle gap reported, in µs")] = 10.0,

@@ -37,6 +37,11 @@ class Slice:
     end: int
     name: str
     args: dict[str, Any] = field(default_factory=dict)
+    # Perfetto flows: slices sharing an id are joined by an arrow, earliest first.
+    flow_ids: tuple[int, ...] = ()
+
+
+_FLOWS = "\x00flow_ids"  # the begin event's payload key carrying its flow ids to serialize()
 
 
 @dataclass
@@ -89,7 +94,8 @@ class _Builder:
             for s, depth in lane:
                 # Sort key: time, then ends before begins, inner ends before outer ends and
                 # outer begins before inner begins at the same instant.
-                self.events.append((s.ts + self.offset, 1, depth, target.uuid, s.name, 1, s.args))
+                args = {**s.args, _FLOWS: s.flow_ids} if s.flow_ids else s.args
+                self.events.append((s.ts + self.offset, 1, depth, target.uuid, s.name, 1, args))
                 self.events.append((s.end + self.offset, 0, -depth, target.uuid, "", 2, None))
 
     def counter(self, track: _Track, ts: int, value: float) -> None:
@@ -133,7 +139,9 @@ class _Builder:
             ev.type = kind
             if kind == 1:
                 ev.name = name
-                for key, value in (payload or {}).items():  # type: ignore[union-attr]
+                annotations = dict(payload or {})  # type: ignore[arg-type]
+                ev.flow_ids.extend(annotations.pop(_FLOWS, ()))
+                for key, value in annotations.items():
                     ann = ev.debug_annotations.add()
                     ann.name = key
                     if isinstance(value, bool) or value is None:

@@ -39,6 +39,7 @@ _OP_ARG_FIELDS = (
     "group_size",
     "comm_dtype",
     "process_group",
+    "coll_seq",
 )
 _HOST_ARG_FIELDS = ("correlation", "external_id", "python_id", "python_parent_id", "launch_kernel", "grid")
 _GPU_ARG_FIELDS = (
@@ -61,6 +62,7 @@ _GPU_ARG_FIELDS = (
     "group_size",
     "comm_dtype",
     "process_group",
+    "coll_seq",
     "wait_on_stream",
     "wait_on_event_correlation",
 )
@@ -99,6 +101,7 @@ _RAW_DTYPES: dict[str, Any] = {
     "group_size": pl.Int64,
     "comm_dtype": pl.String,
     "process_group": pl.String,
+    "coll_seq": pl.Int64,
     "device": pl.Int64,
     "stream": pl.Int64,
     "grid": pl.List(pl.Int64),

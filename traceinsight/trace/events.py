@@ -53,6 +53,9 @@ class EventArgs(msgspec.Struct, gc=False):
     group_size: int | None = msgspec.field(default=None, name="Group size")
     comm_dtype: str | None = msgspec.field(default=None, name="dtype")
     process_group: str | None = msgspec.field(default=None, name="Process Group Name")
+    # the collective's sequence number in its process group (recent Kineto): the same on every
+    # rank of the group, so it matches a collective across ranks
+    coll_seq: int | None = msgspec.field(default=None, name="Seq")
     # cuda_sync "Stream Wait Event": the stream waited on, and (recent Kineto) the correlation
     # of the cudaEventRecord whose event is waited on
     wait_on_stream: int | None = None

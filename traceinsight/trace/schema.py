@@ -9,7 +9,7 @@ from __future__ import annotations
 import polars as pl
 
 # Bump whenever the frames' content or meaning changes: it invalidates every cache entry.
-READER_VERSION = 10
+READER_VERSION = 11
 
 KINDS = (
     "cpu_op",
@@ -123,6 +123,7 @@ EVENT_COLUMNS: dict[str, pl.DataType | type[pl.DataType]] = {
     "group_size": pl.Int64,
     "comm_dtype": pl.Categorical,
     "process_group": pl.String,
+    "coll_seq": pl.Int64,
     "wait_on_stream": pl.Int64,
     "wait_on_event_correlation": pl.Int64,
 }

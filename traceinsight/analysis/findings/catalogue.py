@@ -218,6 +218,16 @@ _ENTRIES = (
     Entry(
         "load_imbalance", "Work is unevenly split across ranks", "Balance data and model shards."
     ),
+    Entry(
+        "late_arrival",
+        "One rank arrives last at collectives; the others wait for it",
+        "Shorten or move the work the rank does before its collectives.",
+    ),
+    Entry(
+        "slow_collective",
+        "Exposed collectives run far below the link's bandwidth",
+        "Fewer, larger collectives (buckets); check NCCL's transport.",
+    ),
 )
 
 CATALOGUE: dict[str, Entry] = {e.id: e for e in _ENTRIES}
@@ -281,6 +291,8 @@ ACTION: dict[str, str] = {
     "rank_straggler": "see the slow rank's own findings",
     "collective_wait": "balance the ranks' work",
     "load_imbalance": "balance data and model shards",
+    "late_arrival": "shorten the late rank's work before its collectives",
+    "slow_collective": "fewer, larger collectives",
     "zero_grad_memset": "zero_grad(set_to_none=True)",
     "channels_last": "channels_last model and inputs",
     "input_channels_padding": "pad the input channels to 4 or 8",

@@ -26,6 +26,8 @@ from traceinsight.analysis.findings.model import (
     RegionEvidence,
 )
 from traceinsight.analysis.job import collectives, ranks, stragglers
+from traceinsight.analysis.job.coll_findings import matched_findings
+from traceinsight.analysis.job.collective_match import CollectiveMatchResult
 from traceinsight.analysis.job.common import MATERIAL_NS, MATERIAL_SHARE, share
 from traceinsight.analysis.job.summary import RankSummary
 
@@ -220,21 +222,33 @@ def _imbalance(table: ranks.RankTableResult, step: float) -> Finding | None:
     )
 
 
+def _same_as_straggler(finding: Finding, found: Sequence[Finding]) -> bool:
+    """A late arrival of the straggler's rank is the straggler's time seen from the collectives:
+    counted once in the total."""
+    return finding.id == "late_arrival" and any(
+        f.id == "rank_straggler" and f.evidence.rank == finding.evidence.rank for f in found
+    )
+
+
 def analyze(
     table: ranks.RankTableResult,
     straggler: stragglers.StragglerResult,
     wait: collectives.CollectiveWaitResult,
     summaries: Sequence[RankSummary] = (),
+    *,
+    matched: CollectiveMatchResult | None = None,
 ) -> JobFindingsResult:
     if table.table.height == 0:
         return JobFindingsResult(available=False, reason=table.reason or "no rank was analysed")
     step = float(table.table["step_median_ns"].median() or 0.0)  # type: ignore[arg-type]
     found = [_straggler(straggler, step), _wait(wait, table, step), _exposed(table, step, collective_kinds(summaries)), _imbalance(table, step)]
+    if matched is not None:
+        found.extend(matched_findings(matched, step))
     ordered = tuple(sorted((f for f in found if f is not None), key=lambda f: -f.saving_ns))
     return JobFindingsResult(
         findings=ordered,
         step_ns=int(step),
         steps=len(table.steps_used),
         window_ns=int(step * len(table.steps_used)),
-        total_saving_pct=min(100.0, sum(f.saving_pct for f in ordered)),
+        total_saving_pct=min(100.0, sum(f.saving_pct for f in ordered if not _same_as_straggler(f, ordered))),
     )

@@ -10,7 +10,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from traceinsight.analysis.core.base import AnalysisConfig, Inputs, Result, Spec
-from traceinsight.analysis.job import collectives, findings, ranks, series, stragglers
+from traceinsight.analysis.job import (
+    collective_match,
+    collectives,
+    findings,
+    ranks,
+    series,
+    stragglers,
+)
 from traceinsight.analysis.job.summary import RankSummary
 
 # An analysis over the rank summaries of a job (or the runs of a series).
@@ -29,12 +36,17 @@ def run_collective_wait(summaries: Sequence[RankSummary], config: AnalysisConfig
     return collectives.analyze(list(summaries), config)
 
 
+def run_collective_match(summaries: Sequence[RankSummary], config: AnalysisConfig, inputs: Inputs) -> Result:
+    return collective_match.analyze(list(summaries), config)
+
+
 def run_job_findings(summaries: Sequence[RankSummary], config: AnalysisConfig, inputs: Inputs) -> Result:
     return findings.analyze(
         inputs.get("rank_table", ranks.RankTableResult),
         inputs.get("stragglers", stragglers.StragglerResult),
         inputs.get("collective_wait", collectives.CollectiveWaitResult),
         list(summaries),
+        matched=inputs.maybe("collective_match", collective_match.CollectiveMatchResult),
     )
 
 
@@ -65,10 +77,21 @@ SPECS = (
         kind="job",
     ),
     JobAnalysisSpec(
+        name="collective_match",
+        title="Collectives across ranks",
+        run=run_collective_match,
+        description=(
+            "Each collective matched on every rank (process group and sequence number, else order), "
+            "clocks aligned on them: arrival skew and the last rank, transfer, bus bandwidth against "
+            "the link, overlap with compute, and what the late ranks were doing."
+        ),
+        kind="job",
+    ),
+    JobAnalysisSpec(
         name="job_findings",
         title="Job findings",
         run=run_job_findings,
-        requires=("rank_table", "stragglers", "collective_wait"),
+        requires=("rank_table", "stragglers", "collective_wait", "collective_match"),
         description="Cross-rank findings (straggler, collective wait, exposed communication, imbalance), ranked by saving.",
         kind="job",
     ),
@@ -82,4 +105,4 @@ SPECS = (
 )
 
 # What ``analyze(job)`` runs and shows, in report order; ``series`` belongs to ``compare``.
-JOB_SECTIONS: tuple[str, ...] = ("rank_table", "stragglers", "collective_wait", "job_findings")
+JOB_SECTIONS: tuple[str, ...] = ("rank_table", "stragglers", "collective_wait", "collective_match", "job_findings")

@@ -25,6 +25,7 @@ import polars as pl
 
 from traceinsight.analysis.classify import collective_of
 from traceinsight.analysis.core.base import AnalysisConfig, jsonable
+from traceinsight.analysis.job.coll_context import CONTEXT_SCHEMA, with_context
 from traceinsight.analysis.lib import intervals
 from traceinsight.analysis.lib.categories import communication_names, is_communication
 from traceinsight.analysis.lib.timeline import analysis_window
@@ -69,6 +70,9 @@ COLLECTIVE_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
     "group_size": pl.Int64,
     "seq": pl.Int64,
     "on_device": pl.Boolean,
+    # What the collective sat in on this rank (``coll_context``): the host launch, compute
+    # overlapping it, and the lead-in since the rank's previous collective.
+    **CONTEXT_SCHEMA,
 }
 KERNEL_MIX_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
     "name": pl.String,
@@ -209,10 +213,11 @@ def collectives(trace: Trace, windows: pl.DataFrame) -> tuple[pl.DataFrame, int]
         device = device.filter(pl.col("collective_name").is_not_null())
     on_device = device.height > 0
     if on_device:
-        extra = trace.events.select("id", "process_group", "seq_num")
+        extra = trace.events.select("id", "process_group", pl.col("coll_seq").alias("seq_num"))
         rows = device.join(extra, on="id", how="left").select(
             "ts_ns", "end_ns", "name", "collective_name", "in_msg_nelems", "out_msg_nelems",
-            "comm_dtype", "group_size", "process_group", pl.lit(None, pl.Int64).alias("seq_num"), "step",
+            "comm_dtype", "group_size", "process_group", "seq_num", "step",
+            pl.col("launch_ts_ns").fill_null(pl.col("ts_ns")).alias("_launch_ns"), pl.col("launch_tid").alias("_launch_tid"),
             # the backend's span around the launch ("nccl:all_to_all") names a collective whose
             # kernel name does not (NCCL runs all-to-all as SendRecv kernels)
             collective_of(pl.col("annotation").cast(pl.String).str.extract(HOST_COLLECTIVE, 2)).alias("_span_collective"),
@@ -231,8 +236,9 @@ def collectives(trace: Trace, windows: pl.DataFrame) -> tuple[pl.DataFrame, int]
             pl.col("collective_name").cast(pl.String).fill_null(host_named.str.replace_all("_", "")).alias("collective_name")
         ).select(
             "ts_ns", "end_ns", "name", "collective_name", "in_msg_nelems", "out_msg_nelems",
-            "comm_dtype", "group_size", "process_group", pl.lit(None, pl.Int64).alias("seq_num"), "step",
+            "comm_dtype", "group_size", "process_group", pl.col("coll_seq").alias("seq_num"), "step",
             pl.lit(None, pl.String).alias("_span_collective"),
+            pl.col("ts_ns").alias("_launch_ns"), pl.col("tid").alias("_launch_tid"),
         )
     if rows.height == 0:
         return pl.DataFrame(schema=COLLECTIVE_SCHEMA), dropped
@@ -263,9 +269,11 @@ def collectives(trace: Trace, windows: pl.DataFrame) -> tuple[pl.DataFrame, int]
             "group_size",
             pl.col("seq_num").alias("seq"),
             pl.lit(on_device).alias("on_device"),
+            "_launch_ns",
+            "_launch_tid",
         )
     )
-    return out.cast(COLLECTIVE_SCHEMA), dropped  # type: ignore[arg-type]
+    return with_context(trace, out).cast(COLLECTIVE_SCHEMA), dropped  # type: ignore[arg-type]
 
 
 def kernel_mix(trace: Trace) -> pl.DataFrame:

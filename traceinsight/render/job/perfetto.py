@@ -1,16 +1,20 @@
 """Perfetto export of a job: one process per rank on a common clock.
 
 Every rank's events are placed at their wall time (the trace's ``baseTimeNanoseconds`` plus
-their offset), so the ranks line up as they ran, up to the hosts' clock skew. Under each rank:
-its host threads, its GPU streams, and a "steps (device)" track in which the steps where this
-rank held the others back are named so. Ranks are loaded one at a time (from the Parquet
-cache), so memory stays that of one rank.
+their offset), shifted by the rank's clock offset measured on the matched collectives
+(``collective_match``), so the ranks line up as they ran even when their hosts' clocks
+disagree. Under each rank: its host threads, its GPU streams, a "steps (device)" track in which
+the steps where this rank held the others back are named so, and a "collectives (matched)"
+track with one slice per matched collective, joined by flows to the same collective on the
+rank that arrived last (the arrows point at whom each rank waited for). Ranks are loaded one at
+a time (from the Parquet cache), so memory stays that of one rank.
 """
 
 from __future__ import annotations
 
 import polars as pl
 
+from traceinsight.analysis.job.matching import KEY, Matched, match
 from traceinsight.analysis.job.report import JobReport
 from traceinsight.render.perfetto_export import Slice, _Builder
 from traceinsight.trace.model import Trace
@@ -48,13 +52,55 @@ def _rank_tracks(b: _Builder, trace: Trace, rank: int, offset: int, report: JobR
     )
 
 
+def _flow_ids(matched: Matched) -> pl.DataFrame:
+    """Per matched row, the flow ids of its slice: one flow per (collective, waiting rank),
+    from the waiting rank's slice to the last arrival's."""
+    rows = matched.rows.with_columns(pl.struct(KEY).rank("dense").cast(pl.Int64).alias("_c"))
+    world = int(rows["rank"].max() or 0) + 1  # type: ignore[arg-type]
+    waiting = rows.filter(~pl.col("is_last")).with_columns(
+        (pl.col("_c") * world + pl.col("rank") + 1).alias("_flow")
+    )
+    to_last = waiting.group_by("_c").agg(pl.col("_flow").alias("flow_ids"))
+    last = rows.filter(pl.col("is_last")).join(to_last, on="_c", how="left")
+    own = waiting.with_columns(pl.concat_list("_flow").alias("flow_ids"))
+    return pl.concat([own.drop("_flow"), last], how="diagonal_relaxed")
+
+
+def _collective_track(b: _Builder, root: int, rank: int, flows: pl.DataFrame) -> None:
+    mine = flows.filter(pl.col("rank") == rank)
+    if mine.height == 0:
+        return
+    track = b.track("collectives (matched)", parent=root)
+    b.slices(
+        track,
+        [
+            Slice(
+                int(r["start_al_ns"]),
+                int(r["end_al_ns"]),
+                f"{r['kind']} #{r['match_k']} (pg {r['process_group']})" + (" last" if r["is_last"] else ""),
+                {"wait_ns": int(r["arrival_wait_ns"]), "dur_ns": int(r["dur_ns"]), "bytes": r["bytes"], "seq": r["seq"]},
+                tuple(int(f) for f in (r["flow_ids"] or [])),
+            )
+            for r in mine.iter_rows(named=True)
+            if r["end_al_ns"] >= r["start_al_ns"]
+        ],
+    )
+
+
 def export_job_perfetto(report: JobReport, *, cache: bool = True) -> bytes:
     """The job's ranks as one Perfetto trace (bytes of a ``.pftrace``)."""
     from traceinsight.trace.loader import load
 
+    matched = match(report.summaries)
+    offsets = {int(r): int(o) for r, o in matched.offsets.select("rank", "offset_ns").iter_rows()}
+    flows = _flow_ids(matched) if matched.rows.height else pl.DataFrame()
     b = _Builder(0)
     for summary in sorted(report.summaries, key=lambda s: s.rank):
         trace = load(summary.path, cache=cache)
-        _rank_tracks(b, trace, summary.rank, trace.meta.base_time_ns or 0, report)
+        offset = (trace.meta.base_time_ns or 0) + offsets.get(summary.rank, 0)
+        _rank_tracks(b, trace, summary.rank, offset, report)
         del trace
+        if flows.height:
+            root = next(t.uuid for t in b.tracks if t.pid == 100_000 + summary.rank)
+            _collective_track(b, root, summary.rank, flows)
     return b.serialize()

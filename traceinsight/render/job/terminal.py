@@ -12,7 +12,7 @@ from traceinsight.render.job import view as job_view
 from traceinsight.render.job.view import Table
 
 # Columns that hold free text (folded) rather than numbers (right-aligned).
-_TEXT_COLUMNS = {"part", "id", "what", "trace", "verdict", "finding (saving)", "idle mostly", "conf."}
+_TEXT_COLUMNS = {"part", "id", "what", "trace", "verdict", "finding (saving)", "idle mostly", "conf.", "work before"}
 
 
 def _table(table: Table) -> RenderableType:

@@ -8,9 +8,11 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from traceinsight.analysis.job.collective_match import CollectiveMatchResult
 from traceinsight.analysis.job.report import JobReport
 from traceinsight.analysis.job.series import SeriesResult
 from traceinsight.analysis.lib.stats import why_not_significant
+from traceinsight.render.job.matched import matched_tables
 from traceinsight.render.units import ns, pct
 
 Rows = Sequence[tuple[str, ...]]
@@ -132,6 +134,9 @@ def job_tables(report: JobReport) -> list[Table]:
         tables.append(straggler_table(report))
     if "collective_wait" in report.sections:
         tables.append(wait_table(report))
+    matched = report.sections.get("collective_match")
+    if isinstance(matched, CollectiveMatchResult):
+        tables.extend(Table(*t) for t in matched_tables(matched))
     if "job_findings" in report.sections:
         tables.append(findings_table(report))
     return tables
