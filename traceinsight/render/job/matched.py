@@ -22,7 +22,7 @@ def _tables_of(m: CollectiveMatchResult) -> list[TableParts]:
         f"matched by {m.matched_by}"
         + (f" ({m.unmatched} on one rank only)" if m.unmatched else "")
         + f"; clocks aligned on the collectives' ends, which then agree within {ns(m.end_spread_p50_ns)} "
-        f"(median) / {ns(m.end_spread_p90_ns)} (90 %); wait = last arrival − own arrival; {link}"
+        f"(median) / {ns(m.end_spread_p90_ns)} (90 %); wait (whole trace) = last arrival − own arrival; {link}"
     )
     kinds = (
         m.collectives.group_by("collective")
