@@ -12,7 +12,8 @@ wait = its duration minus that. Skew (last start minus first start) uses the tra
 
 Bus bandwidth follows nccl-tests (``doc/PERFORMANCE.md``): algbw = bytes / transfer time;
 busbw = algbw × 2(n-1)/n for all-reduce, × (n-1)/n for all-gather, reduce-scatter and
-all-to-all, × 1 otherwise; bytes are the op's buffer (all-gather: its output).
+all-to-all, × 1 otherwise; bytes are the op's buffer (all-gather: its output); the link's peak
+comes from ``links`` (none for host collectives or ranks on several hosts).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import polars as pl
 from traceinsight.analysis.classify import collective_of
 from traceinsight.analysis.core.base import AnalysisConfig, Result
 from traceinsight.analysis.job.common import steps_frame
+from traceinsight.analysis.job.links import job_link
 from traceinsight.analysis.job.summary import RankSummary
 
 DTYPE_BYTES = {
@@ -35,8 +37,6 @@ DTYPE_BYTES = {
 }  # fmt: skip
 # Busbw factor: 2(n-1)/n for all-reduce, (n-1)/n for these, 1 for the rest.
 HALF_RING_KINDS = ("allgather", "reduce_scatter", "all_to_all")
-# Peak one-direction NVLink bandwidth per GPU (GB/s), for ranks on one host.
-NVLINK_GBPS = {"H100": 450.0, "H200": 450.0, "H800": 200.0, "A100": 300.0, "A800": 200.0, "B200": 900.0}
 
 MATCHED_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
     "process_group": pl.String,
@@ -131,17 +131,8 @@ def match(summaries: Sequence[RankSummary]) -> pl.DataFrame:
 
 
 def link_gbps(summaries: Sequence[RankSummary]) -> float | None:
-    """The NVLink peak when every rank is on one host (or the host is unknown but the world
-    fits one node) and the device is known; None otherwise."""
-    hosts = {s.host_name for s in summaries}
-    names = {s.device_name for s in summaries}
-    if len(names) != 1 or len(hosts) > 1 or len(summaries) > 8:
-        return None
-    name = next(iter(names)) or ""
-    for key, gbps in NVLINK_GBPS.items():
-        if key in name:
-            return gbps
-    return None
+    """The link's one-direction peak where the traces tell it (``links.job_link``), else None."""
+    return job_link(summaries).peak_gbps
 
 
 @dataclass(frozen=True)

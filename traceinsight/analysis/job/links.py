@@ -20,11 +20,14 @@ from dataclasses import dataclass
 from traceinsight.analysis.job.summary import RankSummary
 
 # One-direction NVLink bandwidth per GPU (GB/s): NVIDIA's datasheets give the bidirectional
-# total (H100/H200 SXM 900 GB/s, A100 SXM 600, B200 1.8 TB/s, V100 SXM2 300); half of it.
+# total (H100/H200 SXM 900 GB/s, A100 SXM 600, H800/A800 400, B200 1.8 TB/s, V100 SXM2 300);
+# half of it. The export variants come before the patterns they would also match.
 _NVLINK = (
     (r"B200|B100|GB200", 900.0, "NVLink 5"),
-    (r"H100|H200|H800|GH200", 450.0, "NVLink 4"),
-    (r"A100|A800", 300.0, "NVLink 3"),
+    (r"H800", 200.0, "NVLink 4 (H800: 400 GB/s total)"),
+    (r"H100|H200|GH200", 450.0, "NVLink 4"),
+    (r"A800", 200.0, "NVLink 3 (A800: 400 GB/s total)"),
+    (r"A100", 300.0, "NVLink 3"),
     (r"V100", 150.0, "NVLink 2"),
 )
 # PCIe x16, one direction (GB/s): Gen5 ~63, Gen4 ~32 (after 128b/130b encoding).
