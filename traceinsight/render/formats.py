@@ -244,7 +244,7 @@ def show(obj: Document, console: Console | None = None, *, glance: bool = False)
     if glance and isinstance(obj, Report):
         from traceinsight.render.glance import glance_renderable
 
-        console.print(glance_renderable(obj, narrow=narrow))
+        console.print(glance_renderable(obj, narrow=narrow, width=console.width))
         return
     console.print(renderable(obj, narrow=narrow))
 

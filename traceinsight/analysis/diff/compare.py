@@ -153,7 +153,8 @@ def label_for(path: str) -> str:
 def _labels(before: Trace, after: Trace, opts: DiffOptions) -> tuple[str, str]:
     # Labelled by what differs between the two paths: two profiler folders' files share a
     # host name and a timestamp's first digits, their folders tell them apart.
-    b_auto, a_auto = run_labels([before.meta.path, after.meta.path])
+    same = before.meta.path == after.meta.path
+    b_auto, a_auto = (label_for(before.meta.path),) * 2 if same else run_labels([before.meta.path, after.meta.path])
     b = opts.label_before or b_auto
     a = opts.label_after or a_auto
     if b == a:

@@ -11,6 +11,7 @@ import polars as pl
 from traceinsight.analysis.job.report import JobReport
 from traceinsight.analysis.job.series import SeriesResult
 from traceinsight.analysis.lib.stats import why_not_significant
+from traceinsight.analysis.lib.words import run_labels
 from traceinsight.render.units import ns, pct
 
 Rows = Sequence[tuple[str, ...]]
@@ -159,14 +160,20 @@ def run_name(path: str) -> str:
     return path.rstrip("/").rsplit("/", 1)[-1] or path
 
 
+def run_names(result: SeriesResult) -> list[str]:
+    """Each run's label, by what differs between the runs' paths (as diff labels its two)."""
+    return run_labels([str(p) for p in result.runs["path"].to_list()]) if result.runs.height else []
+
+
 def series_table(result: SeriesResult) -> Table:
     rows = []
-    for r in result.runs.iter_rows(named=True):
+    names = run_names(result)
+    for r, name in zip(result.runs.iter_rows(named=True), names, strict=True):
         ci = f"{r['ci_low']:.2f}–{r['ci_high']:.2f}" if r["ci_low"] is not None and r["ci_high"] is not None else "-"
         rows.append(
             (
                 str(r["run"]),
-                run_name(str(r["path"])),
+                name,
                 str(r["steps"]),
                 ns(r["step_median_ns"]),
                 ns(r["step_mean_ns"]),
@@ -188,6 +195,7 @@ def series_breakdown(result: SeriesResult) -> Table:
         (
             str(r["run"]),
             ns(r["compute_ns"]),
+            ns(r["copies_ns"]),
             ns(r["communication_ns"]),
             ns(r["idle_ns"]),
             str(r["top_idle_cause"] or "-"),
@@ -198,7 +206,7 @@ def series_breakdown(result: SeriesResult) -> Table:
     runs = result.runs
     labels = [f"run {r}" for r in runs["run"].to_list()]
     where = comm_note(runs["comm_measured_on"].to_list(), labels, exposed=False) if runs.height else ""
-    return Table("Breakdown per step", ("run", "compute", "comm", "idle", "idle mostly", "Δ median"), rows, where)
+    return Table("Breakdown per step", ("run", "compute", "copies", "comm", "idle", "idle mostly", "Δ median"), rows, where)
 
 
 def series_findings(result: SeriesResult) -> Table:
@@ -221,7 +229,7 @@ def series_headline(result: SeriesResult) -> str:
         return result.reason or "no run was analysed"
     fastest = result.fastest
     row = result.runs.filter(pl.col("run") == fastest).row(0, named=True)
-    text = f"{result.runs.height} runs; fastest: run {fastest} ({run_name(str(row['path']))}), median step {ns(row['step_median_ns'])}"
+    text = f"{result.runs.height} runs; fastest: run {fastest} ({run_names(result)[fastest or 0]}), median step {ns(row['step_median_ns'])}"
     return "; ".join([text, *unproven_changes(result)])
 
 
