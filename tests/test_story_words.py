@@ -143,3 +143,13 @@ def test_recompiled_frame_ids_do_not_read_as_a_count() -> None:
 
     text = _text(render_terminal(CompileResult(frames=(0,), recompiled_frames=(0,), recompiles_in_trace=5)))
     assert "(recompiled: frame 0)" in text and "(recompiled: 0)" not in text
+
+
+def test_gap_start_times_close_together_read_apart() -> None:
+    from traceinsight.render.units import times_apart
+
+    starts = [2_313_004_000, 2_313_118_000, 2_313_402_500]
+    shown = times_apart(starts)
+    assert len(set(shown)) == 3, shown
+    assert shown == ["2.3130 s", "2.3131 s", "2.3134 s"]  # one more digit is enough
+    assert times_apart([1_000, 5_000_000]) == ["1.0 µs", "5.00 ms"]  # apart already: as ns() writes them
