@@ -46,7 +46,9 @@ def _id(path: Path) -> str:
 
 
 SAMPLE_TRACES = _traces(SAMPLES)
-THIRD_PARTY = _traces(SHARED)
+# HTA's execution-trace (ET) file is an operator graph, not a profiler trace: analyze refuses it
+# with one line naming the file; its Kineto twin is in the list.
+THIRD_PARTY = [p for p in _traces(SHARED) if not p.name.endswith("_et.json.gz")]
 needs_shared = pytest.mark.skipif(not SHARED.exists(), reason="the third-party traces (../shared beside the checkout) are absent")
 
 

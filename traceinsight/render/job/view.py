@@ -10,7 +10,7 @@ import polars as pl
 
 from traceinsight.analysis.job.report import JobReport
 from traceinsight.analysis.job.series import SeriesResult
-from traceinsight.analysis.lib.stats import why_not_significant
+from traceinsight.analysis.lib.stats import MIN_SAMPLES, why_not_significant
 from traceinsight.analysis.lib.words import run_labels
 from traceinsight.render.units import ns, pct
 
@@ -168,7 +168,10 @@ def run_names(result: SeriesResult) -> list[str]:
 def series_table(result: SeriesResult) -> Table:
     rows = []
     names = run_names(result)
+    base_steps = int(result.runs["steps"][0]) if result.runs.height else 0
     for r, name in zip(result.runs.iter_rows(named=True), names, strict=True):
+        # As diff's headline: with too few steps no test was made, which is no "no change".
+        few = r["verdict"] == "no_significant_change" and min(int(r["steps"]), base_steps) < MIN_SAMPLES
         ci = f"{r['ci_low']:.2f}–{r['ci_high']:.2f}" if r["ci_low"] is not None and r["ci_high"] is not None else "-"
         rows.append(
             (
@@ -179,7 +182,7 @@ def series_table(result: SeriesResult) -> Table:
                 ns(r["step_mean_ns"]),
                 "-" if r["ratio"] is None else f"{r['ratio']:.2f}×",
                 ci,
-                str(r["verdict"]).replace("_", " "),
+                "not enough steps" if few else str(r["verdict"]).replace("_", " "),
             )
         )
     return Table(
