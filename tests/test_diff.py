@@ -247,7 +247,7 @@ def test_markdown_and_terminal_formats(pair: tuple[Path, Path], tmp_path: Path, 
     term = tmp_path / "diff.txt"
     assert main(["diff", str(pair[0]), str(pair[1]), "-o", str(term)]) == 0
     out = term.read_text()
-    assert "SLOWER" in out and "\x1b[" not in out
+    assert "slower: slow vs base" in out and "SLOWER" not in out and "\x1b[" not in out
 
 
 def test_unknown_format_is_a_usage_error(pair: tuple[Path, Path]) -> None:

@@ -1,7 +1,7 @@
 """Training, inference or decoding, read from the trace, and advice that fits it: no optimizer,
 zero_grad, DDP or DataLoader text for a forward-only program; CUDA (HIP) graphs with a static
 KV cache for a decode loop, not larger batches. Hand-made traces are written by hand, not
-recorded; the third-party traces are real and skip when ``/work/shared`` is absent."""
+recorded; the third-party traces are real and skip when ``../shared`` is absent."""
 
 from __future__ import annotations
 
@@ -163,7 +163,7 @@ THIRD_PARTY_SERVING = [
 ]
 
 
-@pytest.mark.skipif(not SHARED.exists(), reason="third-party traces are in /work/shared")
+@pytest.mark.skipif(not SHARED.exists(), reason="the third-party traces (../shared/third_party beside the checkout) are absent")
 @pytest.mark.parametrize("name", THIRD_PARTY_INFERENCE)
 def test_third_party_inference_gets_no_training_advice(name: str) -> None:
     trace = load(SHARED / name)
@@ -176,14 +176,14 @@ def test_third_party_inference_gets_no_training_advice(name: str) -> None:
         assert "training" not in f.fix, (f.id, f.fix)
 
 
-@pytest.mark.skipif(not SHARED.exists(), reason="third-party traces are in /work/shared")
+@pytest.mark.skipif(not SHARED.exists(), reason="the third-party traces (../shared/third_party beside the checkout) are absent")
 @pytest.mark.parametrize(("name", "engine", "kind"), THIRD_PARTY_SERVING)
 def test_third_party_serving_engines(name: str, engine: str, kind: str) -> None:
     w = detect(load(SHARED / name))
     assert (w.engine, w.serving, w.kind) == (engine, True, kind)
 
 
-@pytest.mark.skipif(not SHARED.exists(), reason="third-party traces are in /work/shared")
+@pytest.mark.skipif(not SHARED.exists(), reason="the third-party traces (../shared/third_party beside the checkout) are absent")
 def test_third_party_training_is_training() -> None:
     for name in ("tracelens/mi300_resnet_act_checkpoint.json.gz", "hta/sampled_rank-0.json.gz", "tracelens/mi210_gpu_only.json.gz"):
         assert detect(load(SHARED / name)).kind == "training", name

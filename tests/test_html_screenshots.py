@@ -1,9 +1,10 @@
-"""Screenshots of the HTML reports at desktop (1440 px), laptop (1024 px) and phone (390 px)
-widths, kept in ``test-artifacts/`` for a person to look at; the test checks that each page lays
+"""Screenshots of the HTML reports at desktop (1440 and 1280 px), laptop (1024 px) and phone
+(390 px) widths, kept in ``test-artifacts/`` for a person to look at; the test checks that each page lays
 out within the window (no chart or table wider than the page, nothing scrolls the page sideways),
 that no value is squeezed to a letter or two a line or runs out of its cell, that tables fit
 their cards whole at 1440 px, and that chart text stays readable on a phone: at least 9 px high
-as drawn (charts scroll inside their card rather than shrink), labels apart and inside the chart."""
+as drawn (charts scroll inside their card rather than shrink), labels apart and inside the chart,
+and that a verdict is said once (no bullet repeating its paragraph)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 
 from tests.test_html_browser import ARTIFACTS, SAMPLES, run_browser, sample_html
 
-WIDTHS = (1440, 1024, 390)
+WIDTHS = (1440, 1280, 1024, 390)
 
 WIDTH_PROBE = """<script>
 window.addEventListener('load', () => {
@@ -33,6 +34,15 @@ window.addEventListener('load', () => {
   // A cell's text running on into its neighbours' (a long word in a cell that does not cut).
   for (const c of document.querySelectorAll('td, th')) {
     if (getComputedStyle(c).overflowX === 'visible' && c.scrollWidth > c.clientWidth + 1) wide.push('spills out of its cell:' + c.textContent.slice(0, 30));
+  }
+  // The verdict is said once: a bullet that repeats the paragraph's words fills a phone's
+  // first screen twice over.
+  for (const v of document.querySelectorAll('.verdict')) {
+    const said = (v.querySelector('p') || {textContent: ''}).textContent;
+    for (const li of v.querySelectorAll('li')) {
+      const words = li.textContent.trim();
+      if (words.length > 20 && said.includes(words.slice(0, 40))) wide.push('verdict repeated:' + words.slice(0, 30));
+    }
   }
   // On a desktop a table fits its card whole, without scrolling.
   if (window.innerWidth >= 1440) {

@@ -85,7 +85,7 @@ def test_bad_input_is_one_line_and_exit_1(tmp_path: Path, capsys: Any) -> None:
     bad.write_text('{"traceEvents": []}')
     code, out, err = run(["memory", str(bad)], capsys)
     assert code == 1 and out == ""
-    assert err == f"error: {bad}: not a readable pickle (invalid load key, '{{'.)\n"
+    assert err == f"error: {bad}: a profiler trace (JSON), not a memory snapshot pickle: read it with `traceinsight analyze`\n"
 
 
 def test_pickle_that_runs_code_exit_1_nothing_run(tmp_path: Path, capsys: Any) -> None:

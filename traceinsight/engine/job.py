@@ -198,6 +198,16 @@ def summarize_run(
     return RunSummary(summary, ranks=1, findings=titles)
 
 
+def _trace_findings(path: str, config: AnalysisConfig, cache: bool) -> tuple[str, ...]:
+    """The top findings of one trace, as ``analyze`` ranks them."""
+    from traceinsight.analysis.findings.model import FindingsResult
+    from traceinsight.analysis.report import analyze
+    from traceinsight.trace.loader import load
+
+    found = analyze(load(fetch(path), cache=cache, workers=1), config, only=["findings"]).sections.get("findings")
+    return _titles(found.findings) if isinstance(found, FindingsResult) else ()
+
+
 def is_single_trace(run: str | os.PathLike[str]) -> bool:
     """A run given as one existing trace file (or one URL); anything else is a job."""
     text = os.fspath(run)
@@ -252,7 +262,15 @@ def load_series(
             failed.append(str(exc))
             continue
         failed.extend(f"{f.path}: {f.error}" for f in job.failed)
-        titles = _titles(job.analyze().findings) if with_findings else ()
+        if not with_findings:
+            titles: tuple[str, ...] = ()
+        elif len(job.summaries) == 1:
+            # One process's folder (a tensorboard_trace_handler directory): its findings are
+            # the trace's own, as analyze gives them for the same folder; the cross-rank ones
+            # need ranks to compare.
+            titles = _trace_findings(job.summaries[0].path, cfg, cache)
+        else:
+            titles = _titles(job.analyze().findings)
         label = os.fspath(run) if isinstance(run, (str, os.PathLike)) else (job.spec.name or job.spec.paths[0])
         found[i] = RunSummary(merge_ranks(job.summaries, label), ranks=len(job.summaries), findings=titles)
     result = analyze_series([found[i] for i in sorted(found)], cfg, sections=sections)

@@ -131,6 +131,8 @@ def _series_html(obj: SeriesResult, trace: Trace | None) -> str:
 def check(kind: Kind, fmt: str, *, names: dict[str, Format] | None = None) -> Format:
     """``fmt`` as a format of ``kind`` (``names`` maps a command's own spellings), else a usage error."""
     spelled = {f: f for f in FORMATS[kind]} | ({k: v for k, v in names.items() if v in FORMATS[kind]} if names else {})
+    if "md" in FORMATS[kind]:
+        spelled.setdefault("markdown", "md")  # the name people type, beside the short one
     fmt = fmt.strip().lower()  # -f HTML, -f Json: a format's name is no case-sensitive token
     if fmt not in spelled:
         choices = list(names) if names else list(FORMATS[kind])
@@ -242,7 +244,7 @@ def show(obj: Document, console: Console | None = None, *, glance: bool = False)
     if glance and isinstance(obj, Report):
         from traceinsight.render.glance import glance_renderable
 
-        console.print(glance_renderable(obj, narrow=narrow))
+        console.print(glance_renderable(obj, narrow=narrow, width=console.width))
         return
     console.print(renderable(obj, narrow=narrow))
 

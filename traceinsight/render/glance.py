@@ -7,10 +7,11 @@ are the full views of ``render/terminal.py``; this is only what a person sees fi
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable
 from typing import Any
 
-from rich.console import Group, RenderableType
+from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
@@ -104,6 +105,13 @@ def _bound(r: Any) -> str:
     return text
 
 
+def _critical_path(r: Any) -> str:
+    # One clause, each share with its unit: "shares: host 58.4; shares: launch 0.147" read as
+    # three unrelated figures.
+    shares = sorted(r.shares.items(), key=lambda kv: -kv[1])
+    return "critical path: " + ", ".join(f"{kind} {value:.1f} %" for kind, value in shares)
+
+
 def _compile(r: Any) -> str:
     return f"{r.compiles_in_trace} compile(s), {r.recompiles_in_trace} recompile(s), {r.regions_per_step:.1f} compiled regions per step"
 
@@ -118,6 +126,7 @@ _LINES: dict[str, Callable[[Any], str]] = {
     "memory": _memory,
     "bound": _bound,
     "compile": _compile,
+    "critical_path": _critical_path,
 }
 
 
@@ -134,7 +143,8 @@ def section_line(name: str, result: Result) -> str:
     return "; ".join(f"{k} {v}" for k, v in generic.facts(result.to_dict())[:3]) or "see --only " + name
 
 
-def findings_block(result: FindingsResult) -> RenderableType:
+def findings_block(result: FindingsResult, *, listed: int = MAX_FINDINGS, compact: bool = False) -> RenderableType:
+    """The findings in the panel's order; ``compact``: title and saving on one line each."""
     if not result.available:
         return Text(f"not available: {result.reason}", style="yellow")
     if not result.findings:
@@ -142,23 +152,49 @@ def findings_block(result: FindingsResult) -> RenderableType:
     grid = Table.grid(padding=(0, 1))
     grid.add_column(no_wrap=True)
     grid.add_column(overflow="fold")
-    for i, f in enumerate(result.findings[:MAX_FINDINGS], 1):
+    for i, f in enumerate(result.findings[:listed], 1):
+        if compact:
+            grid.add_row(f"{i}.", Text.assemble((f.title, "bold"), (f"  [{f.id}] {f.saving_pct:.1f} %, {f.confidence}", "dim")))
+            continue
         grid.add_row(f"{i}.", Text.assemble((f.title, "bold"), (f"  [{f.id}]", "dim")))
         grid.add_row("", Text(f"saves {saving_text(f, result)}; confidence {f.confidence}"))
-    more = len(result.findings) - MAX_FINDINGS
+    more = len(result.findings) - listed
     parts: list[RenderableType] = [grid]
     if more > 0:
         parts.append(Text(f"… {more} more finding(s): --only findings", style="dim"))
     return Group(*parts)
 
 
-def glance_renderable(report: Report, *, narrow: bool = False) -> RenderableType:
-    """Verdict, findings, one line per section, and how to see more."""
+# The first screen: 80 columns by 50 lines.
+SCREEN_LINES = 50
+
+
+def glance_renderable(report: Report, *, narrow: bool = False, width: int | None = None, lines: int = SCREEN_LINES) -> RenderableType:
+    """Verdict, findings, one line per section, and how to see more.
+
+    With ``width``, the screen is laid out to fit ``lines`` lines at that width: a long verdict
+    (a window that is not steady state, a job's rank) first folds the findings to a line each,
+    then lists fewer of them (the rest counted, the panel's order kept)."""
+    layouts = [(MAX_FINDINGS, False), (MAX_FINDINGS, True), (3, True), (1, True)]
+    out: RenderableType = Group()
+    for listed, compact in layouts if width else layouts[:1]:
+        out = _glance(report, narrow=narrow, listed=listed, compact=compact)
+        if width is None or _height(out, width) <= lines:
+            break
+    return out
+
+
+def _height(renderable: RenderableType, width: int) -> int:
+    console = Console(width=width, file=io.StringIO(), no_color=True, color_system=None, soft_wrap=False)
+    return len(console.render_lines(renderable, console.options, pad=False))
+
+
+def _glance(report: Report, *, narrow: bool, listed: int, compact: bool) -> RenderableType:
     parts: list[RenderableType] = [headline_renderable(report.headline, narrow=narrow)]
     sections = ordered(report.sections)
     for _name, result in sections:
         if isinstance(result, FindingsResult):
-            parts.append(panel(findings_block(result), "[bold]Findings[/bold]", narrow=narrow))
+            parts.append(panel(findings_block(result, listed=listed, compact=compact), "[bold]Findings[/bold]", narrow=narrow))
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold", no_wrap=True)
     grid.add_column(overflow="fold")

@@ -84,3 +84,28 @@ def label(key: str) -> str:
             k = k[: -len(suffix)] + repl
             break
     return k.replace("_", " ")
+
+
+def times_apart(values_ns: list[int]) -> list[str]:
+    """Durations in ns as :func:`ns` writes them, with as many more decimals (up to whole ns)
+    as it takes for different values to read differently: start times a few µs apart in a
+    2.3 s window all read "2.313 s" otherwise."""
+    shown = [ns(v) for v in values_ns]
+    if len(set(shown)) == len(set(values_ns)):
+        return shown
+    for digits in range(4, 10):
+        shown = [_seconds(v, digits) for v in values_ns]
+        if len(set(shown)) == len(set(values_ns)):
+            break
+    return shown
+
+
+def _seconds(value_ns: int, digits: int) -> str:
+    a = abs(value_ns)
+    if a >= 1e9:
+        return f"{value_ns / 1e9:.{digits}f} s"
+    if a >= 1e6:
+        return f"{value_ns / 1e6:.{max(digits - 3, 2)}f} ms"
+    if a >= 1e3:
+        return f"{value_ns / 1e3:.{max(digits - 6, 1)}f} µs"
+    return f"{value_ns:.0f} ns"

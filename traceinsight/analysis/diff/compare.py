@@ -45,6 +45,7 @@ from traceinsight.analysis.diff.tables import (
     memory_table,
 )
 from traceinsight.analysis.findings.model import FindingsResult
+from traceinsight.analysis.lib.words import run_labels
 from traceinsight.trace.model import Trace
 
 __all__ = [
@@ -150,8 +151,12 @@ def label_for(path: str) -> str:
 
 
 def _labels(before: Trace, after: Trace, opts: DiffOptions) -> tuple[str, str]:
-    b = opts.label_before or label_for(before.meta.path)
-    a = opts.label_after or label_for(after.meta.path)
+    # Labelled by what differs between the two paths: two profiler folders' files share a
+    # host name and a timestamp's first digits, their folders tell them apart.
+    same = before.meta.path == after.meta.path
+    b_auto, a_auto = (label_for(before.meta.path),) * 2 if same else run_labels([before.meta.path, after.meta.path])
+    b = opts.label_before or b_auto
+    a = opts.label_after or a_auto
     if b == a:
         b, a = f"{b} (before)", f"{a} (after)"
     return b, a

@@ -44,6 +44,8 @@ class StepTimeDiff:
     test: str | None = None
     verdict: Verdict = "no_significant_change"
     verdict_reason: str = ""
+    # The fewest kept steps a run needs for the test to be made at all.
+    min_steps: int = 3
     steps: pl.DataFrame = field(default_factory=pl.DataFrame)
 
 
@@ -118,6 +120,7 @@ def compare_steps(before: Side, after: Side, opts: DiffOptions) -> StepTimeDiff:
         test=f"Mann-Whitney U ({cmp.test_method})" if cmp.test_method else None,
         verdict=cmp.verdict,
         verdict_reason=cmp.reason,
+        min_steps=opts.min_steps,
         steps=paired,
     )
 

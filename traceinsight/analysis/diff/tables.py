@@ -94,6 +94,40 @@ def _idle_in_kept_steps(side: Side, gaps: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+# The idle the gaps section leaves out: gaps shorter than its threshold (launch spacing between
+# back-to-back kernels, mostly). A row of its own, so that the causes add up to the idle of
+# the breakdown table above them.
+SHORT_GAPS = "short_gaps"
+
+
+def _idle_per_step(side: Side, in_steps: bool) -> float | None:
+    """The device idle per step (per window without steps) that the breakdown table shows."""
+    if in_steps:
+        parts = step_parts(side, "side")
+        idle = parts.filter(pl.col("group") == "idle")["side_ns_per_step"]
+        return float(idle[0]) if idle.len() else None
+    result, _ = side.section("breakdown", BreakdownResult)
+    if result is None:
+        return None
+    devices = max(result.by_device["device"].n_unique(), 1) if result.by_device.height else 1
+    idle_ns = result.by_device.filter(pl.col("category").cast(pl.String) == "idle")["dur_ns"].sum()
+    return float(idle_ns) / (side.window_per * devices)
+
+
+def _with_short_gaps(per_cause: pl.DataFrame, idle_ns_per_step: float | None) -> pl.DataFrame:
+    """``per_cause`` with the idle no gap holds (gaps below the threshold) as its own row, the
+    shares taken over the whole idle time."""
+    per_cause = per_cause.select("cause", pl.col("idle_ns_per_step").cast(pl.Float64))
+    named = float(per_cause["idle_ns_per_step"].sum()) if per_cause.height else 0.0
+    if idle_ns_per_step is not None and idle_ns_per_step - named > 0.5:  # below 1 ns: rounding
+        short = pl.DataFrame({"cause": [SHORT_GAPS], "idle_ns_per_step": [idle_ns_per_step - named]})
+        per_cause = pl.concat([per_cause, short])
+    total = float(per_cause["idle_ns_per_step"].sum()) if per_cause.height else 0.0
+    return per_cause.with_columns(
+        share=pl.col("idle_ns_per_step") / total if total else pl.lit(None, dtype=pl.Float64)
+    )
+
+
 def idle_by_cause(before: Side, after: Side) -> TableDiff:
     in_steps = before.steps_frame is not None and after.steps_frame is not None
     frames = []
@@ -109,6 +143,7 @@ def idle_by_cause(before: Side, after: Side) -> TableDiff:
                 idle_ns_per_step=pl.col("idle_ns") / side.window_per,
                 share=pl.col("share"),
             )
+        per_cause = _with_short_gaps(per_cause, _idle_per_step(side, in_steps))
         frames.append(
             per_cause.select(
                 "cause",

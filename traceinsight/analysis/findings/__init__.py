@@ -150,7 +150,8 @@ def find(ctx: FindingContext) -> FindingsResult:
         traced_step_ns=clock.traced_ns if clock is not None else ctx.step_ns,
         clock=clock.source if clock is not None else "traced",
         step_idle_ns=clock.idle_ns if clock is not None else None,
-        steps=ctx.step_count,
+        # The steps the step time is the mean of (what the verdict and the steps line count).
+        steps=ctx.steady_step_count,
         window_ns=ctx.window_ns,
         total_saving_pct=settled.total_pct,
         replayed=settled.replayed,

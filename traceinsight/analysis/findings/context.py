@@ -110,6 +110,14 @@ class FindingContext:
         return 0 if self.steps is None else self.steps.steps.height
 
     @property
+    def steady_step_count(self) -> int:
+        """The steps ``step_ns`` is the mean of: the warm-up step left out when there are others."""
+        if self.steps is None or self.steps.steps.height == 0:
+            return 0
+        steady = int((~self.steps.steps["is_warmup"]).sum())
+        return steady if steady > 0 else self.steps.steps.height
+
+    @property
     def step_ns(self) -> int | None:
         """Mean device time of a step, the warm-up step left out when there are others."""
         if self.steps is None or self.steps.steps.height == 0:

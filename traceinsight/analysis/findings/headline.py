@@ -22,7 +22,9 @@ from traceinsight.analysis.core.base import R, Result
 from traceinsight.analysis.findings import HOST_TIME_FINDINGS
 from traceinsight.analysis.findings.catalogue import ACTION, MEMORY_FINDINGS
 from traceinsight.analysis.findings.context import DYNAMO_INTERNAL
+from traceinsight.analysis.findings.model import Finding as FindingModel
 from traceinsight.analysis.findings.model import FindingsResult
+from traceinsight.analysis.lib.words import count
 from traceinsight.analysis.sections.bound import BoundResult
 from traceinsight.analysis.sections.breakdown import BreakdownResult, group_of
 from traceinsight.analysis.sections.gaps import GapsResult
@@ -60,6 +62,9 @@ MINOR_GROUP_PCT = 0.5
 # Findings that lead the verdict: at most this many, each saving at least this share.
 TOP_FINDINGS = 3
 LEAD_SAVING_PCT = 2.0
+# Host ops are named in a verdict without GPU work only when their self time is at least this
+# share of the window.
+HOST_OPS_MIN_PCT = 5.0
 # A region's bound is named only when its kernels fill at least this share of the window.
 REGION_SHARE_PCT = 25.0
 # Annotations of the profiler and of torch.compile: never named as regions.
@@ -174,7 +179,7 @@ def _time_clause(
     scope = f"{gpu} time over the traced {_ms(breakdown.window_ns)}"
     if findings is not None and findings.step_ns and findings.steps:
         traced = findings.traced_step_ns or findings.step_ns
-        scope += f" ({findings.steps} steps, {_ms(traced)} each"
+        scope += f" ({count(findings.steps, 'step')}, {_ms(traced)} each"
         if findings.clock != "traced" and findings.step_ns < traced:
             scope += f"; {_ms(findings.step_ns)} without the profiler, {findings.clock}"
         scope += ")"
@@ -195,7 +200,12 @@ def _host_clause(overview: OverviewResult | None, ops: OpsResult | None, *, laun
             .sort(["host_self_ns", "name"], descending=[True, False])
             .head(3)
         )
-        named = [f"{r['name']} {_ms(r['host_self_ns'])}" for r in top.iter_rows(named=True) if r["host_self_ns"] > 0]
+        # Ops whose self time is a sliver of the window say nothing about where it went (the
+        # time is then in spans that are no ops: collectives, annotations, Python).
+        floor = HOST_OPS_MIN_PCT / 100.0 * (overview.window_ns if overview is not None else 0)
+        named = [
+            f"{r['name']} {_ms(r['host_self_ns'])}" for r in top.iter_rows(named=True) if r["host_self_ns"] > max(floor, 0)
+        ]
     if launched:
         if not named:
             return None
@@ -260,7 +270,7 @@ def _overhead_clause(window: WindowResult | None, findings: FindingsResult | Non
     flag = None if window is None else window.flag("profiler_overhead")
     if flag is None or findings is None:
         return None
-    leads = [f for f in findings.findings[:TOP_FINDINGS] if f.id in HOST_TIME_FINDINGS and f.saving_pct >= LEAD_SAVING_PCT]
+    leads = [f for f in lead_findings(findings) if f.id in HOST_TIME_FINDINGS]
     if not leads:
         return None
     if not overhead_lowers_host_findings(flag):
@@ -282,14 +292,28 @@ def _overhead_clause(window: WindowResult | None, findings: FindingsResult | Non
     )
 
 
+def lead_findings(findings: FindingsResult) -> list[FindingModel]:
+    """The findings the verdict names: the panel's first ones, in the panel's order (largest
+    saving first), each saving at least ``LEAD_SAVING_PCT``. No finding is passed over: the
+    first fix the verdict names is the first of the findings panel."""
+    leading = []
+    for f in findings.findings:
+        if f.saving_pct < LEAD_SAVING_PCT:
+            break  # the panel is in saving order: none after this one leads either
+        leading.append(f)
+    return leading[:TOP_FINDINGS]
+
+
+def _first_clause(reason: str) -> str:
+    """The first clause of a confidence reason, short enough for a verdict."""
+    head = reason.split(";", 1)[0].strip().rstrip(".")
+    return head if len(head) <= 120 else head[:117].rsplit(" ", 1)[0] + " …"
+
+
 def _finding_clauses(findings: FindingsResult | None, full_window_ns: int = 0) -> list[Finding]:
     if findings is None:
         return []
-    chosen = [
-        f
-        for f in findings.findings
-        if f.saving_pct >= LEAD_SAVING_PCT and not any(is_internal(r.name) for r in f.evidence.regions[:1])
-    ][:TOP_FINDINGS]
+    chosen = lead_findings(findings)
     clauses = []
     # Savings of a window with one-time spans left out are of the rest: say so.
     rest = 0 < findings.window_ns < full_window_ns
@@ -300,7 +324,11 @@ def _finding_clauses(findings: FindingsResult | None, full_window_ns: int = 0) -
         lead = "Fix first" if i == 0 else "then"
         if i == 0 and rest:
             lead = f"Over the remaining {_ms(findings.window_ns)}, fix first"
-        clauses.append(Finding("findings", f"{lead}: {_lower(f.title)} [{f.id}], saving {saving}: {action}", f.saving_pct))
+        # A low-confidence finding keeps its rank (the panel's order) and says what it rests on.
+        doubt = f" (low confidence: {_first_clause(f.confidence_reason)})" if f.confidence == "low" else ""
+        clauses.append(
+            Finding("findings", f"{lead}: {_lower(f.title)} [{f.id}], saving {saving}{doubt}: {action}", f.saving_pct)
+        )
     if not chosen:
         # Memory findings save no time: the largest time finding stands for "largest".
         timed = [f for f in findings.findings if f.id not in MEMORY_FINDINGS]
@@ -442,7 +470,8 @@ def headline(sections: Mapping[str, Result]) -> Headline:
     elif no_gpu or (isinstance(raw_breakdown, BreakdownResult) and (raw_breakdown.reason or "").startswith("no GPU")):
         launched = window is not None and window.flag("gpu_not_recorded") is not None
         clauses.append(_host_clause(overview, _section(sections, "ops", OpsResult), launched=launched))
-        findings = None  # device findings have nothing to stand on
+        # The findings panel is shown beside this verdict: what it ranks first (host-side
+        # findings such as gloo collectives) is what the verdict names.
     else:
         clauses.append(_steps_idle_clause(_section(sections, "steps", StepsResult), overview))
     if findings is not None or "findings" in sections:

@@ -44,6 +44,7 @@ ROW_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
     "exposed_comm_ns": pl.Float64,
     "comm_measured_on": pl.String,
     "idle_ns": pl.Float64,
+    "copies_ns": pl.Float64,
     **{c: pl.Float64 for c in BREAKDOWN},
     "top_kernel": pl.String,
     "top_kernel_share": pl.Float64,
@@ -58,12 +59,14 @@ ROW_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
 }
 
 SERIES_SECTIONS: tuple[str, ...] = ("runs", "breakdown", "findings")
+# The parts of a step in which the device works.
+DEVICE_BUSY = ("kernel", "memcpy", "memset", "communication")
 # Columns every row keeps, and those each section adds (the JSON's rows hold only these).
 ID_COLUMNS = ("run", "path", "ranks", "steps")
 SECTION_COLUMNS: dict[str, tuple[str, ...]] = {
     "runs": ("step_median_ns", "step_mean_ns", "delta_median_ns", "ratio", "ci_low", "ci_high", "p_value", "verdict"),
     "breakdown": (
-        "compute_ns", "communication_ns", "exposed_comm_ns", "comm_measured_on", "idle_ns", *BREAKDOWN,
+        "compute_ns", "communication_ns", "exposed_comm_ns", "comm_measured_on", "idle_ns", "copies_ns", *BREAKDOWN,
         "top_kernel", "top_kernel_share", "top_idle_cause",
     ),
     "findings": ("top_findings",),
@@ -182,7 +185,10 @@ def analyze(
         kernels = s.kernel_mix.filter(pl.col("category") == "compute")
         total_kernel = float(kernels["dur_ns"].sum() or 0)
         idle = {c: float(steps[f"idle_{c}_ns"].sum()) for c in IDLE_CAUSES}
-        top_cause = max(idle, key=lambda c: idle[c]) if any(idle.values()) else None
+        busy = pl.sum_horizontal(*[f"part_{p}_ns" for p in DEVICE_BUSY])
+        idle_ns = steps.select((pl.col("dur_ns") - busy).cast(pl.Float64).mean()).item() if steps.height else None
+        # Idle in gaps below the gaps' threshold only: named as such, as diff's table has it.
+        top_cause = max(idle, key=lambda c: idle[c]) if any(idle.values()) else "short_gaps" if idle_ns else None
         cmp = stats.compare_samples(base.to_numpy(), durs.to_numpy())
         median = durs.median()
         base_median = base.median()
@@ -194,7 +200,13 @@ def analyze(
                 "steps": durs.len(),
                 "step_median_ns": median,
                 "step_mean_ns": durs.mean(),
-                **{c: steps[c].cast(pl.Float64).mean() for c in ("compute_ns", "communication_ns", "exposed_comm_ns", "idle_ns", *BREAKDOWN)},
+                **{c: steps[c].cast(pl.Float64).mean() for c in ("communication_ns", "exposed_comm_ns", *BREAKDOWN)},
+                # The step's own split (each instant once), as analyze's steps and diff have it:
+                # compute, copies, device communication and idle add up to the step. Idle is all
+                # of the device's time without work, gaps below the gaps' threshold included.
+                "compute_ns": steps["part_kernel_ns"].cast(pl.Float64).mean(),
+                "copies_ns": (steps["part_memcpy_ns"] + steps["part_memset_ns"]).cast(pl.Float64).mean(),
+                "idle_ns": idle_ns,
                 "comm_measured_on": s.comm_measured_on,
                 "top_kernel": kernels["name"][0] if kernels.height else None,
                 "top_kernel_share": float(kernels["dur_ns"][0]) / total_kernel if total_kernel else None,

@@ -10,7 +10,7 @@ import polars as pl
 from traceinsight.analysis.diff.compare import DiffResult, StepTimeDiff
 from traceinsight.render import generic, svg
 from traceinsight.render.diff.findings import render_html as findings_html
-from traceinsight.render.diff.view import not_significant_note, signed_ns, step_rows
+from traceinsight.render.diff.view import headline, signed_ns, step_rows
 from traceinsight.render.html.page import (
     MAX_TABLE_ROWS,
     Figure,
@@ -53,7 +53,21 @@ def diff_tables(result: DiffResult) -> list[tuple[str, pl.DataFrame]]:
         ("compile metrics", result.compile.metrics, result.compile.available),
         ("compile region speedups", result.compile.region_speedups, result.compile.available),
     ]
-    return [(title, frame) for title, frame, available in candidates if available and frame.height]
+    return [(title, _for_reading(frame)) for title, frame, available in candidates if available and frame.height]
+
+
+# Columns of the contribution tables under the names people read: each counts kernels (an op's
+# or a region's kernels per step), and a share of the delta is a percentage (it can pass 100 %
+# or go below 0 where other rows move the other way).
+_READING_NAMES = {
+    "before_calls_per_step": "before_kernels_per_step",
+    "after_calls_per_step": "after_kernels_per_step",
+    "share_of_delta": "delta_share",
+}
+
+
+def _for_reading(frame: pl.DataFrame) -> pl.DataFrame:
+    return frame.rename({k: v for k, v in _READING_NAMES.items() if k in frame.columns})
 
 
 def _step_chart(result: DiffResult) -> Figure | None:
@@ -89,15 +103,10 @@ def render_diff_html(diff_result: DiffResult, *, title: str = "traceinsight diff
         parts.append(f"<p class='unavailable'>Not available: {escape(str(diff_result.reason))}</p>")
         return page(title, "".join(parts))
     step_time = diff_result.step_time
-    change = step_time.change_pct
-    text = diff_result.verdict.replace("_", " ")
-    if change is not None:
-        text += f": step time {change:+.1f} %"
-    note = not_significant_note(diff_result)
-    if note:
-        text += f", not significant: {note}"
-    notes = "".join(f"<li>{escape(n)}</li>" for n in diff_result.notes)
-    parts.append(f"<div class='verdict'><p>{escape(text)}</p><ul><li>{escape(step_time.verdict_reason)}</li>{notes}</ul></div>")
+    head = headline(diff_result)
+    items = [head.reason, *diff_result.notes]
+    notes = "".join(f"<li>{escape(n)}</li>" for n in items if n)
+    parts.append(f"<div class='verdict'><p>{escape(head.text)}</p>{f'<ul>{notes}</ul>' if notes else ''}</div>")
     parts.append(step_stats_html(step_time, before, after))
     chart = _step_chart(diff_result)
     if chart is not None:

@@ -7,15 +7,14 @@ import polars as pl
 from traceinsight.analysis.diff.compare import DiffResult, TableDiff
 from traceinsight.render.diff.findings import render_markdown as findings_markdown
 from traceinsight.render.diff.view import (
-    VERDICT_TEXT,
     bound_changes,
     change_pct,
     compile_rows,
     contrib_rows,
     delta_rows,
+    headline,
     kernel_counts,
     memory_rows,
-    not_significant_note,
     ratio_of,
     region_speedups,
     short,
@@ -63,10 +62,10 @@ def _contrib_section(title: str, frame: pl.DataFrame, keys: list[str], b: str, a
 def render_markdown(result: DiffResult, *, top: int = 8) -> str:
     b, a = result.before_label, result.after_label
     st = result.step_time
-    lines = [f"### {VERDICT_ICON[result.verdict]} traceinsight diff: `{b}` → `{a}`: {VERDICT_TEXT[result.verdict].lower()}", ""]
-    note = not_significant_note(result)
-    if note:
-        lines += [f"**{st.statistic} step {change_pct(st.ratio)}, not significant**: {note}.", ""]
+    head = headline(result)
+    lines = [f"### {VERDICT_ICON[result.verdict]} traceinsight diff: `{b}` → `{a}`: {head.word}", ""]
+    if head.change:
+        lines += [f"**{head.change.split(': ', 1)[-1]}**" + (f" ({head.why})" if head.why else "") + ".", ""]
     if st.available:
         stats = {label: (bv, av) for label, bv, av in step_stats(st)}
         rows = []
@@ -77,7 +76,7 @@ def render_markdown(result: DiffResult, *, top: int = 8) -> str:
             rows.append([shown, ns(bv), ns(av), change_pct(ratio)])
         rows += [["steps kept", str(st.n_before), str(st.n_after), ""], ["outliers kept (flagged)", str(st.outliers_before), str(st.outliers_after), ""]]
         lines += _table(["step time", b, a, "change"], rows, ["---", "---:", "---:", "---:"])
-        lines += [f"_{st.verdict_reason}_", ""]
+        lines += [f"_{head.reason}_", ""] if head.reason else []
     else:
         lines += [f"Step times not available: {st.reason}", ""]
     kc = kernel_counts(result)

@@ -11,15 +11,14 @@ from rich.text import Text
 from traceinsight.analysis.diff.compare import DiffResult, StepTimeDiff, TableDiff
 from traceinsight.render.diff.findings import render_terminal as findings_terminal
 from traceinsight.render.diff.view import (
-    VERDICT_TEXT,
     bound_changes,
     change_pct,
     compile_rows,
     contrib_rows,
     delta_rows,
+    headline,
     kernel_counts,
     memory_rows,
-    not_significant_note,
     region_speedups,
     regions_in_both,
     short,
@@ -36,15 +35,15 @@ def delta_style(delta: float | None, *, lower_is_better: bool = True) -> str:
 
 def _verdict_line(result: DiffResult) -> Text:
     st = result.step_time
+    head = headline(result)
     text = Text()
-    text.append(VERDICT_TEXT[result.verdict], style=VERDICT_STYLE[result.verdict])
-    if st.ratio is not None:
-        text.append(f"  {result.after_label} vs {result.before_label}: {st.statistic} step ")
-        text.append(change_pct(st.ratio), style=delta_style(st.ratio - 1.0) if result.verdict != "no_significant_change" else "")
-    note = not_significant_note(result)
-    if note:
-        text.append(f", not significant: {note}", style="yellow")
-    text.append(f"\n{st.verdict_reason}" if st.verdict_reason else "", style="dim")
+    text.append(head.word, style=VERDICT_STYLE[result.verdict])
+    if head.change:
+        text.append(": " + head.change.removesuffix(change_pct(st.ratio)))
+        text.append(change_pct(st.ratio), style=delta_style((st.ratio or 1.0) - 1.0) if result.verdict != "no_significant_change" else "")
+    if head.why:
+        text.append(f" ({head.why})", style="yellow")
+    text.append(f"\n{head.reason}" if head.reason else "", style="dim")
     return text
 
 

@@ -15,7 +15,8 @@ from traceinsight.analysis.lib.stats import why_not_significant
 from traceinsight.render.fit import shorten_middle
 from traceinsight.render.units import ns, size
 
-VERDICT_TEXT = {"faster": "FASTER", "slower": "SLOWER", "no_significant_change": "NO SIGNIFICANT CHANGE"}
+VERDICT_TEXT = {"faster": "faster", "slower": "slower", "no_significant_change": "no significant change"}
+TOO_FEW = "not enough steps to test"
 STATUS_WORD = {"added": "new", "removed": "gone"}
 
 
@@ -28,6 +29,39 @@ def not_significant_note(result: DiffResult) -> str | None:
     return why_not_significant(
         st.n_before, st.n_after, st.ratio, st.ci_low, st.ci_high, st.p_value, alpha=round(1.0 - st.confidence, 6)
     )
+
+
+def too_few_steps(result: DiffResult) -> bool:
+    """True when a run has fewer kept steps than the test needs: then no verdict was made."""
+    st = result.step_time
+    return st.available and st.ratio is not None and min(st.n_before, st.n_after) < st.min_steps
+
+
+@dataclass(frozen=True)
+class Headline:
+    """The diff's first line, the same words in every format: the verdict word, then the
+    measured change, then (when no verdict was made) why, and the test behind it, unless that
+    only repeats the why."""
+
+    word: str
+    change: str  # "after vs before: mean step −60.0 %", or ""
+    why: str  # "2 and 2 steps; the test needs 3 per run", or ""
+    reason: str  # the statistics behind the verdict, or "" where ``why`` already said it
+
+    @property
+    def text(self) -> str:
+        out = self.word + (f": {self.change}" if self.change else "")
+        return out + (f" ({self.why})" if self.why else "")
+
+
+def headline(result: DiffResult) -> Headline:
+    st = result.step_time
+    change = f"{result.after_label} vs {result.before_label}: {st.statistic} step {change_pct(st.ratio)}" if st.ratio is not None else ""
+    if too_few_steps(result):
+        why = f"{st.n_before} and {st.n_after} kept steps; the test needs {st.min_steps} per run"
+        return Headline(TOO_FEW, change, why, "")
+    note = not_significant_note(result)
+    return Headline(VERDICT_TEXT[result.verdict], change, f"not significant: {note}" if note else "", st.verdict_reason)
 
 
 def signed_ns(value: float | None) -> str:

@@ -30,11 +30,11 @@ NO_TRACE_SECTION = (
 def render_html(report: Report, trace: Trace | None = None) -> str:
     """The whole report as one self-contained HTML page (``trace`` adds timeline/memory/counters)."""
     head = report.headline
-    findings = "".join(f"<li>{escape(f.text)} <span class='src'>({escape(f.section)})</span></li>" for f in head.findings)
     nav = "".join(f"<a href='#{escape(n)}'>{escape(section_title(n))}</a>" for n, _ in ordered(report.sections))
     parts = [
         f"<h1>traceinsight report</h1><p class='path'>{escape(report.trace_path)}</p>",
-        f"<div class='verdict'><p>{escape(head.verdict)}</p><ul>{findings}</ul></div>",
+        # The verdict once: its clauses again as bullets filled a phone's first screen twice over.
+        f"<div class='verdict'><p>{escape(head.verdict)}</p></div>",
         f"<nav>{nav}</nav>",
     ]
     if trace is not None:

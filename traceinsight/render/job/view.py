@@ -11,7 +11,8 @@ import polars as pl
 from traceinsight.analysis.job.collective_match import CollectiveMatchResult
 from traceinsight.analysis.job.report import JobReport
 from traceinsight.analysis.job.series import SeriesResult
-from traceinsight.analysis.lib.stats import why_not_significant
+from traceinsight.analysis.lib.stats import MIN_SAMPLES, why_not_significant
+from traceinsight.analysis.lib.words import run_labels
 from traceinsight.render.job.matched import matched_tables
 from traceinsight.render.units import ns, pct
 
@@ -164,20 +165,29 @@ def run_name(path: str) -> str:
     return path.rstrip("/").rsplit("/", 1)[-1] or path
 
 
+def run_names(result: SeriesResult) -> list[str]:
+    """Each run's label, by what differs between the runs' paths (as diff labels its two)."""
+    return run_labels([str(p) for p in result.runs["path"].to_list()]) if result.runs.height else []
+
+
 def series_table(result: SeriesResult) -> Table:
     rows = []
-    for r in result.runs.iter_rows(named=True):
+    names = run_names(result)
+    base_steps = int(result.runs["steps"][0]) if result.runs.height else 0
+    for r, name in zip(result.runs.iter_rows(named=True), names, strict=True):
+        # As diff's headline: with too few steps no test was made, which is no "no change".
+        few = r["verdict"] == "no_significant_change" and min(int(r["steps"]), base_steps) < MIN_SAMPLES
         ci = f"{r['ci_low']:.2f}–{r['ci_high']:.2f}" if r["ci_low"] is not None and r["ci_high"] is not None else "-"
         rows.append(
             (
                 str(r["run"]),
-                run_name(str(r["path"])),
+                name,
                 str(r["steps"]),
                 ns(r["step_median_ns"]),
                 ns(r["step_mean_ns"]),
                 "-" if r["ratio"] is None else f"{r['ratio']:.2f}×",
                 ci,
-                str(r["verdict"]).replace("_", " "),
+                "not enough steps" if few else str(r["verdict"]).replace("_", " "),
             )
         )
     return Table(
@@ -193,6 +203,7 @@ def series_breakdown(result: SeriesResult) -> Table:
         (
             str(r["run"]),
             ns(r["compute_ns"]),
+            ns(r["copies_ns"]),
             ns(r["communication_ns"]),
             ns(r["idle_ns"]),
             str(r["top_idle_cause"] or "-"),
@@ -203,7 +214,7 @@ def series_breakdown(result: SeriesResult) -> Table:
     runs = result.runs
     labels = [f"run {r}" for r in runs["run"].to_list()]
     where = comm_note(runs["comm_measured_on"].to_list(), labels, exposed=False) if runs.height else ""
-    return Table("Breakdown per step", ("run", "compute", "comm", "idle", "idle mostly", "Δ median"), rows, where)
+    return Table("Breakdown per step", ("run", "compute", "copies", "comm", "idle", "idle mostly", "Δ median"), rows, where)
 
 
 def series_findings(result: SeriesResult) -> Table:
@@ -226,7 +237,7 @@ def series_headline(result: SeriesResult) -> str:
         return result.reason or "no run was analysed"
     fastest = result.fastest
     row = result.runs.filter(pl.col("run") == fastest).row(0, named=True)
-    text = f"{result.runs.height} runs; fastest: run {fastest} ({run_name(str(row['path']))}), median step {ns(row['step_median_ns'])}"
+    text = f"{result.runs.height} runs; fastest: run {fastest} ({run_names(result)[fastest or 0]}), median step {ns(row['step_median_ns'])}"
     return "; ".join([text, *unproven_changes(result)])
 
 

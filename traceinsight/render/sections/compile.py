@@ -19,7 +19,8 @@ def render_terminal(result: CompileResult) -> RenderableType:
     head.add_column(overflow="fold")
     frames = ", ".join(str(f) for f in result.frames) or "-"
     recompiled = ", ".join(str(f) for f in result.recompiled_frames)
-    head.add_row("Dynamo frame ids", frames + (f" (recompiled: {recompiled})" if recompiled else ""))
+    # The ids are frame numbers, not counts: "(recompiled: 0)" beside "5 recompiles" misread.
+    head.add_row("Dynamo frame ids", frames + (f" (recompiled: frame {recompiled})" if len(result.recompiled_frames) == 1 else f" (recompiled: frames {recompiled})" if recompiled else ""))
     head.add_row(
         "compiles in trace",
         f"{result.compiles_in_trace} ({ns(result.compile_ns)} of host time; {result.recompiles_in_trace} recompile(s))"

@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from traceinsight.analysis.findings.model import Finding, FindingsResult
+from traceinsight.analysis.lib.words import count
 from traceinsight.render import views
 from traceinsight.render.units import ns
 
@@ -98,7 +99,7 @@ def facts(f: Finding, result: FindingsResult) -> list[tuple[str, str]]:
 
 
 def _summary(result: FindingsResult) -> str:
-    unit = f"{result.steps} steps of {ns(result.step_ns)}" if result.step_ns and result.steps else f"a {ns(result.window_ns)} window"
+    unit = f"{count(result.steps, 'step')} of {ns(result.step_ns)}" if result.step_ns and result.steps else f"a {ns(result.window_ns)} window"
     if result.step_ns and result.steps and result.clock != "traced" and result.step_ns < (result.traced_step_ns or 0):
         unit += f" without the profiler ({result.clock}; traced {ns(result.traced_step_ns or result.step_ns)})"
     head = f"{len(result.findings)} finding(s) over {unit}, largest saving first"

@@ -9,22 +9,23 @@ from rich.text import Text
 from traceinsight.analysis.sections.gaps import GapsResult
 from traceinsight.render import views
 from traceinsight.render.fit import Col, FitTable
-from traceinsight.render.units import ns, pct
+from traceinsight.render.units import ns, pct, times_apart
 
 
 def gaps_table(gaps: pl.DataFrame, *, title: str, origin_ns: int = 0) -> FitTable:
     """A table of gap rows (columns of ``gaps.GAP_SCHEMA``); start shown relative to origin."""
     columns = [Col("GPU"), Col("start"), Col("duration"), Col("step"), Col("cause", "label"), Col("culprit", "name")]
+    starts = times_apart([int(v) - origin_ns for v in gaps["start_ns"].to_list()])
     rows = [
         (
             str(row["device"]),
-            ns(row["start_ns"] - origin_ns),
+            start,
             ns(row["dur_ns"]),
             "-" if row["step"] is None else str(row["step"]),
             row["cause"],
             row["culprit"] or "-",
         )
-        for row in gaps.iter_rows(named=True)
+        for row, start in zip(gaps.iter_rows(named=True), starts, strict=True)
     ]
     return FitTable(columns, rows, title=title)
 

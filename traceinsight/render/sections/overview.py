@@ -34,7 +34,9 @@ def render_terminal(result: OverviewResult) -> RenderableType:
     if result.steps and result.step_source not in (None, "ProfilerStep"):
         head.add_row("steps", describe(result.step_source, len(result.steps), result.prefill_steps))
     elif result.steps:
-        head.add_row("steps", f"{len(result.steps)} (ProfilerStep#{result.steps[0]}–#{result.steps[-1]})")
+        first, last = result.steps[0], result.steps[-1]
+        span = f"ProfilerStep#{first}" if first == last else f"ProfilerStep#{first}–#{last}"
+        head.add_row("steps", f"{len(result.steps)} ({span})")
     else:
         head.add_row("steps", "none recorded (no ProfilerStep spans)")
     if result.graph_capture:

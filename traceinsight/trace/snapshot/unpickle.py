@@ -150,6 +150,7 @@ def read_pickle(
     :data:`Drain`); :class:`ReadAgain` says to read the file again without one."""
     try:
         with open(path, "rb") as handle:
+            _sniff(path, handle)
             return _load(handle, drain, drain_every)
     except SnapshotRefused as exc:
         raise TraceFormatError(path, f"not a memory snapshot: {exc}") from None
@@ -174,6 +175,24 @@ def read_pickle(
         # failure is short, and the traceback says nothing more to the user.
         detail = str(exc) or type(exc).__name__
         raise TraceFormatError(path, f"not a readable pickle ({detail})") from None
+
+
+# The first bytes of what people pass by mistake: a gzip'd or plain JSON trace.
+_GZIP = b"\x1f\x8b"
+_JSON_START = (b"{", b"[")
+
+
+def _sniff(path: str | Path, handle: IO[bytes]) -> None:
+    """Say what the file is when it is plainly no pickle: the unpickler's own words ("Ran out
+    of input", "invalid load key '\\x1f'") name neither the file's kind nor the way on."""
+    head = handle.read(64)
+    handle.seek(0)
+    if not head:
+        raise TraceFormatError(path, "file is empty")
+    if head.startswith(_GZIP) or head.lstrip().startswith(_JSON_START):
+        raise TraceFormatError(
+            path, "a profiler trace (JSON), not a memory snapshot pickle: read it with `traceinsight analyze`"
+        )
 
 
 def _load(handle: IO[bytes], drain: Drain | None, drain_every: int) -> Any:
