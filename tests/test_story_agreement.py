@@ -5,7 +5,8 @@ report, the JSON, the Markdown and the HTML; the verdict's time split adds up to
 its idle share is the breakdown's; the verdict counts the steps the steps line counts; the first
 screen fits 80×50; the HTML page says the verdict once. For ``diff`` and ``compare`` on pairs of
 runs: compute, copies, communication and idle add up to the mean step, the idle causes add up to
-the idle, and ``compare`` shows the idle ``diff`` shows."""
+the idle, and ``compare`` shows the idle ``diff`` shows. The savings' bounds of
+``test_savings_invariants`` are checked on the same analysis of every trace."""
 
 from __future__ import annotations
 
@@ -28,6 +29,8 @@ from traceinsight.analysis.sections.steps import StepsResult
 from traceinsight.api import analyze, compare, diff
 from traceinsight.render.formats import render
 from traceinsight.render.glance import SCREEN_LINES, glance_renderable
+
+from .test_savings_invariants import check as broken_bounds
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_traces"
@@ -93,6 +96,9 @@ def check_report(path: Path) -> None:
     if expected is not None:
         assert named and named[0] == expected, (named, expected, head.verdict)
     panel_first = findings.findings[0].id if findings and findings.findings else None
+    # The savings' bounds (no host-side saving over the idle, none over the step, a sum within the whole).
+    if findings is not None:
+        assert not broken_bounds(findings), broken_bounds(findings)
 
     # The time split: every share of the window, adding up to all of it; idle as the breakdown has it.
     breakdown = report.sections.get("breakdown")
@@ -142,12 +148,6 @@ def check_report(path: Path) -> None:
 
 @pytest.mark.parametrize("path", SAMPLE_TRACES, ids=_id)
 def test_every_view_of_a_sample_tells_one_story(path: Path) -> None:
-    check_report(path)
-
-
-@needs_shared
-@pytest.mark.parametrize("path", THIRD_PARTY, ids=_id)
-def test_every_view_of_a_third_party_trace_tells_one_story(path: Path) -> None:
     check_report(path)
 
 
