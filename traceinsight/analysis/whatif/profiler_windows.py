@@ -53,7 +53,8 @@ def _windows_now(graph: StepGraph, w: int, memory_at: tuple[tuple[int, int, int]
         *[(pl.col("cls") == c).sum().cast(pl.Int64).alias(f"n_{c}") for c in COUNTED[:3]]
     )
     if memory_at:
-        memory = pl.DataFrame(list(memory_at), schema={"pid": pl.Int64, "tid": pl.Int64, "ts_ns": pl.Int64}, orient="row")
+        at = np.array(memory_at, dtype=np.int64).reshape(-1, 3)
+        memory = pl.DataFrame({"pid": at[:, 0], "tid": at[:, 1], "ts_ns": at[:, 2]})
         mem = memory.select("pid", "tid", (pl.col("ts_ns") // w).alias("window")).group_by(keys).agg(
             pl.len().cast(pl.Int64).alias("n_memory"))
         counts = counts.join(mem, on=keys, how="full", coalesce=True)
