@@ -26,9 +26,9 @@ from traceinsight.analysis.findings.savings import Estimate, settle
 from traceinsight.analysis.lib.timeline import device_step_spans
 from traceinsight.analysis.whatif.graph import GPU_COMM, NEG, StepGraph
 from traceinsight.analysis.whatif.model import TOLERANCE, validation
-from traceinsight.analysis.whatif.replay import Timeline, replay, span, step_times
-from traceinsight.analysis.whatif.shared import recorded
-from traceinsight.analysis.whatif.transforms import Transformation, TransformError, apply_all
+from traceinsight.analysis.whatif.replay import Timeline, span, step_times
+from traceinsight.analysis.whatif.shared import recorded, replayed_steps
+from traceinsight.analysis.whatif.transforms import Transformation, TransformError
 
 LOWER: dict[Confidence, Confidence] = {"high": "medium", "medium": "low", "low": "low"}
 # One steady step is no steady state: a change moves time between a step and its neighbours.
@@ -61,17 +61,21 @@ class _Replay:
     before_ns: int  # median steady step (or the whole trace), replayed as recorded
 
     def after_ns(self, transforms: tuple[Transformation, ...]) -> int:
-        tl = replay(self.graph, apply_all(self.graph, transforms))
-        return _length(self.graph, tl, self.steps)
+        times, whole = replayed_steps(self.graph, transforms)
+        return _median_of(times, whole, self.steps)
 
 
 def _length(graph: StepGraph, tl: Timeline, steps: list[int]) -> int:
     """Median device time of ``steps`` on a replayed timeline (the whole span without steps)."""
+    return _median_of(step_times(graph, tl) if steps else pl.DataFrame(), span(graph, tl), steps)
+
+
+def _median_of(times: pl.DataFrame, whole: tuple[int, int], steps: list[int]) -> int:
+    """Median device time of ``steps`` in ``times`` (``step_times``); the whole span without steps."""
     if not steps:
-        lo, hi = span(graph, tl)
-        return hi - lo
-    times = step_times(graph, tl).filter(pl.col("step").is_in(steps))["device_dur_ns"]
-    return int(np.median(times.to_numpy())) if times.len() else 0
+        return whole[1] - whole[0]
+    durations = times.filter(pl.col("step").is_in(steps))["device_dur_ns"]
+    return int(np.median(durations.to_numpy())) if durations.len() else 0
 
 
 def _steady_steps(ctx: FindingContext, graph: StepGraph) -> list[int]:

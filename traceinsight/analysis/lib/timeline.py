@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from traceinsight.analysis.core.memo import per_trace
 from traceinsight.analysis.lib import intervals
 from traceinsight.analysis.lib.categories import category_expr, communication_names
 from traceinsight.trace.model import Trace
@@ -18,8 +19,13 @@ def analysis_window(trace: Trace) -> tuple[int, int]:
     """[start, end) of the analysed window: the span of all recorded activity.
 
     The profiler's own bookkeeping span ("PyTorch Profiler (N)") is left out: it starts
-    before and ends after the work and would inflate idle time.
+    before and ends after the work and would inflate idle time. Once per trace (most
+    analyses ask).
     """
+    return per_trace(trace, "analysis_window", lambda: _analysis_window(trace))
+
+
+def _analysis_window(trace: Trace) -> tuple[int, int]:
     ev = trace.events.filter(pl.col("kind") != "other")
     if ev.height == 0:
         ev = trace.events
@@ -38,8 +44,9 @@ def work_intervals(trace: Trace) -> pl.DataFrame:
 
 
 def busy_intervals(trace: Trace) -> pl.DataFrame:
-    """Maximal busy intervals per device: the union of its kernels, memcpys and memsets."""
-    return intervals.union(work_intervals(trace), by=["device"])
+    """Maximal busy intervals per device: the union of its kernels, memcpys and memsets (once
+    per trace)."""
+    return per_trace(trace, "busy_intervals", lambda: intervals.union(work_intervals(trace), by=["device"]))
 
 
 def gpu_work(trace: Trace) -> pl.DataFrame:
@@ -92,9 +99,15 @@ def device_step_spans(trace: Trace, spans: pl.DataFrame | None = None) -> pl.Dat
     if later) to the end of the last GPU work launched inside it (or its host end).
 
     Adds device_start_ns, device_end_ns, host_dur_ns and device_dur_ns to ``spans``
-    (default: ``step_spans(trace)``).
+    (default: ``step_spans(trace)``, once per trace: the steps, the bound regions, the critical
+    path and the findings' replay check all read it).
     """
-    spans = step_spans(trace) if spans is None else spans
+    if spans is None:
+        return per_trace(trace, "device_step_spans", lambda: _device_step_spans(trace, step_spans(trace)))
+    return _device_step_spans(trace, spans)
+
+
+def _device_step_spans(trace: Trace, spans: pl.DataFrame) -> pl.DataFrame:
     work_end = (
         trace.kernels.filter(pl.col("step").is_not_null())
         .group_by("step")

@@ -33,6 +33,7 @@ edge can take over.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -104,8 +105,9 @@ class StepGraph:
     host_order_ns: np.ndarray | None = None
     gpu_order_ns: np.ndarray | None = None
     # masks a transformation computed from names and spans (which a graph derived by
-    # ``replace`` keeps, but gets a memo of its own), by (what, pattern); read-only arrays
-    memo: dict[tuple[str, str], np.ndarray] = field(default_factory=dict, init=False, compare=False, repr=False)
+    # ``replace`` keeps, but gets a memo of its own), by (what, pattern); read-only arrays, and
+    # the profiler cost's windows (``profiler_windows``)
+    memo: dict[tuple[object, ...], Any] = field(default_factory=dict, init=False, compare=False, repr=False)
 
     @property
     def host_nodes(self) -> int:

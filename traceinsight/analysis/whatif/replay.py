@@ -347,29 +347,45 @@ STEP_TIMES_SCHEMA = {"step": pl.Int64, "device_start_ns": pl.Int64, "device_end_
 def step_times(graph: StepGraph, timeline: Timeline) -> pl.DataFrame:
     """Each step's device window on the replayed timeline, defined as ``sections/steps.py``
     defines it on the recorded one (host start, or the end of earlier steps' device work if
-    later, to the end of the last device work launched in the step, or its host end)."""
+    later, to the end of the last device work launched in the step, or its host end).
+
+    In arrays: the findings read it after every replay, and the nodes of each step are
+    grouped once per graph (``_step_nodes``)."""
     if graph.steps.height == 0:
         return pl.DataFrame(schema=STEP_TIMES_SCHEMA)
-    work = (
-        pl.DataFrame({"step": graph.gpu_step, "end": timeline.gpu_end_ns})
-        .filter(pl.col("step") >= 0)
-        .group_by("step")
-        .agg(pl.col("end").max().alias("work_end"))
-    )
+    order, starts, numbers = _step_nodes(graph)
+    # a step without a number (none is expected) matches no device work, as in a join
+    step_no = graph.steps["step"].cast(pl.Int64).fill_null(-1).to_numpy()
+    work_end = np.maximum.reduceat(timeline.gpu_end_ns[order], starts) if order.size else np.zeros(0, dtype=np.int64)
+    pos = np.minimum(np.searchsorted(numbers, step_no), max(numbers.size - 1, 0))
+    has_work = (numbers[pos] == step_no) if numbers.size else np.zeros(step_no.size, dtype=bool)
     start_node = graph.steps["start_node"].fill_null(-1).to_numpy()
     end_node = graph.steps["end_node"].fill_null(-1).to_numpy()
-    steps = graph.steps.select("step").with_columns(
-        host_start=pl.Series(np.where(start_node >= 0, timeline.host_start_ns[start_node], NEG)),
-        host_end=pl.Series(np.where(end_node >= 0, timeline.host_end_ns[end_node], NEG)),
+    host_start = np.where(start_node >= 0, timeline.host_start_ns[start_node], NEG)
+    host_end = np.where(end_node >= 0, timeline.host_end_ns[end_node], NEG)
+    last = np.where(has_work, work_end[pos] if numbers.size else NEG, host_end)
+    # the end of earlier steps' device work: nothing before the first step
+    earlier = np.concatenate([[NEG], np.maximum.accumulate(last)[:-1]])
+    device_start = np.maximum(host_start, earlier)
+    device_end = np.maximum(device_start, last)
+    return pl.DataFrame(
+        {"step": graph.steps["step"], "device_start_ns": device_start, "device_end_ns": device_end, "device_dur_ns": device_end - device_start},
+        schema=STEP_TIMES_SCHEMA,
     )
-    steps = steps.join(work, on="step", how="left")
-    earlier = pl.coalesce("work_end", "host_end").cum_max().shift(1)
-    return (
-        steps.with_columns(device_start_ns=pl.max_horizontal("host_start", earlier))
-        .with_columns(device_end_ns=pl.max_horizontal("device_start_ns", pl.coalesce("work_end", "host_end")))
-        .with_columns(device_dur_ns=pl.col("device_end_ns") - pl.col("device_start_ns"))
-        .select(list(STEP_TIMES_SCHEMA))
-    )
+
+
+def _step_nodes(graph: StepGraph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Device nodes launched in a step, ordered by step; where each step's run starts; the steps."""
+    key = ("step_nodes",)
+    found = graph.memo.get(key)
+    if found is None:
+        nodes = np.flatnonzero(graph.gpu_step >= 0)
+        steps = graph.gpu_step[nodes]
+        order = nodes[np.argsort(steps, kind="stable")]
+        numbers, starts = np.unique(graph.gpu_step[order], return_index=True)
+        found = graph.memo[key] = (order, starts, numbers)
+    out: tuple[np.ndarray, np.ndarray, np.ndarray] = found
+    return out
 
 
 def span(graph: StepGraph, timeline: Timeline) -> tuple[int, int]:

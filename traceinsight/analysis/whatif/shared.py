@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import weakref
 
+import polars as pl
+
 from traceinsight.analysis.whatif.graph import StepGraph, build
-from traceinsight.analysis.whatif.replay import Timeline, replay, with_order
+from traceinsight.analysis.whatif.replay import Timeline, replay, span, step_times, with_order
 from traceinsight.analysis.whatif.threads import as_woken, with_wakes
+from traceinsight.analysis.whatif.transforms import Transformation, apply_all
 from traceinsight.trace.model import Trace
 
 _BUILT: dict[int, tuple[StepGraph, Timeline]] = {}
@@ -32,3 +35,18 @@ def recorded(trace: Trace) -> tuple[StepGraph, Timeline]:
         # dropped with the trace, before its id can be given to another object
         weakref.finalize(trace, _BUILT.pop, key, None)
     return found
+
+
+def replayed_steps(graph: StepGraph, transforms: tuple[Transformation, ...]) -> tuple[pl.DataFrame, tuple[int, int]]:
+    """Each step's device window (``step_times``) and the whole span (``span``) of ``graph``
+    replayed with ``transforms``, replayed once per graph and tuple of transformations: the
+    window's un-profiled step and the findings' prices replay some of the same tuples (the
+    profiler's cost at the high end, a finding alone on a base), and a replay of a trace of a
+    million events costs a good part of a second. Only these small results are kept."""
+    key = ("replayed_steps", transforms)
+    found = graph.memo.get(key)
+    if found is None:
+        tl = replay(graph, apply_all(graph, transforms))
+        found = graph.memo[key] = (step_times(graph, tl), span(graph, tl))
+    out: tuple[pl.DataFrame, tuple[int, int]] = found
+    return out

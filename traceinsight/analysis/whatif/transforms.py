@@ -18,6 +18,7 @@ import polars as pl
 from traceinsight.analysis.classify import FAMILIES, classify_names
 from traceinsight.analysis.lib import intervals
 from traceinsight.analysis.whatif.graph import GPU_COMM, SEG_LAUNCH, SEG_SYNC, StepGraph, rows_of
+from traceinsight.analysis.whatif.profiler_windows import windows
 from traceinsight.analysis.whatif.replay import Durations
 
 
@@ -274,9 +275,27 @@ class OverlapComm(Transformation):
 
 
 def apply_all(graph: StepGraph, transformations: tuple[Transformation, ...], d: Durations | None = None) -> Durations:
-    """The durations after every transformation in order (each sees the previous ones' result)."""
-    out = d or Durations.recorded(graph)
-    for t in transformations:
+    """The durations after every transformation in order (each sees the previous ones' result).
+
+    From the recorded durations, the result of the first transformation is kept for the next
+    call (one, the last): the findings are priced on top of one base (the profiler's cost
+    taken out), applied first to every tuple they replay. Transformations return new arrays
+    and never write into the ones they are given, so the kept durations stay as computed."""
+    rest = transformations
+    if d is None and transformations:
+        first = transformations[0]
+        kept = graph.memo.get(("first_applied",))
+        if kept is not None and kept[0] == first:
+            out: Durations = kept[1]
+        else:
+            out = first.apply(graph, Durations.recorded(graph))
+            for array in (out.seg_dur_ns, out.seg_gap_ns, out.gpu_dur_ns, out.sync_on, out.wait_on):
+                array.flags.writeable = False  # shared from now on: a write would be a bug, loudly
+            graph.memo[("first_applied",)] = (first, out)
+        rest = transformations[1:]
+    else:
+        out = d or Durations.recorded(graph)
+    for t in rest:
         out = t.apply(graph, out)
     return out
 
@@ -322,44 +341,34 @@ class RemoveProfilerCost(Transformation):
         costs = self._costs()
         if graph.seg_owner.size == 0:
             return d
-        w = self.window_ns
-        kind = pl.col("kind").cast(pl.String)
-        cls = pl.when(kind.is_in(["runtime", "driver"])).then(pl.lit("runtime")).when(kind == "python").then(pl.lit("python")).otherwise(pl.lit("op"))
-        spent = graph.host_events.select(
-            "pid", "tid", (pl.col("ts_ns") // w).alias("window"),
-            cls.replace_strict(costs, default=0.0, return_dtype=pl.Float64).alias("cost"),
-        )
-        if self.memory_at and costs.get("memory", 0.0) > 0:
-            memory = pl.DataFrame(list(self.memory_at), schema={"pid": pl.Int64, "tid": pl.Int64, "ts_ns": pl.Int64}, orient="row")
-            spent = pl.concat([spent, memory.select("pid", "tid", (pl.col("ts_ns") // w).alias("window"),
-                                                    pl.lit(costs["memory"], pl.Float64).alias("cost"))], how="vertical_relaxed")
-        cost = spent.group_by("pid", "tid", "window").agg(pl.col("cost").sum())
+        # the events and segments of each thread's windows are counted once per graph
+        # (profiler_windows); here only the costs and the host time that can shrink vary
+        memory = self.memory_at if costs.get("memory", 0.0) > 0 else ()
+        found = windows(graph, self.window_ns, memory)
+        frame = found.frame
+        cost = pl.lit(0.0, pl.Float64)
+        for c in PROFILER_EVENT_CLASSES:
+            cost = cost + pl.col(f"n_{c}") * costs.get(c, 0.0)
+        waits = graph.seg_class == SEG_SYNC
         # the host time that can shrink: each segment and the gap before it, by the window it starts in
-        pieces = (
-            pl.DataFrame({"id": graph.seg_owner, "start": graph.seg_start_ns, "dur": d.seg_dur_ns, "gap": d.seg_gap_ns,
-                          "waits": graph.seg_class == SEG_SYNC})
-            .with_row_index("i")
-            .join(graph.host_events.select("id", "pid", "tid"), on="id", how="left", maintain_order="left")
-            .with_columns(window=pl.col("start") // w, work=pl.when(pl.col("waits")).then(pl.col("gap")).otherwise(pl.col("dur") + pl.col("gap")))
-        )
+        work = np.where(waits, d.seg_gap_ns, d.seg_dur_ns + d.seg_gap_ns)
+        counted = found.seg_window >= 0
+        # integer ns summed in float64: exact below 2**53 ns (104 days) per window
+        work_w = np.bincount(found.seg_window[counted], weights=work[counted], minlength=frame.height)
         # Per thread and window, in time order: the cost wanted there plus what earlier windows
         # could not take (their host time was shorter than their cost), cut from this window's
         # host time: carry_w = max(0, carry_{w-1} + cost_w - work_w) (Lindley's recursion,
         # solved with a cumulative minimum), so that no cost is lost while host time follows.
         share = (
-            pieces.group_by("pid", "tid", "window").agg(pl.col("work").sum())
-            .join(cost, on=["pid", "tid", "window"], how="full", coalesce=True)
-            .with_columns(pl.col("work").fill_null(0), pl.col("cost").fill_null(0.0))
-            .sort("pid", "tid", "window")
+            frame.select("pid", "tid", pl.Series("work", np.rint(work_w).astype(np.int64)), cost.alias("cost"))
             .with_columns(excess=(pl.col("cost") - pl.col("work")).cum_sum().over("pid", "tid"))
             .with_columns(carry=pl.col("excess") - pl.min_horizontal(pl.lit(0.0), pl.col("excess").cum_min().over("pid", "tid")))
             .with_columns(carried_in=pl.col("carry").shift(1, fill_value=0.0).over("pid", "tid"))
             .with_columns(cut=pl.col("cost") + pl.col("carried_in") - pl.col("carry"))
             .with_columns(keep=pl.when(pl.col("work") > 0).then((1 - pl.col("cut") / pl.col("work")).clip(0, 1)).otherwise(1.0))
         )
-        keep = pieces.join(share.select("pid", "tid", "window", "keep"), on=["pid", "tid", "window"], how="left", maintain_order="left")[
-            "keep"].fill_null(1.0).to_numpy()
-        waits = graph.seg_class == SEG_SYNC
+        keep_w = share["keep"].fill_null(1.0).to_numpy()
+        keep = np.where(counted, keep_w[np.maximum(found.seg_window, 0)], 1.0)
         return replace(
             d,
             seg_gap_ns=np.rint(d.seg_gap_ns * keep).astype(np.int64),

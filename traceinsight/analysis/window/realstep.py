@@ -23,10 +23,10 @@ from typing import Any, Literal
 
 import polars as pl
 
+from traceinsight.analysis.core.memo import per_trace
 from traceinsight.analysis.whatif.model import validation
-from traceinsight.analysis.whatif.replay import replay, step_times
-from traceinsight.analysis.whatif.shared import recorded
-from traceinsight.analysis.whatif.transforms import RemoveProfilerCost, apply_all
+from traceinsight.analysis.whatif.shared import recorded, replayed_steps
+from traceinsight.analysis.whatif.transforms import RemoveProfilerCost
 from traceinsight.trace.model import Trace, UnprofiledSteps
 
 # Host cost of one recorded event (µs), low and high. For each recording in
@@ -140,14 +140,19 @@ def _recorded(timed: UnprofiledSteps, traced_ns: int, model: RealStep | None) ->
 
 
 def memory_at(trace: Trace) -> tuple[tuple[int, int, int], ...]:
-    mem = trace.memory.select("pid", "tid", "ts_ns").drop_nulls()
-    return tuple(zip(mem["pid"].to_list(), mem["tid"].to_list(), mem["ts_ns"].to_list(), strict=True))
+    """(pid, tid, ts_ns) of the allocator events, once per trace (the window and the findings'
+    clock both take the profiler's cost out, and one tuple lets the replays be shared)."""
+    def compute() -> tuple[tuple[int, int, int], ...]:
+        mem = trace.memory.select("pid", "tid", "ts_ns").drop_nulls()
+        return tuple(zip(mem["pid"].to_list(), mem["tid"].to_list(), mem["ts_ns"].to_list(), strict=True))
+
+    return per_trace(trace, "memory_at", compute)
 
 
 def _replayed(trace: Trace, steady: list[int], costs: dict[str, float], memory: tuple[tuple[int, int, int], ...]) -> int | None:
     graph, _ = recorded(trace)
     change = RemoveProfilerCost(tuple(sorted(costs.items())), memory)
-    after = step_times(graph, replay(graph, apply_all(graph, (change,))))
+    after, _ = replayed_steps(graph, (change,))
     values = after.filter(pl.col("step").is_in(steady))["device_dur_ns"]
     return round(float(values.median())) if values.len() else None  # type: ignore[arg-type]
 
