@@ -18,9 +18,7 @@ def analyze_command(
         list[str],
         typer.Argument(help="Kineto trace (.json / .json.gz); several files, a directory or a glob: one trace, its profiler cycles, or the ranks of a job", metavar="TRACE..."),
     ],
-    format: Annotated[
-        str, typer.Option("--format", "-f", help="terminal, json, md (Markdown) or html (self-contained page with plots); a job also perfetto")
-    ] = "terminal",
+    format: Annotated[str | None, typer.Option("--format", "-f", help="terminal, json, md (Markdown) or html (self-contained page with plots); a job also perfetto; default: from -o's suffix, else terminal")] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the report to this file instead of stdout")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite the --output file if it exists")] = False,
     only: Annotated[
@@ -77,7 +75,7 @@ def analyze_command(
                     jobs=jobs, engine=engine, address=address, cache=not no_cache)
         return
     job = inputs.kind == "job"
-    fmt = check("job" if job else "report", format)
+    fmt = check("job" if job else "report", format, output=output)
     trace = Path(inputs.paths[0])
     from traceinsight.analysis.core.base import AnalysisConfig
     from traceinsight.analysis.report import analyze, select_sections

@@ -87,7 +87,7 @@ def analyze_job_cli(
     from traceinsight.engine.job import load_job
     from traceinsight.render.formats import check
 
-    fmt_checked = check("job", fmt)
+    fmt_checked = check("job", fmt, output=output)
     if fmt_checked == "perfetto" and output is None:
         raise UsageError("-f perfetto writes a binary file: give it with -o FILE.pftrace")
     _engine_options(engine, jobs)
@@ -115,7 +115,7 @@ def compare_command(
         list[str],
         typer.Argument(help="Two or more runs: trace files, or jobs (a directory or a quoted glob of rank traces)", metavar="RUN..."),
     ],
-    format: Annotated[str, typer.Option("--format", "-f", help="terminal, json, md or html (page with a plot)")] = "terminal",
+    format: Annotated[str | None, typer.Option("--format", "-f", help="terminal, json, md or html (page with a plot); default: from -o's suffix, else terminal")] = None,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write to this file instead of stdout")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite the output file if it exists")] = False,
     only: Annotated[
@@ -143,7 +143,7 @@ def compare_command(
 def compare_cli(
     runs: list[str | tuple[str, ...]],
     *,
-    format: str,
+    format: str | None,
     output: Path | None,
     force: bool,
     only: list[str] | None,
@@ -159,7 +159,7 @@ def compare_cli(
     from traceinsight.cli.output import check_writable, emit
     from traceinsight.render.formats import check
 
-    fmt = check("series", format)
+    fmt = check("series", format, output=output)
     select_series_sections(only, skip)  # reject unknown names before the (slow) load
     if len(runs) < 2:
         raise UsageError("compare needs two or more runs")

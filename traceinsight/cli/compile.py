@@ -13,7 +13,7 @@ from traceinsight.cli.app import app
 @app.command("compile")
 def compile_command(
     trace: Annotated[Path, typer.Argument(help="Kineto trace: .json or .json.gz")],
-    format: Annotated[str, typer.Option("--format", "-f", help="terminal or json")] = "terminal",
+    format: Annotated[str | None, typer.Option("--format", "-f", help="terminal or json; default: from -o's suffix, else terminal")] = None,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write to this file instead of stdout")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite the output file if it exists")] = False,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Parse the file even if a cached copy exists")] = False,
@@ -22,7 +22,7 @@ def compile_command(
     from traceinsight.cli.output import check_writable, emit
     from traceinsight.render.formats import check
 
-    fmt = check("compile", format)
+    fmt = check("compile", format, output=output)
 
     if output is not None:
         check_writable(output, force=force)

@@ -21,7 +21,7 @@ class RegressionFound(TraceInsightError):
 def diff_command(
     before: Annotated[Path, typer.Argument(help="Trace of the baseline run (.json / .json.gz)")],
     after: Annotated[Path, typer.Argument(help="Trace of the changed run")],
-    format: Annotated[str, typer.Option("--format", "-f", help="terminal, json, md (pull-request comment) or html (page with charts)")] = "terminal",
+    format: Annotated[str | None, typer.Option("--format", "-f", help="terminal, json, md (pull-request comment) or html (page with charts); default: from -o's suffix, else terminal")] = None,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write to this file instead of stdout")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite the output file if it exists")] = False,
     fail_on_regression: Annotated[
@@ -49,7 +49,7 @@ def diff_command(
     """Compare two runs: step-time verdict with confidence, and the ops, kernels and regions behind it."""
     from traceinsight.render.formats import check
 
-    fmt = check("diff", format)
+    fmt = check("diff", format, output=output)
     if fail_on_regression is not None and fail_on_regression < 0:
         raise UsageError("--fail-on-regression takes a percentage >= 0")
     if not 0 < alpha < 1:

@@ -128,8 +128,24 @@ def _series_html(obj: SeriesResult, trace: Trace | None) -> str:
     return render_series_html(obj)
 
 
-def check(kind: Kind, fmt: str, *, names: dict[str, Format] | None = None) -> Format:
-    """``fmt`` as a format of ``kind`` (``names`` maps a command's own spellings), else a usage error."""
+# A file's suffix names the format it is written in when ``--format`` is not given.
+SUFFIXES: dict[str, Format] = {
+    ".json": "json", ".md": "md", ".markdown": "md", ".html": "html", ".htm": "html", ".csv": "csv", ".pftrace": "perfetto",
+}
+
+
+def check(kind: Kind, fmt: str | None, *, names: dict[str, Format] | None = None, output: Path | None = None) -> Format:
+    """``fmt`` as a format of ``kind`` (``names`` maps a command's own spellings), else a usage error.
+
+    Without ``fmt``, ``output``'s suffix names the format (``-o report.html`` writes HTML); a
+    suffix no format claims (``.txt``, none) or no output at all gives the terminal text."""
+    if fmt is None:
+        by_suffix = SUFFIXES.get(output.suffix.lower()) if output is not None else None
+        if by_suffix is None:
+            return "terminal"
+        if by_suffix not in FORMATS[kind]:
+            raise UsageError(f"a {kind} cannot be written as {by_suffix} ({output}); give --format, one of {', '.join(FORMATS[kind])}")
+        return by_suffix
     spelled = {f: f for f in FORMATS[kind]} | ({k: v for k, v in names.items() if v in FORMATS[kind]} if names else {})
     fmt = fmt.strip().lower()  # -f HTML, -f Json: a format's name is no case-sensitive token
     if fmt not in spelled:

@@ -74,7 +74,6 @@ def _load() -> None:
     # lookup still imports every section's module.
     if _loaded:
         return
-    _loaded.append(True)
     for spec in SPECS:
         qualified = f"{_VIEW_PACKAGE}.{spec.name}"
         try:
@@ -82,6 +81,9 @@ def _load() -> None:
         except ModuleNotFoundError as exc:
             if exc.name != qualified:
                 raise
+    # Marked only once every module imported: a view module that failed raises again at the
+    # next lookup rather than leaving its section to the generic view from then on.
+    _loaded.append(True)
 
 
 def view_of(result: Result) -> SectionView:

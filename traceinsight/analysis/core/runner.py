@@ -7,11 +7,8 @@ from typing import Any
 
 from traceinsight.analysis.core.base import AnalysisConfig, Inputs, Result
 from traceinsight.analysis.core.registry import RegistryError, closure, get
+from traceinsight.errors import AnalysisFailed, TraceInsightError
 from traceinsight.trace.model import Trace
-
-
-class RequirementFailed(RuntimeError):
-    """An analysis could not run because one it requires failed."""
 
 
 def run_closure(
@@ -20,33 +17,29 @@ def run_closure(
     names: Iterable[str],
     *,
     on_section: Callable[[str], None] | None = None,
-    errors: dict[str, Exception] | None = None,
 ) -> dict[str, Result]:
     """Results of ``names`` and of everything they require, keyed by name, in run order.
 
     ``kind="job"`` analyses are skipped: they need several traces. ``on_section(name)`` is
-    called before each analysis that runs. With ``errors`` given, an analysis that raises is
-    recorded there (and so is every analysis that requires it) instead of propagating.
+    called before each analysis that runs. An analysis that raises stops the run with
+    :class:`~traceinsight.errors.AnalysisFailed` naming the trace and the analysis, whichever
+    command asked (``analyze``, ``diff``, a job's ranks): one policy, no section quietly
+    replaced by an error line.
     """
     results: dict[str, Result] = {}
     for name in closure(tuple(names)):
         spec = get(name)
         if spec.kind != "trace":
             continue
-        failed = [r for r in spec.requires if errors is not None and r in errors]
-        if failed and errors is not None:
-            errors[name] = RequirementFailed(f"requires {', '.join(failed)}, which failed")
-            continue
         if on_section is not None:
             on_section(name)
         inputs = Inputs({r: results[r] for r in spec.requires if r in results})
         try:
             result = spec.run(trace, config, inputs)
+        except TraceInsightError:
+            raise  # already the user's problem, said in the analysis's own words
         except Exception as exc:
-            if errors is None:
-                raise
-            errors[name] = exc
-            continue
+            raise AnalysisFailed(trace.meta.path, name, exc) from exc
         # Views, the JSON envelope and report.section() look results up by this name.
         if result.name != name:
             raise RegistryError(f"analysis {name!r} returned a {type(result).__name__} named {result.name!r}")
