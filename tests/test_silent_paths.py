@@ -38,7 +38,7 @@ def test_a_suffix_the_command_cannot_write_is_a_usage_error(tmp_path: Path, caps
 
 def test_a_view_module_that_fails_fails_every_lookup(monkeypatch: pytest.MonkeyPatch, sample_trace) -> None:  # type: ignore[no-untyped-def]
     from traceinsight.analysis.report import analyze
-    from traceinsight.render import views
+    from traceinsight.render import section_views as views
 
     result = analyze(sample_trace("mm_sweep_64"), only=["gaps"]).sections["gaps"]
     real = views.import_module
@@ -58,7 +58,7 @@ def test_a_view_module_that_fails_fails_every_lookup(monkeypatch: pytest.MonkeyP
 
 
 def test_analyze_and_diff_stop_alike_on_an_analysis_that_raises(monkeypatch: pytest.MonkeyPatch, sample_trace) -> None:  # type: ignore[no-untyped-def]
-    from traceinsight.analysis.core import runner
+    from traceinsight.analysis import runner
     from traceinsight.analysis.diff.compare import diff_traces
     from traceinsight.analysis.report import analyze
     from traceinsight.errors import AnalysisFailed

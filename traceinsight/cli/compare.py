@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 
 import typer
 
-from traceinsight.cli.app import app
+from traceinsight.cli.root import app
 from traceinsight.errors import EXIT_PARTIAL, UsageError
 
 

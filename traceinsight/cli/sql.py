@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from traceinsight.cli.app import app
+from traceinsight.cli.root import app
 
 if TYPE_CHECKING:  # polars is imported when a query runs, so `traceinsight capture` works without it
     import polars as pl

@@ -81,7 +81,7 @@ def _compile_terminal(obj: CompileReport, narrow: bool) -> RenderableType:
 
 
 def _report_md(obj: Report, top: int) -> str:
-    from traceinsight.render.markdown import render_markdown
+    from traceinsight.render.report_markdown import render_markdown
 
     return render_markdown(obj)
 
@@ -105,7 +105,7 @@ def _series_md(obj: SeriesResult, top: int) -> str:
 
 
 def _report_html(obj: Report, trace: Trace | None) -> str:
-    from traceinsight.render.html import render_html
+    from traceinsight.render.html.report import render_html
 
     return render_html(obj, trace)
 

@@ -19,8 +19,8 @@ from traceinsight.analysis.job.report import JobReport
 from traceinsight.analysis.job.series import SeriesResult
 from traceinsight.analysis.report import Report
 from traceinsight.render.job.html import job_body, series_body
+from traceinsight.render.section_views import section_html
 from traceinsight.render.shared import ordered, section_title
-from traceinsight.render.views import section_html
 
 if TYPE_CHECKING:
     from traceinsight.render.formats import Format

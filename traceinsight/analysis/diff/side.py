@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from traceinsight.analysis.core.base import AnalysisConfig, R, Result
-from traceinsight.analysis.core.runner import run_closure
 from traceinsight.analysis.lib.stats import (
     DEFAULT_ALPHA,
     DEFAULT_BOOTSTRAP,
@@ -16,6 +15,7 @@ from traceinsight.analysis.lib.stats import (
     MIN_SAMPLES,
 )
 from traceinsight.analysis.lib.timeline import step_numbers
+from traceinsight.analysis.runner import run_closure
 from traceinsight.analysis.sections.steps import StepsResult
 from traceinsight.trace.model import Trace
 

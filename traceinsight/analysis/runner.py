@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable
 
 from traceinsight.analysis.core.base import AnalysisConfig, Inputs, Result
-from traceinsight.analysis.core.registry import RegistryError, closure, get
+from traceinsight.analysis.core.registry import RegistryError
+from traceinsight.analysis.registry import RUN_ORDER, closure, get
 from traceinsight.errors import AnalysisFailed, TraceInsightError
 from traceinsight.trace.model import Trace
 
@@ -20,17 +20,19 @@ def run_closure(
 ) -> dict[str, Result]:
     """Results of ``names`` and of everything they require, keyed by name, in run order.
 
-    ``kind="job"`` analyses are skipped: they need several traces. ``on_section(name)`` is
+    ``on_section(name)`` is
     called before each analysis that runs. An analysis that raises stops the run with
     :class:`~traceinsight.errors.AnalysisFailed` naming the trace and the analysis, whichever
     command asked (``analyze``, ``diff``, a job's ranks): one policy, no section quietly
     replaced by an error line.
     """
+    wanted = tuple(names)
+    unknown = [n for n in wanted if n not in RUN_ORDER]
+    if unknown:  # a job analysis's name among them: it needs a job's ranks (job.specs.run_job_closure)
+        raise ValueError(f"{unknown[0]!r} is no single-trace analysis")
     results: dict[str, Result] = {}
-    for name in closure(tuple(names)):
+    for name in closure(wanted):
         spec = get(name)
-        if spec.kind != "trace":
-            continue
         if on_section is not None:
             on_section(name)
         inputs = Inputs({r: results[r] for r in spec.requires if r in results})
@@ -44,22 +46,6 @@ def run_closure(
         if result.name != name:
             raise RegistryError(f"analysis {name!r} returned a {type(result).__name__} named {result.name!r}")
         results[name] = result
-    return results
-
-
-def run_job_closure(job: Sequence[Any] | Any, config: AnalysisConfig, names: Iterable[str]) -> dict[str, Result]:
-    """Results of the ``kind="job"`` analyses ``names`` and of what they require, over ``job``
-    (its rank summaries), each once, in dependency order. Single-trace specs are refused."""
-    results: dict[str, Result] = {}
-    # A job (anything with ``summaries``) or its rank summaries themselves.
-    summaries = list(getattr(job, "summaries", job))
-    for name in closure(tuple(names)):
-        spec = get(name)
-        if spec.kind != "job":
-            raise ValueError(f"analysis {name!r} runs over one trace, not over a job")
-        inputs = Inputs({r: results[r] for r in spec.requires if r in results})
-        # A job spec's run takes the rank summaries in the trace's place (job.specs.JobAnalysisSpec).
-        results[name] = spec.run(summaries, config, inputs)
     return results
 
 
