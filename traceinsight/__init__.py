@@ -115,12 +115,12 @@ def __getattr__(name: str) -> object:
     return getattr(import_module(module), name)
 
 
-def _load_presentation() -> object:
+def _load_presentation() -> None:
     # The package root wires the analysis layer's display hooks to the package's own
     # presentation: the analysis layer cannot import it (render imports analysis).
-    import traceinsight.render
+    from traceinsight.render import notebook
 
-    return traceinsight.render
+    notebook.register()
 
 
 _display.set_loader(_load_presentation)

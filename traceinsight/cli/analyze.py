@@ -10,6 +10,7 @@ import typer
 
 from traceinsight.cli.root import app
 from traceinsight.errors import UsageError
+from traceinsight.render.outputs.registry import format_help
 
 
 @app.command("analyze")
@@ -18,7 +19,7 @@ def analyze_command(
         list[str],
         typer.Argument(help="Kineto trace (.json / .json.gz); several files, a directory or a glob: one trace, its profiler cycles, or the ranks of a job", metavar="TRACE..."),
     ],
-    format: Annotated[str | None, typer.Option("--format", "-f", help="terminal, json, md (Markdown) or html (self-contained page with plots); a job also perfetto; default: from -o's suffix, else terminal")] = None,
+    format: Annotated[str | None, typer.Option("--format", "-f", help=format_help("report", also="job"))] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the report to this file instead of stdout")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite the --output file if it exists")] = False,
     only: Annotated[

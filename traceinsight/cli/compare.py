@@ -12,6 +12,7 @@ import typer
 
 from traceinsight.cli.root import app
 from traceinsight.errors import EXIT_PARTIAL, UsageError
+from traceinsight.render.outputs.registry import format_help
 
 
 def _engine_options(engine: str, jobs: int | None) -> None:
@@ -88,8 +89,6 @@ def analyze_job_cli(
     from traceinsight.render.formats import check
 
     fmt_checked = check("job", fmt, output=output)
-    if fmt_checked == "perfetto" and output is None:
-        raise UsageError("-f perfetto writes a binary file: give it with -o FILE.pftrace")
     _engine_options(engine, jobs)
     select_job_sections(only, skip)  # reject unknown names before the (slow) load
     assert isinstance(config, AnalysisConfig)
@@ -97,13 +96,7 @@ def analyze_job_cli(
     # Raises when no rank could be loaded (JobLoadError names each rank's reason).
     job = load_job(source, jobs=jobs, engine=engine, address=address, config=config, cache=cache)
     report = job.analyze(only=only, skip=skip)
-    if fmt_checked == "perfetto":
-        from traceinsight.cli.output import write_output
-        from traceinsight.render.formats import perfetto_job
-
-        write_output(perfetto_job(report), output, force=True)
-    else:
-        emit(report, fmt_checked, output)
+    emit(report, fmt_checked, output)
     if job.failed:
         _warn_partial([f"rank {f.rank}: " + (f.error if f.path in f.error else f"{f.path}: {f.error}") for f in job.failed])
         raise typer.Exit(EXIT_PARTIAL)
@@ -115,7 +108,7 @@ def compare_command(
         list[str],
         typer.Argument(help="Two or more runs: trace files, or jobs (a directory or a quoted glob of rank traces)", metavar="RUN..."),
     ],
-    format: Annotated[str | None, typer.Option("--format", "-f", help="terminal, json, md or html (page with a plot); default: from -o's suffix, else terminal")] = None,
+    format: Annotated[str | None, typer.Option("--format", "-f", help=format_help("series"))] = None,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write to this file instead of stdout")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite the output file if it exists")] = False,
     only: Annotated[

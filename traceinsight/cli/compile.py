@@ -8,12 +8,13 @@ from typing import Annotated
 import typer
 
 from traceinsight.cli.root import app
+from traceinsight.render.outputs.registry import format_help
 
 
 @app.command("compile")
 def compile_command(
     trace: Annotated[Path, typer.Argument(help="Kineto trace: .json or .json.gz")],
-    format: Annotated[str | None, typer.Option("--format", "-f", help="terminal or json; default: from -o's suffix, else terminal")] = None,
+    format: Annotated[str | None, typer.Option("--format", "-f", help=format_help("compile"))] = None,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write to this file instead of stdout")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite the output file if it exists")] = False,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Parse the file even if a cached copy exists")] = False,

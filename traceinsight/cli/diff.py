@@ -9,6 +9,7 @@ import typer
 
 from traceinsight.cli.root import app
 from traceinsight.errors import EXIT_REGRESSION, TraceInsightError, UsageError
+from traceinsight.render.outputs.registry import format_help
 
 
 class RegressionFound(TraceInsightError):
@@ -21,7 +22,7 @@ class RegressionFound(TraceInsightError):
 def diff_command(
     before: Annotated[Path, typer.Argument(help="Trace of the baseline run (.json / .json.gz)")],
     after: Annotated[Path, typer.Argument(help="Trace of the changed run")],
-    format: Annotated[str | None, typer.Option("--format", "-f", help="terminal, json, md (pull-request comment) or html (page with charts); default: from -o's suffix, else terminal")] = None,
+    format: Annotated[str | None, typer.Option("--format", "-f", help=format_help("diff"))] = None,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write to this file instead of stdout")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite the output file if it exists")] = False,
     fail_on_regression: Annotated[

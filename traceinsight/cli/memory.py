@@ -10,6 +10,7 @@ import typer
 
 from traceinsight.cli.root import app
 from traceinsight.errors import UsageError
+from traceinsight.render.outputs.registry import format_help
 
 
 @app.command("memory")
@@ -37,7 +38,7 @@ def memory_command(
             help="Iterations the trace holds, when they cannot be found from it (cuts it into equal slices of time)",
         ),
     ] = None,
-    format: Annotated[str | None, typer.Option("--format", "-f", help="terminal, json, md or html; default: from -o's suffix, else terminal")] = None,
+    format: Annotated[str | None, typer.Option("--format", "-f", help=format_help("memory_snapshot"))] = None,
     output: Annotated[
         Path | None, typer.Option("-o", "--output", help="Write to this file instead of stdout")
     ] = None,

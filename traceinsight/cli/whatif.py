@@ -9,6 +9,7 @@ import typer
 
 from traceinsight.cli.root import app
 from traceinsight.errors import UsageError
+from traceinsight.render.outputs.registry import format_help
 
 
 @app.command("whatif")
@@ -20,7 +21,7 @@ def whatif_command(
     graphs: Annotated[bool, typer.Option("--graphs", help="Collapse launches as CUDA graphs do: launch calls cost ~0")] = False,
     overlap_comm: Annotated[bool, typer.Option("--overlap-comm", help="Communication kernels fully overlapped (no time on their stream)")] = False,
     async_copies: Annotated[bool, typer.Option("--async-copies", help="Blocking copies no longer make the host wait")] = False,
-    format: Annotated[str | None, typer.Option("--format", "-f", help="terminal or json; default: from -o's suffix, else terminal")] = None,
+    format: Annotated[str | None, typer.Option("--format", "-f", help=format_help("whatif"))] = None,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write to this file instead of stdout")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite the output file if it exists")] = False,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Parse the file even if a cached copy exists")] = False,

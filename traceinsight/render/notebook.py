@@ -105,9 +105,9 @@ def _report_json(obj: Any) -> str:
 def _as_written(obj: Report | JobReport | SeriesResult, fmt: Format, trace: Trace | None = None) -> str:
     """What ``analyze`` (a trace or a job) or ``compare`` (a series) writes with ``--format fmt``;
     ``trace`` gives a report's HTML page its timeline, memory and counter plots."""
-    from traceinsight.render.formats import render
+    from traceinsight.render.formats import render_text
 
-    return render(obj, fmt, trace=trace)
+    return render_text(obj, fmt, trace=trace)
 
 
 def register() -> None:

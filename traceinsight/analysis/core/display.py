@@ -38,8 +38,8 @@ class NoRendererError(TraceInsightError, LookupError):
 
 
 def set_loader(load: Callable[[], object]) -> None:
-    """``load()`` imports the presentation that registers the views; called at the first lookup
-    that finds none."""
+    """``load()`` imports the presentation that registers the views; called once, at the first
+    lookup that finds none."""
     _loader[:] = [load]
 
 
@@ -54,7 +54,7 @@ def render(kind: str, obj: Any, **options: Any) -> str:
     """The registered view of ``obj`` for ``kind``; ``options`` are passed on to its function."""
     fn = _RENDERERS.get(kind)
     if fn is None and kind in KINDS and _loader:
-        _loader[0]()  # a no-op once imported
+        _loader.pop()()  # once: what it registers stays (or is replaced by a later register)
         fn = _RENDERERS.get(kind)
     if fn is None:
         raise NoRendererError(
