@@ -108,7 +108,7 @@ def describe(result: Any) -> list[str]:
 
 
 def generate() -> str:
-    from traceinsight.analysis.core.registry import ANALYSES
+    from traceinsight.analysis.registry import ANALYSES
     from traceinsight.analysis.report import analyze
     from traceinsight.render.envelope import document
     from traceinsight.trace.loader import load

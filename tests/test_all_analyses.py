@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from traceinsight.analysis.core.base import AnalysisConfig, Result
-from traceinsight.analysis.core.registry import ANALYSES
-from traceinsight.analysis.core.runner import run_closure
+from traceinsight.analysis.registry import ANALYSES
+from traceinsight.analysis.runner import run_closure
 from traceinsight.errors import TraceFormatError
 from traceinsight.render.terminal import make_console, section_renderable
 from traceinsight.trace.loader import load

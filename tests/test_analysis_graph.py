@@ -12,15 +12,10 @@ import pytest
 
 from traceinsight.analysis.core import display
 from traceinsight.analysis.core.base import AnalysisConfig, AnalysisSpec, Inputs, Result
-from traceinsight.analysis.core.registry import (
-    ANALYSES,
-    RUN_ORDER,
-    RegistryError,
-    closure,
-    topological_order,
-)
-from traceinsight.analysis.core.runner import run_one
+from traceinsight.analysis.core.registry import RegistryError, topological_order
+from traceinsight.analysis.registry import ANALYSES, RUN_ORDER, closure
 from traceinsight.analysis.report import analyze
+from traceinsight.analysis.runner import run_one
 from traceinsight.analysis.sections import bound, gaps
 
 

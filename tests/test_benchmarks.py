@@ -27,7 +27,7 @@ def _run(script: str, *args: str, cwd: Path) -> str:
 
 
 def test_bench_analyses_times_every_single_trace_analysis(tmp_path: Path) -> None:
-    from traceinsight.analysis.core.registry import ANALYSES
+    from traceinsight.analysis.registry import ANALYSES
 
     out = _run("bench_analyses.py", str(sample_path("train_eager")), "--no-cache", cwd=tmp_path)
     timed = [row for row in re.findall(r"^(\w+)\s+(\d+\.\d+)$", out, re.M) if row[0] != "sum"]

@@ -17,7 +17,7 @@ from rich.console import Console
 from tests.conftest import sample_path
 from tests.handmade import kernel, launch, op, write_trace
 from traceinsight.analysis.core.base import AnalysisConfig, Inputs
-from traceinsight.analysis.core.runner import run_one
+from traceinsight.analysis.runner import run_one
 from traceinsight.analysis.sections import bound
 from traceinsight.cli.app import main
 from traceinsight.render.sections.bound import render_by, render_terminal

@@ -9,8 +9,8 @@ import polars as pl
 
 from tests.handmade import kernel, launch, op, write_trace
 from traceinsight.analysis.core.base import AnalysisConfig
-from traceinsight.analysis.core.runner import run_one
 from traceinsight.analysis.device.infer import infer_part, part_from_kernel_names
+from traceinsight.analysis.runner import run_one
 from traceinsight.analysis.sections.bound import BoundResult
 from traceinsight.trace.loader import load
 

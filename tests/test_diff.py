@@ -28,6 +28,7 @@ from traceinsight.analysis.lib.stats import min_rank_p
 from traceinsight.api import diff
 from traceinsight.cli.app import main
 from traceinsight.errors import EXIT_REGRESSION, EXIT_USAGE
+from traceinsight.render import envelope
 from traceinsight.render.diff.html import render_diff_html
 from traceinsight.render.diff.view import change_pct
 from traceinsight.render.units import ns
@@ -190,7 +191,7 @@ def test_labels_are_file_stems() -> None:
 
 
 def test_result_json_has_no_nan_and_the_documented_keys(pair: tuple[Path, Path]) -> None:
-    data = diff(*pair, label_before="main", label_after="pr").to_json_dict()
+    data = envelope.document(diff(*pair, label_before="main", label_after="pr"))
     text = json.dumps(data, allow_nan=False)
     assert "NaN" not in text
     d = data["diff"]

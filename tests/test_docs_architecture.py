@@ -10,7 +10,7 @@ from pathlib import Path
 
 import traceinsight as ti
 from traceinsight.analysis.core.base import AnalysisConfig
-from traceinsight.analysis.core.runner import compute_inputs
+from traceinsight.analysis.runner import compute_inputs
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -13,6 +13,7 @@ import pytest
 from traceinsight.analysis.diff.compare import DiffOptions, DiffResult, diff_traces
 from traceinsight.analysis.findings import CATALOGUE, FindingsResult, find
 from traceinsight.analysis.findings.context import DYNAMO_INTERNAL
+from traceinsight.render import envelope
 
 from .conftest import SAMPLES_DIR, sample_names
 from .findings_helpers import by_id, context, ids
@@ -209,5 +210,5 @@ def test_diff_of_amp_pair_reports_the_disappeared_finding(sample_trace) -> None:
     d = _diff("amp_off", "amp_on", sample_trace)
     gone = [c.id for c in d.findings.of("disappeared")]
     assert gone == ["fp32_no_tensor_cores"]
-    as_json = d.to_json_dict()["diff"]["findings"]
+    as_json = envelope.document(d)["diff"]["findings"]
     assert {"id": "fp32_no_tensor_cores", "status": "disappeared"}.items() <= as_json["changes"][0].items()

@@ -17,7 +17,7 @@ import pytest
 
 import traceinsight as ti
 from traceinsight.analysis.report import analyze
-from traceinsight.render.html import render_html
+from traceinsight.render.html.report import render_html
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_traces"

@@ -14,7 +14,7 @@ import polars as pl
 import pytest
 
 from tests.handmade import HandMadeTrace
-from traceinsight.analysis.core.runner import run_one
+from traceinsight.analysis.runner import run_one
 from traceinsight.analysis.sections.overview import OverviewResult
 from traceinsight.analysis.sections.steps import StepsResult
 from traceinsight.analysis.window.spec import WindowResult

@@ -14,9 +14,10 @@ import pytest
 
 import traceinsight as ti
 from traceinsight.analysis.core.base import AnalysisConfig, Inputs
-from traceinsight.analysis.core.registry import ANALYSES, JOB_ANALYSES, SPECS, get
-from traceinsight.analysis.core.runner import run_closure, run_job_closure
 from traceinsight.analysis.job.report import JobReport
+from traceinsight.analysis.job.specs import CATALOG, JOB_ANALYSES, run_job_closure
+from traceinsight.analysis.registry import ANALYSES
+from traceinsight.analysis.runner import run_closure
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
 STRAGGLER = str(SAMPLES / "job_straggler.rank*.json.gz")
@@ -71,17 +72,18 @@ def test_compare_says_the_balanced_job_is_faster() -> None:
     assert any("Rank 2" in t for t in runs[0]["top_findings"])
 
 
-def test_job_specs_are_in_the_one_registry() -> None:
+def test_job_specs_have_their_own_registry_with_names_apart() -> None:
     names = [s.name for s in JOB_ANALYSES]
     assert names == ["rank_table", "stragglers", "collective_wait", "collective_match", "job_findings", "series"]
-    assert all(s in SPECS for s in (*ANALYSES, *JOB_ANALYSES)) and len(SPECS) == len(ANALYSES) + len(JOB_ANALYSES)
-    assert get("job_findings").requires == ("rank_table", "stragglers", "collective_wait", "collective_match")
+    assert all(s.kind == "job" for s in JOB_ANALYSES) and all(s.kind == "trace" for s in ANALYSES)
+    assert not {s.name for s in JOB_ANALYSES} & {s.name for s in ANALYSES}
+    assert CATALOG.get("job_findings").requires == ("rank_table", "stragglers", "collective_wait", "collective_match")
 
 
-def test_the_single_trace_runner_skips_job_specs(straggler: Any) -> None:
+def test_the_single_trace_runner_refuses_job_specs(straggler: Any) -> None:
     trace = ti.load(straggler.spec.paths[0])
-    results = run_closure(trace, AnalysisConfig(), ["steps", "stragglers"])
-    assert list(results) == ["steps"]
+    with pytest.raises(ValueError, match="'stragglers' is no single-trace analysis"):
+        run_closure(trace, AnalysisConfig(), ["steps", "stragglers"])
 
 
 def test_the_job_runner_runs_requirements_once(straggler: Any) -> None:

@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 
 import traceinsight as ti
-from traceinsight.analysis.core.registry import ANALYSES
+from traceinsight.analysis.registry import ANALYSES
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from traceinsight.analysis.core.runner import run_one
+from traceinsight.analysis.runner import run_one
 from traceinsight.analysis.whatif.shared import recorded
 from traceinsight.analysis.whatif.transforms import RemoveProfilerCost, TransformError, apply_all
 from traceinsight.analysis.window.realstep import COST_US, DEVICE_TOLERANCE, RealStep

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from traceinsight.analysis.core.runner import run_one
+from traceinsight.analysis.runner import run_one
 from traceinsight.analysis.window.realstep import RealStep
 from traceinsight.analysis.window.spec import WindowResult
 from traceinsight.trace.loader import load

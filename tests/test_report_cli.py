@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import sample_path
-from traceinsight.analysis.core.registry import ANALYSES
+from traceinsight.analysis.registry import ANALYSES
 from traceinsight.cli.app import main
 from traceinsight.render import progress
 

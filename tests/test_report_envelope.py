@@ -17,8 +17,8 @@ import pytest
 from tests.conftest import sample_path
 from tests.handmade import op, write_trace
 from traceinsight.analysis.core.base import AnalysisConfig
-from traceinsight.analysis.core.runner import run_one
 from traceinsight.analysis.report import analyze
+from traceinsight.analysis.runner import run_one
 from traceinsight.analysis.sections.steps import STEP_SCHEMA
 from traceinsight.cli.app import main
 from traceinsight.render import envelope, formats

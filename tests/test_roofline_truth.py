@@ -14,11 +14,11 @@ import pytest
 
 from tests.handmade import kernel, launch, op, write_trace
 from traceinsight.analysis.core.base import AnalysisConfig
-from traceinsight.analysis.core.runner import run_one
 from traceinsight.analysis.cost.args import OpArgs
 from traceinsight.analysis.cost.matmul import attention_cost, mm_cost
 from traceinsight.analysis.cost.model import kernel_costs, op_cost
 from traceinsight.analysis.device.peaks import lookup, match_device
+from traceinsight.analysis.runner import run_one
 from traceinsight.trace.loader import load
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from traceinsight.analysis.core.base import AnalysisConfig
-from traceinsight.analysis.core.registry import ANALYSES
-from traceinsight.analysis.core.runner import compute_inputs
+from traceinsight.analysis.registry import ANALYSES
+from traceinsight.analysis.runner import compute_inputs
 from traceinsight.analysis.whatif import replay as replay_mod
 from traceinsight.analysis.whatif.shared import recorded
 from traceinsight.analysis.whatif.transforms import ScaleKernels, apply_all

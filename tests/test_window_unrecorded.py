@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from traceinsight.analysis.core.runner import run_one
 from traceinsight.analysis.report import analyze
+from traceinsight.analysis.runner import run_one
 from traceinsight.analysis.sections.overview import OverviewResult
 from traceinsight.analysis.window.spec import WindowResult
 from traceinsight.render.sections.overview import render_terminal

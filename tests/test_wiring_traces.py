@@ -10,9 +10,9 @@ import pytest
 
 from traceinsight.analysis.classify import COLLECTIVES
 from traceinsight.analysis.core.base import AnalysisConfig
-from traceinsight.analysis.core.runner import run_one
 from traceinsight.analysis.device import model as device_model
 from traceinsight.analysis.job.collectives import kind_of
+from traceinsight.analysis.runner import run_one
 from traceinsight.analysis.sections import breakdown
 from traceinsight.trace.loader import load
 

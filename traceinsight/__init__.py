@@ -10,6 +10,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING
 
+from traceinsight.analysis.core import display as _display
 from traceinsight.api import (
     analyze,
     analyze_memory_snapshot,
@@ -112,3 +113,14 @@ def __getattr__(name: str) -> object:
     if module is None:
         raise AttributeError(f"module 'traceinsight' has no attribute {name!r}")
     return getattr(import_module(module), name)
+
+
+def _load_presentation() -> None:
+    # The package root wires the analysis layer's display hooks to the package's own
+    # presentation: the analysis layer cannot import it (render imports analysis).
+    from traceinsight.render import notebook
+
+    notebook.register()
+
+
+_display.set_loader(_load_presentation)

@@ -32,5 +32,16 @@ class UsageError(TraceInsightError):
     exit_code = EXIT_USAGE
 
 
+class AnalysisFailed(TraceInsightError):
+    """An analysis raised on a trace: a trace it was not built for, or a bug. Every command
+    stops on it with one line naming the trace and the analysis (``-v`` shows the traceback);
+    none turns it into a quiet line of its report."""
+
+    def __init__(self, path: str, analysis: str, exc: BaseException) -> None:
+        self.path = path
+        self.analysis = analysis
+        super().__init__(f"{path}: the {analysis} analysis failed ({type(exc).__name__}: {exc})")
+
+
 class CaptureError(TraceInsightError):
     """Capturing a trace failed for a reason the user can act on."""

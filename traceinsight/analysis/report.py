@@ -17,9 +17,9 @@ from traceinsight.analysis.core.base import (
     Result,
     jsonable,
 )
-from traceinsight.analysis.core.registry import ANALYSES
-from traceinsight.analysis.core.runner import run_closure
 from traceinsight.analysis.core.selection import choose_sections, given_names
+from traceinsight.analysis.registry import ANALYSES
+from traceinsight.analysis.runner import run_closure
 from traceinsight.atomic import write_atomic
 from traceinsight.trace.model import Trace
 from traceinsight.version import __version__

@@ -7,9 +7,10 @@ def dist_rank() -> int | None:
     """This process's rank under an initialized torch.distributed, else None."""
     try:
         import torch.distributed as dist
-
-        if dist.is_available() and dist.is_initialized():
-            return int(dist.get_rank())
-    except Exception:
-        pass
+    except ImportError:  # a torch built without distributed support: no rank to name
+        return None
+    # No catch around the calls: on an initialized process group they cannot fail for a
+    # reason capture should hide (a wrong rank would misname every rank's file).
+    if dist.is_available() and dist.is_initialized():
+        return int(dist.get_rank())
     return None

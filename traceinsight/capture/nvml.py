@@ -79,11 +79,10 @@ def default_devices() -> list[int]:
         return []
     try:
         import torch.distributed as dist
-
-        if dist.is_available() and dist.is_initialized():
-            return [torch.cuda.current_device()]
-    except Exception:  # a broken distributed build must not stop capture
-        pass
+    except ImportError:  # a torch built without distributed support: every visible device
+        return list(range(torch.cuda.device_count()))
+    if dist.is_available() and dist.is_initialized():
+        return [torch.cuda.current_device()]
     return list(range(torch.cuda.device_count()))
 
 
@@ -94,7 +93,7 @@ def _torch_uuid(index: int) -> str | None:
         if not torch.cuda.is_available():
             return None
         uuid = str(torch.cuda.get_device_properties(index).uuid)
-    except Exception:
+    except Exception:  # no torch, or a CUDA runtime that cannot answer: the caller falls back to the NVML index
         return None
     if not uuid:
         return None
@@ -465,7 +464,7 @@ class NvmlSampler:
 def _safe_text(fn: Callable[[Any], Any], handle: Any) -> str:
     try:
         return _text(fn(handle))
-    except Exception:
+    except Exception:  # pynvml raises its own NVMLError subclasses per driver; a name is not worth failing capture
         return "unknown"
 
 

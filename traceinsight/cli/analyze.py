@@ -8,8 +8,9 @@ from typing import Annotated
 
 import typer
 
-from traceinsight.cli.app import app
+from traceinsight.cli.root import app
 from traceinsight.errors import UsageError
+from traceinsight.render.outputs.registry import format_help
 
 
 @app.command("analyze")
@@ -18,9 +19,7 @@ def analyze_command(
         list[str],
         typer.Argument(help="Kineto trace (.json / .json.gz); several files, a directory or a glob: one trace, its profiler cycles, or the ranks of a job", metavar="TRACE..."),
     ],
-    format: Annotated[
-        str, typer.Option("--format", "-f", help="terminal, json, md (Markdown) or html (self-contained page with plots); a job also perfetto")
-    ] = "terminal",
+    format: Annotated[str | None, typer.Option("--format", "-f", help=format_help("report", also="job"))] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the report to this file instead of stdout")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite the --output file if it exists")] = False,
     only: Annotated[
@@ -77,7 +76,7 @@ def analyze_command(
                     jobs=jobs, engine=engine, address=address, cache=not no_cache)
         return
     job = inputs.kind == "job"
-    fmt = check("job" if job else "report", format)
+    fmt = check("job" if job else "report", format, output=output)
     trace = Path(inputs.paths[0])
     from traceinsight.analysis.core.base import AnalysisConfig
     from traceinsight.analysis.report import analyze, select_sections

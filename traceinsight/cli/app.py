@@ -1,35 +1,25 @@
-"""The typer application and the one top-level error handler every command goes through."""
+"""The command line: every command's module, the help tidying, and the one top-level error
+handler every command goes through."""
 
 from __future__ import annotations
 
-import os
 import sys
-from typing import Annotated, Any
-
-# polars' bundled allocator (jemalloc) keeps freed pages for a while before returning them,
-# first as "dirty" pages and then as "muzzy" ones, which are MADV_FREE'd and still count as
-# resident until the kernel needs them. Loading a big trace frees and reallocates hundreds of
-# MB in steps, so a short dirty decay and no muzzy stage lower the peak resident memory. On
-# the 453 MB benchmark trace (five interleaved runs each), peak RSS was 545–608 MB with
-# 10/0 ms against 835–850 MB with the earlier 200/200 ms, at the same speed; 0/0 gives
-# ~470 MB but faults pages in again and again (+40 % page faults, about +0.25 s). It is read
-# once, when polars loads, so it is set here, before any command imports polars; a value the
-# user set wins. Library and notebook users set it themselves (see docs/trace-model.md).
-if "polars" not in sys.modules:
-    os.environ.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:10,muzzy_decay_ms:0")
+from typing import Any
 
 import typer
 
-from traceinsight.errors import EXIT_USAGE, TraceInsightError
-from traceinsight.version import __version__
+# isort: off
+# root first: it sets polars' allocator options before any command module can import polars.
+from traceinsight.cli.root import _state, app
 
-app = typer.Typer(
-    name="traceinsight",
-    help="Turn PyTorch profiler traces into answers.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
+# The commands, in the order `--help` lists them (each module registers its command on `app`).
+from traceinsight.cli import analyze, gaps, bound, diff, compare
+from traceinsight.cli import compile as compile_command
+from traceinsight.cli import whatif, memory, export, sql, capture, mcp
+
+# isort: on
+from traceinsight.errors import EXIT_USAGE, TraceInsightError
+
 
 def _cli_exception_types() -> tuple[tuple[type[BaseException], ...], ...]:
     """Exit, abort, usage and generic CLI exception classes of whichever click typer uses.
@@ -54,42 +44,8 @@ def _cli_exception_types() -> tuple[tuple[type[BaseException], ...], ...]:
 
 _EXITS, _ABORTS, _USAGE_ERRORS, _CLI_ERRORS = _cli_exception_types()
 
-# Set by the root callback; read by main() to decide whether a traceback is shown.
-_state = {"verbose": False}
-
-
-def _version_callback(value: bool) -> None:
-    if value:
-        typer.echo(f"traceinsight {__version__}")
-        raise typer.Exit()
-
-
-@app.callback()
-def root(
-    verbose: Annotated[
-        bool, typer.Option("-v", "--verbose", help="Show full tracebacks on errors.")
-    ] = False,
-    version: Annotated[
-        bool,
-        typer.Option("--version", callback=_version_callback, is_eager=True, help="Print the version."),
-    ] = False,
-) -> None:
-    _state["verbose"] = verbose
-
-
-# One module per command; importing a module registers its command on `app`.
-_COMMAND_MODULES = ("analyze", "gaps", "bound", "diff", "compare", "compile", "whatif", "memory", "export", "sql", "capture", "mcp")
-
-
-def _register_commands() -> None:
-    import importlib
-
-    # A misspelled or missing module is an error here, not a command that silently vanishes.
-    for name in _COMMAND_MODULES:
-        importlib.import_module(f"traceinsight.cli.{name}")
-
-
-_register_commands()
+# One module per command, imported above by name so that every edge is a static import.
+COMMANDS = (analyze, gaps, bound, diff, compare, compile_command, whatif, memory, export, sql, capture, mcp)
 
 
 def _plain_help(cmd: Any, *, sections: bool) -> None:
@@ -133,7 +89,7 @@ def reflow(text: str) -> str:
 
 
 def section_names() -> list[str]:
-    from traceinsight.analysis.core.registry import ANALYSES
+    from traceinsight.analysis.registry import ANALYSES
 
     return [spec.name for spec in ANALYSES]
 

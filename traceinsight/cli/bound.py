@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from traceinsight.cli.app import app
+from traceinsight.cli.root import app
 from traceinsight.errors import UsageError
 
 if TYPE_CHECKING:
@@ -42,8 +42,8 @@ def bound_command(
     if devices is not None and (peak_tflops is not None or peak_bw is not None):
         raise UsageError("give either --devices FILE.toml or --peak-tflops/--peak-bw, not both")
     from traceinsight.analysis.core.base import AnalysisConfig
-    from traceinsight.analysis.core.runner import run_one
     from traceinsight.analysis.device.peaks import load_toml
+    from traceinsight.analysis.runner import run_one
     from traceinsight.analysis.sections.bound import BoundResult
     from traceinsight.trace.loader import load
 

@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from traceinsight.cli.app import app
+from traceinsight.cli.root import app
 from traceinsight.errors import UsageError
 
 

@@ -10,8 +10,9 @@ from typing import Annotated, Literal
 
 import typer
 
-from traceinsight.cli.app import app
+from traceinsight.cli.root import app
 from traceinsight.errors import EXIT_PARTIAL, UsageError
+from traceinsight.render.outputs.registry import format_help
 
 
 def _engine_options(engine: str, jobs: int | None) -> None:
@@ -87,9 +88,7 @@ def analyze_job_cli(
     from traceinsight.engine.job import load_job
     from traceinsight.render.formats import check
 
-    fmt_checked = check("job", fmt)
-    if fmt_checked == "perfetto" and output is None:
-        raise UsageError("-f perfetto writes a binary file: give it with -o FILE.pftrace")
+    fmt_checked = check("job", fmt, output=output)
     _engine_options(engine, jobs)
     select_job_sections(only, skip)  # reject unknown names before the (slow) load
     assert isinstance(config, AnalysisConfig)
@@ -97,13 +96,7 @@ def analyze_job_cli(
     # Raises when no rank could be loaded (JobLoadError names each rank's reason).
     job = load_job(source, jobs=jobs, engine=engine, address=address, config=config, cache=cache)
     report = job.analyze(only=only, skip=skip)
-    if fmt_checked == "perfetto":
-        from traceinsight.cli.output import write_output
-        from traceinsight.render.formats import perfetto_job
-
-        write_output(perfetto_job(report), output, force=True)
-    else:
-        emit(report, fmt_checked, output)
+    emit(report, fmt_checked, output)
     if job.failed:
         _warn_partial([f"rank {f.rank}: " + (f.error if f.path in f.error else f"{f.path}: {f.error}") for f in job.failed])
         raise typer.Exit(EXIT_PARTIAL)
@@ -115,7 +108,7 @@ def compare_command(
         list[str],
         typer.Argument(help="Two or more runs: trace files, or jobs (a directory or a quoted glob of rank traces)", metavar="RUN..."),
     ],
-    format: Annotated[str, typer.Option("--format", "-f", help="terminal, json, md or html (page with a plot)")] = "terminal",
+    format: Annotated[str | None, typer.Option("--format", "-f", help=format_help("series"))] = None,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write to this file instead of stdout")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite the output file if it exists")] = False,
     only: Annotated[
@@ -143,7 +136,7 @@ def compare_command(
 def compare_cli(
     runs: list[str | tuple[str, ...]],
     *,
-    format: str,
+    format: str | None,
     output: Path | None,
     force: bool,
     only: list[str] | None,
@@ -159,7 +152,7 @@ def compare_cli(
     from traceinsight.cli.output import check_writable, emit
     from traceinsight.render.formats import check
 
-    fmt = check("series", format)
+    fmt = check("series", format, output=output)
     select_series_sections(only, skip)  # reject unknown names before the (slow) load
     if len(runs) < 2:
         raise UsageError("compare needs two or more runs")

@@ -7,13 +7,14 @@ from typing import Annotated
 
 import typer
 
-from traceinsight.cli.app import app
+from traceinsight.cli.root import app
+from traceinsight.render.outputs.registry import format_help
 
 
 @app.command("compile")
 def compile_command(
     trace: Annotated[Path, typer.Argument(help="Kineto trace: .json or .json.gz")],
-    format: Annotated[str, typer.Option("--format", "-f", help="terminal or json")] = "terminal",
+    format: Annotated[str | None, typer.Option("--format", "-f", help=format_help("compile"))] = None,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write to this file instead of stdout")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite the output file if it exists")] = False,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Parse the file even if a cached copy exists")] = False,
@@ -22,7 +23,7 @@ def compile_command(
     from traceinsight.cli.output import check_writable, emit
     from traceinsight.render.formats import check
 
-    fmt = check("compile", format)
+    fmt = check("compile", format, output=output)
 
     if output is not None:
         check_writable(output, force=force)

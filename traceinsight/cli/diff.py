@@ -7,8 +7,9 @@ from typing import Annotated
 
 import typer
 
-from traceinsight.cli.app import app
+from traceinsight.cli.root import app
 from traceinsight.errors import EXIT_REGRESSION, TraceInsightError, UsageError
+from traceinsight.render.outputs.registry import format_help
 
 
 class RegressionFound(TraceInsightError):
@@ -21,7 +22,7 @@ class RegressionFound(TraceInsightError):
 def diff_command(
     before: Annotated[Path, typer.Argument(help="Trace of the baseline run (.json / .json.gz)")],
     after: Annotated[Path, typer.Argument(help="Trace of the changed run")],
-    format: Annotated[str, typer.Option("--format", "-f", help="terminal, json, md (pull-request comment) or html (page with charts)")] = "terminal",
+    format: Annotated[str | None, typer.Option("--format", "-f", help=format_help("diff"))] = None,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write to this file instead of stdout")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite the output file if it exists")] = False,
     fail_on_regression: Annotated[
@@ -49,7 +50,7 @@ def diff_command(
     """Compare two runs: step-time verdict with confidence, and the ops, kernels and regions behind it."""
     from traceinsight.render.formats import check
 
-    fmt = check("diff", format)
+    fmt = check("diff", format, output=output)
     if fail_on_regression is not None and fail_on_regression < 0:
         raise UsageError("--fail-on-regression takes a percentage >= 0")
     if not 0 < alpha < 1:

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from traceinsight.cli.app import app
+from traceinsight.cli.root import app
 from traceinsight.errors import UsageError
 
 
@@ -51,7 +51,7 @@ def export_command(
 
 
 def _registered(name: str) -> bool:
-    from traceinsight.analysis.core.registry import ANALYSES
+    from traceinsight.analysis.registry import ANALYSES
 
     return any(spec.name == name for spec in ANALYSES)
 

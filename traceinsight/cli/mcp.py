@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from traceinsight.cli.app import _state, app
+from traceinsight.cli.root import _state, app
 from traceinsight.errors import UsageError
 
 

@@ -8,8 +8,9 @@ from typing import Annotated
 
 import typer
 
-from traceinsight.cli.app import app
+from traceinsight.cli.root import app
 from traceinsight.errors import UsageError
+from traceinsight.render.outputs.registry import format_help
 
 
 @app.command("memory")
@@ -37,9 +38,7 @@ def memory_command(
             help="Iterations the trace holds, when they cannot be found from it (cuts it into equal slices of time)",
         ),
     ] = None,
-    format: Annotated[
-        str, typer.Option("--format", "-f", help="terminal, json, md or html")
-    ] = "terminal",
+    format: Annotated[str | None, typer.Option("--format", "-f", help=format_help("memory_snapshot"))] = None,
     output: Annotated[
         Path | None, typer.Option("-o", "--output", help="Write to this file instead of stdout")
     ] = None,
@@ -54,7 +53,7 @@ def memory_command(
     from traceinsight.cli.output import check_writable, emit
     from traceinsight.render.formats import check
 
-    fmt = check("memory_snapshot", format)
+    fmt = check("memory_snapshot", format, output=output)
     if iterations is not None and iterations < 3:
         raise UsageError(
             "--iterations must be 3 or more (growth needs at least three iterations to be seen)"

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from traceinsight.cli.app import app
+from traceinsight.cli.root import app
 
 if TYPE_CHECKING:  # polars is imported when a query runs, so `traceinsight capture` works without it
     import polars as pl
@@ -93,7 +93,7 @@ def sql_command(
         str | None,
         typer.Option("--trace-processor", help=f"Path of a trace_processor binary (or set {TRACE_PROCESSOR_ENV})"),
     ] = None,
-    output_format: Annotated[str, typer.Option("--format", "-f", help="table, csv or json")] = "table",
+    output_format: Annotated[str | None, typer.Option("--format", "-f", help="table, csv or json; default: from -o's suffix, else table")] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the result to this file")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite the --output file if it exists")] = False,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Parse the file even if a cached copy exists")] = False,
@@ -103,7 +103,7 @@ def sql_command(
         raise UsageError(f"unknown engine {engine!r}; choose from {', '.join(ENGINES)}")
     from traceinsight.render.formats import check, render
 
-    fmt = check("sql", output_format, names={"table": "terminal", "csv": "csv", "json": "json"})
+    fmt = check("sql", output_format, names={"table": "terminal", "csv": "csv", "json": "json"}, output=output)
     from traceinsight.cli.output import check_writable, write_output
 
     if output is not None:

@@ -7,8 +7,9 @@ from typing import Annotated
 
 import typer
 
-from traceinsight.cli.app import app
+from traceinsight.cli.root import app
 from traceinsight.errors import UsageError
+from traceinsight.render.outputs.registry import format_help
 
 
 @app.command("whatif")
@@ -20,7 +21,7 @@ def whatif_command(
     graphs: Annotated[bool, typer.Option("--graphs", help="Collapse launches as CUDA graphs do: launch calls cost ~0")] = False,
     overlap_comm: Annotated[bool, typer.Option("--overlap-comm", help="Communication kernels fully overlapped (no time on their stream)")] = False,
     async_copies: Annotated[bool, typer.Option("--async-copies", help="Blocking copies no longer make the host wait")] = False,
-    format: Annotated[str, typer.Option("--format", "-f", help="terminal or json")] = "terminal",
+    format: Annotated[str | None, typer.Option("--format", "-f", help=format_help("whatif"))] = None,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write to this file instead of stdout")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite the output file if it exists")] = False,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Parse the file even if a cached copy exists")] = False,
@@ -29,7 +30,7 @@ def whatif_command(
     from traceinsight.cli.output import check_writable, emit
     from traceinsight.render.formats import check
 
-    fmt = check("whatif", format)
+    fmt = check("whatif", format, output=output)
     from traceinsight.analysis.whatif.syntax import parse
     from traceinsight.analysis.whatif.transforms import TransformError
 

@@ -86,7 +86,8 @@ def guarded(fn: F, *, verbose: bool, resource: bool = False) -> F:
 
 def _sections(kind: str) -> str:
     """The registered sections, as the report has them (a new analysis is listed by itself)."""
-    from traceinsight.analysis.core.registry import ANALYSES, JOB_ANALYSES
+    from traceinsight.analysis.job.specs import JOB_ANALYSES
+    from traceinsight.analysis.registry import ANALYSES
 
     # `series` is the row of a compare, not a section of one job.
     specs = ANALYSES if kind == "trace" else [s for s in JOB_ANALYSES if s.name != "series"]

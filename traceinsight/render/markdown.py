@@ -1,4 +1,5 @@
-"""Markdown report: the verdict, the findings, then each other section's facts and the head of its main table.
+"""Markdown building blocks: tables, name cells and a section's generic lines (its facts and the
+head of its main table); ``report_markdown.py`` writes the report with them.
 
 Meant for pasting into issues, pull requests and wikis: GitHub-flavoured Markdown whose only
 HTML is ``<details>`` around names too long for a table cell (kernel names run to hundreds of
@@ -10,11 +11,8 @@ from __future__ import annotations
 import html
 
 from traceinsight.analysis.core.base import Result
-from traceinsight.analysis.report import Report
 from traceinsight.render import generic
 from traceinsight.render.fit import shorten_distinct, shorten_middle
-from traceinsight.render.shared import ordered, section_title
-from traceinsight.render.views import view_of
 
 NAME_CELL = 60
 _NAME_COLUMNS = frozenset({"name", "op", "culprit", "region"})
@@ -54,25 +52,6 @@ def md_table(columns: tuple[str, ...] | list[str], rows: tuple[tuple[str, ...], 
     lines = ["| " + " | ".join(_escape(c) for c in columns) + " |", "|" + "---|" * len(columns)]
     lines.extend("| " + " | ".join(c if c.startswith(("<details>", "<code>")) else _escape(c) for c in row) + " |" for row in rows)
     return "\n".join(lines)
-
-
-def render_markdown(report: Report, *, max_rows: int = 10) -> str:
-    out = [f"# traceinsight report: `{report.trace_path}`", "", f"**{report.headline.verdict}**", ""]
-    for finding in report.headline.findings:
-        out.append(f"- {finding.text} _({finding.section})_")
-    if report.headline.findings:
-        out.append("")
-    for name, result in ordered(report.sections):
-        out.extend([f"## {section_title(name)}", ""])
-        if not result.available:
-            out.extend([f"_Not available: {result.reason}_", ""])
-            continue
-        own = view_of(result).markdown
-        if own is not None:
-            out.extend(own(result))
-            continue
-        out.extend(generic_lines(result, max_rows=max_rows))
-    return "\n".join(out).rstrip() + "\n"
 
 
 def generic_lines(result: Result, *, max_rows: int = 10) -> list[str]:

@@ -19,8 +19,8 @@ from traceinsight.analysis.job.report import JobReport
 from traceinsight.analysis.job.series import SeriesResult
 from traceinsight.analysis.report import Report
 from traceinsight.render.job.html import job_body, series_body
+from traceinsight.render.section_views import section_html
 from traceinsight.render.shared import ordered, section_title
-from traceinsight.render.views import section_html
 
 if TYPE_CHECKING:
     from traceinsight.render.formats import Format
@@ -105,9 +105,9 @@ def _report_json(obj: Any) -> str:
 def _as_written(obj: Report | JobReport | SeriesResult, fmt: Format, trace: Trace | None = None) -> str:
     """What ``analyze`` (a trace or a job) or ``compare`` (a series) writes with ``--format fmt``;
     ``trace`` gives a report's HTML page its timeline, memory and counter plots."""
-    from traceinsight.render.formats import render
+    from traceinsight.render.formats import render_text
 
-    return render(obj, fmt, trace=trace)
+    return render_text(obj, fmt, trace=trace)
 
 
 def register() -> None:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from traceinsight.analysis.core.base import Result
-from traceinsight.analysis.core.registry import ANALYSES
 from traceinsight.analysis.findings.model import FindingsResult
+from traceinsight.analysis.registry import ANALYSES
 
 
 def section_title(name: str) -> str:

@@ -22,8 +22,8 @@ from traceinsight.analysis.findings.headline import Headline
 from traceinsight.analysis.report import Report
 from traceinsight.render import generic
 from traceinsight.render.fit import Col, FitTable, Kind
+from traceinsight.render.section_views import view_of
 from traceinsight.render.shared import ordered, section_title
-from traceinsight.render.views import view_of
 
 
 def make_console(file: Any = None, *, width: int | None = None, stderr: bool = False) -> Console:

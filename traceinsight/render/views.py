@@ -2,23 +2,24 @@
 
 Keyed by the analysis's name (its spec's, which is its result class's ``name``): the module
 ``render/sections/<name>.py`` registers the section's views with :func:`register` when it is
-imported (the first lookup imports one per registered analysis), and every format asks
-:func:`view_of`. A part left out falls back to the generic view (facts and
-the head of ``to_polars()``), so a new analysis is shown by every format without a view here.
+imported. The lookups every format makes (``view_of``) live in ``render/section_views.py``,
+which imports the view modules: this module imports none of them, so a view module importing
+it is no cycle. A part left out falls back to the generic view (facts and the head of
+``to_polars()``), so a new analysis is shown by every format without a view here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib import import_module
 from typing import Any, TypeVar
 
 from rich.console import RenderableType
 
 from traceinsight.analysis.core.base import Result
-from traceinsight.analysis.core.registry import SPECS
-from traceinsight.render.html.page import Figure, result_html
+from traceinsight.analysis.job.specs import JOB_ANALYSES
+from traceinsight.analysis.registry import ANALYSES
+from traceinsight.render.html.page import Figure
 
 R = TypeVar("R", bound=Result)
 
@@ -40,11 +41,9 @@ class SectionView:
 
 
 _GENERIC = SectionView()
+# Every analysis a view may be registered for: the single-trace ones and the job ones.
+SPECS = (*ANALYSES, *JOB_ANALYSES)
 _VIEWS: dict[str, SectionView] = {}
-
-# Where a section's views live: ``render/sections/<analysis name>.py``. A section without such
-# a module is shown by the generic view; one whose module fails to import is an error.
-_VIEW_PACKAGE = "traceinsight.render.sections"
 
 
 class ViewRegistryError(RuntimeError):
@@ -66,43 +65,12 @@ def register(
     _VIEWS[name] = SectionView(result_type, terminal, markdown, html, figures)
 
 
-_loaded: list[bool] = []  # set once every section's view module was imported
+def view_named(name: str) -> SectionView:
+    """The views registered under ``name``, else the generic view's empty parts (no loading:
+    ``section_views.view_of`` imports the view modules first)."""
+    return _VIEWS.get(name, _GENERIC)
 
 
-def _load() -> None:
-    # A view module imported on its own (a test, a notebook) registers only itself: the first
-    # lookup still imports every section's module.
-    if _loaded:
-        return
-    _loaded.append(True)
-    for spec in SPECS:
-        qualified = f"{_VIEW_PACKAGE}.{spec.name}"
-        try:
-            import_module(qualified)
-        except ModuleNotFoundError as exc:
-            if exc.name != qualified:
-                raise
-
-
-def view_of(result: Result) -> SectionView:
-    """The views of ``result``'s section (the generic view's empty parts when it has none)."""
-    _load()
-    view = _VIEWS.get(type(result).name, _GENERIC)
-    if not isinstance(result, view.result_type):
-        raise ViewRegistryError(f"the {type(result).name!r} views take a {view.result_type.__name__}, not a {type(result).__name__}")
-    return view
-
-
-def registered() -> tuple[str, ...]:
-    _load()
+def names() -> tuple[str, ...]:
+    """The sections that registered views so far."""
     return tuple(_VIEWS)
-
-
-def section_html(result: Result) -> str:
-    """A section's HTML body: its own view, else its figures (when available) above the
-    generic facts and table."""
-    view = view_of(result)
-    if view.html is not None:
-        return view.html(result)
-    figures = view.figures(result) if view.figures is not None and result.available else []
-    return result_html(result, figures)

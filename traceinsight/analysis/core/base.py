@@ -95,7 +95,7 @@ class Inputs:
     """The already computed results an analysis asked for (its spec's ``requires``).
 
     Every analysis takes them the same way: ``run(trace, config, inputs=NO_INPUTS)``. The
-    runner passes them; :func:`traceinsight.analysis.core.runner.compute_inputs` computes them
+    runner passes them; :func:`traceinsight.analysis.runner.compute_inputs` computes them
     for a direct call.
 
     ``get`` and ``maybe`` check the type, so a result read under the wrong name or class fails
@@ -128,7 +128,7 @@ class Inputs:
 
 # What a direct call of an analysis gets when no inputs are given: an analysis reads each
 # requirement with ``inputs.maybe`` and says what it could not do without it. The runner
-# (``core.runner.run_one`` / ``compute_inputs``) computes requirements.
+# (``analysis.runner.run_one`` / ``compute_inputs``) computes requirements.
 NO_INPUTS = Inputs()
 
 

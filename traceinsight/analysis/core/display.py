@@ -4,7 +4,8 @@ provides it.
 Results and reports are plain data and must not import the presentation package (it imports
 them). Instead, the presentation package registers one function per kind when it is imported,
 and ``Result._repr_html_`` / ``Report.to_markdown`` / ``Report.write_html`` look it up here;
-when nothing is registered yet, the first lookup imports the presentation package by name.
+when nothing is registered yet, the first lookup calls the loader the package root gave
+(:func:`set_loader`: it imports the presentation package), never an import by name from here.
 
 Kinds: ``"result_html"`` (one result as an HTML fragment; a series of runs as its page's
 content), ``"report_html"`` (a report, or a job report, as an HTML fragment for notebooks),
@@ -19,7 +20,6 @@ page's timeline, memory and counter plots).
 from __future__ import annotations
 
 from collections.abc import Callable
-from importlib import import_module
 from typing import Any
 
 from traceinsight.errors import TraceInsightError
@@ -27,13 +27,20 @@ from traceinsight.errors import TraceInsightError
 KINDS = ("result_html", "report_html", "report_page", "report_markdown", "report_json")
 
 _RENDERERS: dict[str, Callable[..., str]] = {}
-# The package's own presentation: it registers its views when it is imported. A report
-# unpickled in a fresh process (or made by the analysis layer alone) has not imported it yet.
-_DEFAULT_PRESENTATION = "traceinsight.render"
+# What loads the package's own presentation (it registers its views when imported), set by the
+# package root: a report unpickled in a fresh process, or made by the analysis layer alone, has
+# not imported it yet.
+_loader: list[Callable[[], object]] = []
 
 
 class NoRendererError(TraceInsightError, LookupError):
     """Nothing registered a view of this kind (the presentation package was not imported)."""
+
+
+def set_loader(load: Callable[[], object]) -> None:
+    """``load()`` imports the presentation that registers the views; called once, at the first
+    lookup that finds none."""
+    _loader[:] = [load]
 
 
 def register(kind: str, fn: Callable[..., str]) -> None:
@@ -46,8 +53,8 @@ def register(kind: str, fn: Callable[..., str]) -> None:
 def render(kind: str, obj: Any, **options: Any) -> str:
     """The registered view of ``obj`` for ``kind``; ``options`` are passed on to its function."""
     fn = _RENDERERS.get(kind)
-    if fn is None and kind in KINDS:
-        import_module(_DEFAULT_PRESENTATION)  # a no-op once imported
+    if fn is None and kind in KINDS and _loader:
+        _loader.pop()()  # once: what it registers stays (or is replaced by a later register)
         fn = _RENDERERS.get(kind)
     if fn is None:
         raise NoRendererError(

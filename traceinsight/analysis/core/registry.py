@@ -1,60 +1,34 @@
-"""The analyses ``traceinsight analyze`` composes, in report order.
+"""How a registry of analyses is checked and read: the specs of the modules it names, their
+run order, the closure of a set of names.
 
-The CLI, the docs and the parametrised tests iterate over ``ANALYSES`` (the single-trace
-specs); ``JOB_ANALYSES`` are the ``kind="job"`` specs of the same registry, run over the ranks
-of a job. An analysis joins by exposing ``SPEC`` (or ``SPECS``) in its module and being named
-here. The specs' ``requires``
-are checked when this module loads: an unknown name or a cycle fails at import, not mid-run.
+The registries themselves name their modules by static import, so that every edge is an
+import the checks see: ``analysis/registry.py`` the single-trace analyses (what ``analyze
+TRACE`` runs), ``analysis/job/specs.py`` the job analyses. A registry's ``requires`` are
+checked when it is built: an unknown name or a cycle fails at import, not mid-run.
 """
 
 from __future__ import annotations
 
-import importlib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
 
-from traceinsight.analysis.core.base import AnalysisSpec, Spec
-
-_MODULES = (
-    "sections.overview",
-    "sections.breakdown",
-    "sections.gaps",
-    "sections.steps",
-    "sections.ops",
-    "sections.kernels",
-    "sections.memory",
-    "sections.bound",
-    "sections.compile",
-    "sections.serving",
-    "window.spec",
-    "whatif.section",
-    "findings.spec",
-    # Cross-rank analyses (kind="job"): they take a job's rank summaries in place of a trace.
-    "job.specs",
-)
+from traceinsight.analysis.core.base import Spec
 
 
 class RegistryError(RuntimeError):
-    """The registered specs do not form a valid dependency graph, or a module does not load."""
+    """The registered specs do not form a valid dependency graph, or a module has no spec."""
 
 
-def load_specs(modules: tuple[str, ...]) -> tuple[Spec[Any], ...]:
-    """The specs of ``modules`` (names under ``traceinsight.analysis``), in order.
-
-    A module that does not exist or exposes neither ``SPEC`` nor ``SPECS`` is an error at
-    import: a misspelled line here must not make an analysis vanish from every report.
-    """
+def specs_of(*modules: ModuleType) -> tuple[Spec[Any], ...]:
+    """The specs ``modules`` expose (``SPEC`` or ``SPECS``), in order; a module with neither is
+    an error at import, not an analysis that silently vanishes from every report."""
     specs: list[Spec[Any]] = []
-    for module_name in modules:
-        qualified = f"traceinsight.analysis.{module_name}"
-        try:
-            module = importlib.import_module(qualified)
-        except ModuleNotFoundError as exc:
-            if exc.name == qualified:
-                raise RegistryError(f"registered analysis module {qualified!r} does not exist") from exc
-            raise
+    for module in modules:
         found = getattr(module, "SPECS", None) or ((module.SPEC,) if hasattr(module, "SPEC") else ())
         if not found:
-            raise RegistryError(f"registered analysis module {qualified!r} exposes neither SPEC nor SPECS")
+            raise RegistryError(f"registered analysis module {module.__name__!r} exposes neither SPEC nor SPECS")
         specs.extend(found)
     return tuple(specs)
 
@@ -93,29 +67,30 @@ def topological_order(specs: tuple[Spec[Any], ...]) -> tuple[str, ...]:
     return tuple(order)
 
 
-def closure(names: tuple[str, ...] | list[str]) -> tuple[str, ...]:
-    """``names`` and everything they require, transitively, in run (topological) order."""
-    wanted: set[str] = set()
-    stack = list(names)
-    while stack:
-        name = stack.pop()
-        if name not in wanted:
-            wanted.add(name)
-            stack.extend(get(name).requires)
-    return tuple(n for n in RUN_ORDER if n in wanted)
+@dataclass(frozen=True)
+class Catalog:
+    """One registry: its specs in registry order, checked (names unique, requirements known, no
+    cycle) when it is made."""
 
+    specs: tuple[Spec[Any], ...]
+    run_order: tuple[str, ...] = field(init=False)
 
-# Every registered spec, single-trace and job alike: one registry, one dependency graph.
-SPECS: tuple[Spec[Any], ...] = load_specs(_MODULES)
-RUN_ORDER: tuple[str, ...] = topological_order(SPECS)
-# The single-trace view, what ``analyze TRACE`` runs and shows.
-ANALYSES: tuple[AnalysisSpec, ...] = tuple(s for s in SPECS if s.kind == "trace")
-# The job view, what ``analyze`` runs over the ranks of a job (``analysis.job_runner``).
-JOB_ANALYSES: tuple[Spec[Any], ...] = tuple(s for s in SPECS if s.kind == "job")
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "run_order", topological_order(self.specs))
 
+    def get(self, name: str) -> Spec[Any]:
+        for spec in self.specs:
+            if spec.name == name:
+                return spec
+        raise KeyError(name)
 
-def get(name: str) -> Spec[Any]:
-    for spec in SPECS:
-        if spec.name == name:
-            return spec
-    raise KeyError(name)
+    def closure(self, names: Iterable[str]) -> tuple[str, ...]:
+        """``names`` and everything they require, transitively, in run (topological) order."""
+        wanted: set[str] = set()
+        stack = list(names)
+        while stack:
+            name = stack.pop()
+            if name not in wanted:
+                wanted.add(name)
+                stack.extend(self.get(name).requires)
+        return tuple(n for n in self.run_order if n in wanted)

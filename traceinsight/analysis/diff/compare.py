@@ -21,11 +21,10 @@ the mean as it can from the median.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import polars as pl
 
-from traceinsight.analysis.core.base import Result, jsonable
+from traceinsight.analysis.core.base import Result
 from traceinsight.analysis.diff.compile import DURATION_METRICS, CompileDiff, compile_diff
 from traceinsight.analysis.diff.contrib import (
     CONTRIBUTION_SCHEMA,
@@ -50,7 +49,6 @@ from traceinsight.trace.model import Trace
 
 __all__ = [
     "CONTRIBUTION_SCHEMA",
-    "DIFF_SCHEMA_VERSION",
     "DURATION_METRICS",
     "NO_ANNOTATION",
     "NO_OP",
@@ -65,8 +63,6 @@ __all__ = [
     "diff_traces",
     "label_for",
 ]
-
-DIFF_SCHEMA_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -108,14 +104,6 @@ class DiffResult(Result):
         """True when the after run is significantly slower by more than ``threshold_pct`` %."""
         ratio = self.step_time.ratio
         return self.verdict == "slower" and ratio is not None and (ratio - 1.0) * 100.0 > threshold_pct
-
-    def to_json_dict(self) -> dict[str, Any]:
-        from traceinsight.version import __version__
-
-        data = jsonable(
-            {"schema_version": DIFF_SCHEMA_VERSION, "traceinsight_version": __version__, "diff": self.to_dict()}
-        )
-        return data  # type: ignore[no-any-return]
 
 
 def _device_name(trace: Trace) -> str | None:

@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from traceinsight.analysis.core.base import AnalysisConfig, R, Result
-from traceinsight.analysis.core.runner import run_closure
 from traceinsight.analysis.lib.stats import (
     DEFAULT_ALPHA,
     DEFAULT_BOOTSTRAP,
@@ -16,6 +15,7 @@ from traceinsight.analysis.lib.stats import (
     MIN_SAMPLES,
 )
 from traceinsight.analysis.lib.timeline import step_numbers
+from traceinsight.analysis.runner import run_closure
 from traceinsight.analysis.sections.steps import StepsResult
 from traceinsight.trace.model import Trace
 
@@ -23,8 +23,6 @@ NO_ANNOTATION = "(no annotation)"
 NO_OP = "(no op)"
 # The registered analyses a comparison reads on each side.
 SECTIONS = ("steps", "breakdown", "gaps", "memory", "bound", "compile", "findings")
-# Failures of these propagate: without them there is no comparison to make.
-REQUIRED = ("steps", "compile")
 
 
 @dataclass(frozen=True)
@@ -52,7 +50,6 @@ class Side:
     steps_reason: str | None
     dropped: int
     results: dict[str, Result] = field(default_factory=dict)
-    errors: dict[str, str] = field(default_factory=dict)
     # Kept steps the step analysis flags as outliers (counted in every figure).
     outliers: int = 0
 
@@ -66,8 +63,6 @@ class Side:
 
     def section(self, name: str, cls: type[R]) -> tuple[R | None, str | None]:
         """The available result of one analysis, or None and why it cannot be had."""
-        if name in self.errors:
-            return None, self.errors[name]
         result = self.results.get(name)
         if result is None:
             return None, f"the {name} analysis is not part of this build"
@@ -79,13 +74,9 @@ class Side:
 
 
 def make_side(trace: Trace, label: str, config: AnalysisConfig, drop_outliers: bool = False) -> Side:
-    errors: dict[str, Exception] = {}
-    results = run_closure(trace, config, SECTIONS, errors=errors)
-    for name in REQUIRED:
-        if name in errors:
-            raise errors[name]
-    # One failing side section must not cost the user the verdict; say what failed.
-    reasons = {name: f"the {name} analysis failed ({type(exc).__name__}: {exc})" for name, exc in errors.items()}
+    # An analysis that raises stops the diff as it stops ``analyze`` (runner.run_closure):
+    # a comparison with a section silently swapped for an error line would read as a result.
+    results = run_closure(trace, config, SECTIONS)
     all_steps = step_numbers(trace)
     steps = results.get("steps")
     frame = steps.steps if isinstance(steps, StepsResult) and steps.available else None
@@ -98,10 +89,10 @@ def make_side(trace: Trace, label: str, config: AnalysisConfig, drop_outliers: b
         kept = [int(s) for s in kept_frame["step"].to_list()]
         flagged = int(kept_frame.select(outlier.sum()).item())
         dropped = frame.height - kept_frame.height
-        return Side(trace, label, kept, all_steps, kept_frame, None, dropped, results, reasons, flagged)
+        return Side(trace, label, kept, all_steps, kept_frame, None, dropped, results, flagged)
     # Without the step analysis, the profiled steps still give per-step normalisation.
     reason = steps.reason if isinstance(steps, StepsResult) else None
-    return Side(trace, label, all_steps, all_steps, None, reason or "no steps in this trace", 0, results, reasons)
+    return Side(trace, label, all_steps, all_steps, None, reason or "no steps in this trace", 0, results)
 
 
 def kernels_in_steps(side: Side) -> pl.DataFrame:

@@ -79,7 +79,7 @@ def analyze_job(
 ) -> JobReport:
     """Run the job sections (or the ``only`` ones, less the ``skip`` ones, with what they need)
     over the rank summaries."""
-    from traceinsight.analysis.core.runner import run_job_closure
+    from traceinsight.analysis.job.specs import run_job_closure
 
     cfg = config or AnalysisConfig()
     only_names, skip_names = given_names(only), given_names(skip)

@@ -1,15 +1,19 @@
 """Registry entries of the job analyses (``kind="job"``): thin wrappers over the pure functions.
 
 A job spec (:data:`JobAnalysisSpec`) receives the job's rank summaries in place of a trace;
-the job runner (``runner.run_job_closure``) calls them, the single-trace runner skips them.
+the job runner (:func:`run_job_closure`) calls them; this module is the job analyses' registry
+(``CATALOG``), as ``analysis/registry.py`` is the single-trace analyses'.
 ``series`` takes the runs of a series the same way.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
+from traceinsight.analysis import registry as trace_registry
 from traceinsight.analysis.core.base import AnalysisConfig, Inputs, Result, Spec
+from traceinsight.analysis.core.registry import Catalog, RegistryError
 from traceinsight.analysis.job import (
     collective_match,
     collectives,
@@ -106,3 +110,26 @@ SPECS = (
 
 # What ``analyze(job)`` runs and shows, in report order; ``series`` belongs to ``compare``.
 JOB_SECTIONS: tuple[str, ...] = ("rank_table", "stragglers", "collective_wait", "collective_match", "job_findings")
+CATALOG = Catalog(SPECS)
+JOB_ANALYSES: tuple[Spec[Any], ...] = SPECS
+_clash = {s.name for s in SPECS} & {s.name for s in trace_registry.ANALYSES}
+if _clash:  # views, the JSON envelope and --only look analyses up by name, job and trace alike
+    raise RegistryError(f"job and single-trace analyses share the names {sorted(_clash)}")
+
+
+def run_job_closure(job: Sequence[Any] | Any, config: AnalysisConfig, names: Iterable[str]) -> dict[str, Result]:
+    """Results of the job analyses ``names`` and of what they require, over ``job`` (its rank
+    summaries), each once, in dependency order. Single-trace analyses are refused."""
+    wanted = tuple(names)
+    single = [n for n in wanted if n not in CATALOG.run_order and n in trace_registry.RUN_ORDER]
+    if single:
+        raise ValueError(f"analysis {single[0]!r} runs over one trace, not over a job")
+    results: dict[str, Result] = {}
+    # A job (anything with ``summaries``) or its rank summaries themselves.
+    summaries = list(getattr(job, "summaries", job))
+    for name in CATALOG.closure(wanted):
+        spec = CATALOG.get(name)
+        inputs = Inputs({r: results[r] for r in spec.requires if r in results})
+        # A job spec's run takes the rank summaries in the trace's place (JobAnalysisSpec).
+        results[name] = spec.run(summaries, config, inputs)
+    return results

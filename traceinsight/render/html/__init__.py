@@ -1,8 +1,3 @@
-"""HTML output: the page's building blocks, the report page, and fragments for notebooks."""
-
-from __future__ import annotations
-
-from traceinsight.render.html.page import result_html
-from traceinsight.render.html.report import render_html
-
-__all__ = ["render_html", "result_html"]
+"""HTML output: the page's building blocks (``page``, ``figures``, ``styles``), the report page
+(``report``), its timeline and counter plots. Nothing is imported here: a section view that
+imports ``html.page`` must not pull in the report page, which looks every view up."""

@@ -14,8 +14,8 @@ from traceinsight.analysis.report import Report
 from traceinsight.render.html.counters import counter_figures, memory_figure
 from traceinsight.render.html.page import figure_html, page
 from traceinsight.render.html.timeline import timeline_figure, timeline_window
+from traceinsight.render.section_views import section_html
 from traceinsight.render.shared import ordered, section_title
-from traceinsight.render.views import section_html
 from traceinsight.trace.model import Trace
 
 # In place of the plots drawn from the trace, on a page rendered without it (a report written

@@ -1,0 +1,1 @@
+"""Output formats: one module per format, each a renderer object; ``registry.py`` lists them."""
