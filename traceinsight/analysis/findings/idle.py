@@ -8,6 +8,7 @@ import re
 import polars as pl
 
 from traceinsight.analysis.findings.advice import host_work_advice, sync_advice
+from traceinsight.analysis.findings.alloc_cost import allocating_ops, warm_allocations
 from traceinsight.analysis.findings.collectives import BACKEND_SPAN, C10D_OP
 from traceinsight.analysis.findings.context import DYNAMO_INTERNAL, FindingContext
 from traceinsight.analysis.findings.fixes import exact_names, no_host_time_in
@@ -303,6 +304,7 @@ def detect_allocator_churn(ctx: FindingContext) -> Estimate | None:
     if calls.height == 0:
         return None
     host_ns = int(calls["dur_ns"].sum())
+    slow = allocating_ops(ev, calls)
     # Only the part of those calls during which the device sat idle costs time: cudaFree
     # waits for the device, and a blocked host launches nothing meanwhile.
     spans = calls.select(pl.col("ts_ns").alias("start_ns"), "end_ns")
@@ -321,13 +323,17 @@ def detect_allocator_churn(ctx: FindingContext) -> Estimate | None:
         # its idle is launch_bound's too (a blocked host launches nothing): priced here first,
         # launch_bound is what fewer launches add once the allocator is warm
         within={"idle": "launch_bound"},
-        transforms=(Remove(ALLOCATOR_CALLS),),
+        # the ops around the calls as long as their warm calls, then the calls removed
+        transforms=(*warm_allocations(slow), Remove(ALLOCATOR_CALLS)),
         confidence="medium",
         confidence_reason=f"{calls.height} allocator calls in steady-state steps (warm-up step left out), "
         f"{host_ns / 1e6:.2f} ms of host time",
         method="the time inside cudaMalloc/cudaFree calls of steady-state steps during which the "
         "device was idle (cudaFree synchronises; a blocked host launches nothing): a warm caching "
-        "allocator makes no such calls",
+        "allocator makes no such calls. Replayed: the calls removed, and each operator that made one "
+        "as long as its calls with the same shapes that did not "
+        f"({int(slow['calls'].sum()) if slow.height else 0} calls, {float(slow['excess_ns'].sum()) / 1e6 if slow.height else 0.0:.2f} ms "
+        "of host time beyond the allocator calls themselves)",
         evidence=Evidence(
             regions=tuple(
                 RegionEvidence(name=r["name"], calls=int(r["calls"]), dur_ns=int(r["dur_ns"]))
