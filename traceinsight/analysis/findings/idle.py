@@ -121,8 +121,8 @@ SYNC_CAUSES: tuple[tuple[str, str, str], ...] = (
     (
         r"^aten::(item|_local_scalar_dense|is_nonzero)",
         ".item() / a tensor in Python control flow ({op}) waits for the GPU {n} times per step",
-        "Keep the value on the GPU: accumulate losses and metrics as tensors and read them every N "
-        "steps; branch with torch.where instead of `if tensor:`; log asynchronously.",
+        "Keep the value on the GPU: no .item() per step; accumulate losses and metrics as tensors and "
+        "read them every N steps; branch with torch.where instead of `if tensor:`; log asynchronously.",
     ),
     (
         r"^aten::(tolist|cpu|to|_to_copy|copy_)",
