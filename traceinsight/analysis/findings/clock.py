@@ -134,6 +134,10 @@ def _cap(saved_ns: int, left_ns: int, idle_left_ns: int, host_side: bool) -> tup
     return max(bound, 0), f"bounded by {what} ({bound / 1e6:.3f} ms)"
 
 
+# The finding left as the residual of the causes nested in it: what only fewer launches remove.
+RESIDUAL = "launch_bound"
+
+
 def _causes_first(ordered: list[Finding], by_id: dict[str, Estimate]) -> list[Finding]:
     """``ordered`` with each finding whose time is part of a wider one's (``within``: a cause in
     the host code inside launch_bound's idle) priced just before that wider one: the wider
@@ -145,7 +149,7 @@ def _causes_first(ordered: list[Finding], by_id: dict[str, Estimate]) -> list[Fi
             continue
         for c in ordered:
             est = by_id.get(c.id)
-            if c.id not in placed and est is not None and any(p == f.id for _, p, _ in est.within):
+            if c.id not in placed and est is not None and any(p == f.id == RESIDUAL for _, p, _ in est.within):
                 out.append(c)
                 placed.add(c.id)
         out.append(f)
