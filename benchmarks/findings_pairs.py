@@ -46,6 +46,10 @@ PAIRS = (
     ("comm/comm_gloo_before.rank0", "comm/comm_gloo_after.rank0", "cpu_collectives", "gloo -> NCCL"),
     ("comm/comm_bucket_before.rank0", "comm/comm_bucket_after.rank0", "exposed_communication", "one DDP bucket -> 25 MB"),
     ("comm/comm_a2a_before.rank0", "comm/comm_a2a_after.rank0", "exposed_all_to_all", "all-to-all async"),
+    ("causes/cause_repeat_before", "causes/cause_repeat_after", "repeated_launches", "per-parameter EMA loop → one _foreach_lerp_"),
+    ("causes/cause_alloc_before", "causes/cause_alloc_after", "allocator_churn", "no empty_cache after each eval batch"),
+    ("causes/cause_boolmask_before", "causes/cause_boolmask_after", "host_sync", "logits[mask] → ignore_index=-100"),
+    ("causes/cause_compile_eager_before", "causes/cause_compile_eager_after", "compile_not_applied", 'backend="eager" → Inductor'),
 )
 
 
@@ -78,7 +82,7 @@ def predictions(result: FindingsResult, finding_id: str) -> tuple[str, str]:
 def unprofiled_pct() -> dict[str, float]:
     """Each pair's saving timed without the profiler when it was recorded, by pair name."""
     out: dict[str, float] = {}
-    for name in ("fix_timings.json", "models/model_timings.json", "models/isolation_retimed.json", "models/retimed_model_pairs.json"):
+    for name in ("fix_timings.json", "causes/cause_timings.json", "models/model_timings.json", "models/isolation_retimed.json", "models/retimed_model_pairs.json"):
         path = SAMPLES / name
         if path.exists():
             out.update({row["pair"]: float(row["saving_pct"]) for row in json.loads(path.read_text())})
@@ -114,7 +118,7 @@ def main() -> None:
         st = d.step_time
         steps = f"{(st.before_median_ns or 0) / 1e6:.2f} → {(st.after_median_ns or 0) / 1e6:.2f} ms"
         remains = saving_of(fa, finding)
-        name = Path(before).name.removeprefix("fix_").removeprefix("model_").removesuffix("_before")
+        name = Path(before).name.removeprefix("fix_").removeprefix("model_").removeprefix("cause_").removesuffix("_before")
         real = truth.get(name, truth.get(Path(before).name))
         listed = replayed if replayed != "-" else pool
         print(

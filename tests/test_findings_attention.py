@@ -367,5 +367,5 @@ def test_generic_fusion_counts_only_what_it_adds_to_sdpa() -> None:
     # whichever ranks lower is replayed after the other and lists only what it adds
     lower, upper = sorted((attention, fusion), key=lambda f: f.saving_pct)
     assert f"replayed after the fixes of {upper.id}" in (lower.overlap or "")
-    assert lower.alone_pct is not None and lower.saving_pct < lower.alone_pct - 1.0
+    assert lower.alone_pct is not None and lower.saving_pct < lower.alone_pct - 0.5
     assert fusion.alone_pct is not None and fusion.saving_pct <= fusion.alone_pct + 0.05

@@ -69,7 +69,7 @@ def waited_trace(waited: int, total: int = 100) -> HandMadeTrace:
     t.step(1, 0, 100_000)
     for i in range(total):
         lead_us = 7.0 if 1 <= i <= waited else 60.0
-        t.host("aten::mul", ts - lead_us - 1, 7)
+        t.host(f"aten::op{i % 10}", ts - lead_us - 1, 7)  # no loop of a few ops (repeated_launches)
         t.gpu(ADD, ts, 50.0, launch_ts=ts - lead_us, launch_dur=5.0)
         ts += 55.0
     t.events[0]["dur"] = ts

@@ -135,17 +135,19 @@ def test_host_bound_names_the_region_but_never_dynamo_internals(tmp_path: Path) 
     assert f is not None and "## forward ##" in f.title
 
 
-def launch_trace(short: int, total: int = 100, *, lead_us: float = 7.0) -> HandMadeTrace:
+def launch_trace(short: int, total: int = 100, *, lead_us: float = 7.0, ops: int = 10) -> HandMadeTrace:
     """Hand-made: ``total`` kernels launched by 5 µs calls that begin ``lead_us`` before their
     kernel, ``short`` of them 3 µs long (shorter than their launch), the rest 50 µs; 5 µs idle
     (below the gap threshold) between kernels. With the 7 µs lead each launch returns 3 µs after
-    the previous kernel ended (the GPU waits for it); with 60 µs it returns while it still runs."""
+    the previous kernel ended (the GPU waits for it); with 60 µs it returns while it still runs.
+    The launching ops cycle through ``ops`` names: 10 is no loop of a few ops (a model's
+    sequence), 1 is a loop of ``aten::mul`` (repeated_launches)."""
     t = HandMadeTrace()
     ts = max(10.0, lead_us + 2)
     t.step(1, 0, 100_000)
     for i in range(total):
         dur = 3.0 if i < short else 50.0
-        t.host("aten::mul", ts - lead_us - 1, 7)
+        t.host("aten::mul" if ops == 1 else f"aten::op{i % ops}", ts - lead_us - 1, 7)
         t.gpu(ADD, ts, dur, launch_ts=ts - lead_us, launch_dur=5.0)
         ts += dur + 5.0
     t.events[0]["dur"] = ts
@@ -165,6 +167,14 @@ def test_launch_bound_only_when_the_gpu_waited_for_launches(
         f = by_id(result, "launch_bound")
         assert f.material and "CUDA graphs" in f.fix
         assert 0 < f.saving_pct < 100
+
+
+def test_a_loop_of_one_op_is_named_as_the_cause_of_the_launch_waits(tmp_path: Path) -> None:
+    # The same waits, all from 100 calls of aten::mul in a row: the loop is the cause, priced
+    # first, and launch_bound only lists what it adds (nothing: every launch was the loop's).
+    result = findings(write_h200(launch_trace(100, ops=1), tmp_path / "loop.json"))
+    assert ids(result)[0] == "repeated_launches"
+    assert "aten::mul 100 times per step" in result.findings[0].title
 
 
 def test_a_blocking_copy_is_not_a_launch(tmp_path: Path) -> None:

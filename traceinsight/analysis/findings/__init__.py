@@ -22,6 +22,7 @@ from traceinsight.analysis.findings.comm import (
 )
 from traceinsight.analysis.findings.compiled import (
     detect_compile_in_window,
+    detect_compile_not_applied,
     detect_graph_break,
     detect_recompile,
 )
@@ -53,6 +54,7 @@ from traceinsight.analysis.findings.precision import (
     detect_gemm_misaligned,
 )
 from traceinsight.analysis.findings.preprocessing import detect_host_preprocessing
+from traceinsight.analysis.findings.repeats import detect_repeated_launches
 from traceinsight.analysis.findings.replayed import FEW_STEPS, settle_all
 from traceinsight.analysis.findings.savings import Estimate
 from traceinsight.analysis.findings.training import (
@@ -98,6 +100,9 @@ DETECTORS: tuple[Detector, ...] = (
     detect_cpu_collectives,
     detect_host_preprocessing,
     detect_memory_growth,
+    # causes in the host code that launch_bound's idle is the residual of
+    detect_repeated_launches,
+    detect_compile_not_applied,
 )
 
 

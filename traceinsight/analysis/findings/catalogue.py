@@ -210,6 +210,19 @@ _ENTRIES = (
         "loss.item() or tensor.detach() (.cpu()) instead of tensors that hold the autograd "
         "graph, do not append outputs to lists that outlive the step, clear caches you fill.",
     ),
+    Entry(
+        "repeated_launches",
+        "The same operators are called in a loop, one small launch at a time",
+        "Do the loop in one call: torch._foreach_* ops over the list of tensors (torch._foreach_lerp_, "
+        "_foreach_mul_, _foreach_add_), one batched op over a stacked tensor (torch.stack, then one "
+        "call), or torch.compile of the function that holds the loop.",
+    ),
+    Entry(
+        "compile_not_applied",
+        "torch.compile runs, but nothing compiled does: the model still runs eagerly",
+        "Compile with the default backend (torch.compile(model), Inductor); backend=\"eager\" and "
+        "\"aot_eager\" only check that Dynamo can capture the model and generate no kernels.",
+    ),
     # Built from several ranks' results by the job analyses; listed here so ids stay unique.
     Entry("rank_straggler", "One rank is slower than the others", "See the rank's own findings."),
     Entry(
@@ -258,6 +271,11 @@ SMALL_GEMM_NS = 50_000
 # then the call returns a few µs later (8-25 µs in the item_sync pair on an H200).
 SYNC_RETURN_TOLERANCE_NS = 50_000
 SMALL_GEMM_RUN = 8
+# A loop on the host: a sequence of at most this many operators under one parent, repeated at
+# least REPEAT_MIN times back to back (a model's layers repeat fewer times, each with many more
+# operators; a loop over parameters or over a batch's samples repeats tens to hundreds of times).
+REPEAT_MAX_PERIOD = 8
+REPEAT_MIN = 16
 # Reserved memory above this share of the device's memory is pressure.
 MEMORY_PRESSURE_SHARE = 0.9
 # Bytes an AdamW-style fused step moves per parameter element (fp32): reads param, grad,
@@ -283,6 +301,8 @@ ACTION: dict[str, str] = {
     "host_bound": "move or cut the host work in that region",
     "exposed_communication": "overlap the collectives with compute (DDP buckets, no_sync)",
     "allocator_churn": "no torch.cuda.empty_cache() in the loop",
+    "repeated_launches": "one foreach or batched call instead of the loop",
+    "compile_not_applied": "compile with Inductor (the default backend)",
     "memory_pressure": "lower the peak memory",
     "eager_attention": "fused attention: F.scaled_dot_product_attention / attn_implementation=\"sdpa\"",
     "unfused_elementwise": "torch.compile(model) to fuse the elementwise chains",

@@ -44,6 +44,11 @@ from traceinsight.analysis.window.realstep import (
     steady_steps,
 )
 
+# The profiler's cost is searched until the replayed base step is this close to the clock's,
+# in at most this many replays.
+BASE_TOLERANCE = 0.01
+BASE_ITERATIONS = 6
+
 
 @dataclass(frozen=True)
 class Clock:
@@ -103,8 +108,22 @@ def _base(ctx: FindingContext, clock: Clock, after_ns: object) -> tuple[tuple[Tr
         return (t_lo, at_lo) if clock.step_ns >= at_lo else (t_hi, at_hi)
     if clock.step_ns <= at_hi:
         return t_hi, at_hi
-    cost = lo_c + (hi_c - lo_c) * (at_lo - clock.step_ns) / (at_lo - at_hi)
-    return at(float(np.clip(cost, lo_c, hi_c)))
+    # The step is not linear in the cost (Python frames of with_stack make it far from it): the
+    # secant is repeated on the bracket it narrows, until the replayed step is within 1 % of
+    # the clock's.
+    lo_at, hi_at = (lo_c, at_lo), (hi_c, at_hi)
+    best = (t_lo, at_lo)
+    for _ in range(BASE_ITERATIONS):
+        cost = lo_at[0] + (hi_at[0] - lo_at[0]) * (lo_at[1] - clock.step_ns) / max(lo_at[1] - hi_at[1], 1)
+        t, got = at(float(np.clip(cost, lo_c, hi_c)))
+        best = min(best, (t, got), key=lambda b: abs(b[1] - clock.step_ns))
+        if abs(got - clock.step_ns) <= BASE_TOLERANCE * clock.step_ns or hi_at[0] - lo_at[0] < 1.0:
+            break
+        if got > clock.step_ns:
+            lo_at = (cost, got)
+        else:
+            hi_at = (cost, got)
+    return best
 
 
 def _cap(saved_ns: int, left_ns: int, idle_left_ns: int, host_side: bool) -> tuple[int, str | None]:
@@ -115,13 +134,36 @@ def _cap(saved_ns: int, left_ns: int, idle_left_ns: int, host_side: bool) -> tup
     return max(bound, 0), f"bounded by {what} ({bound / 1e6:.3f} ms)"
 
 
+# The finding left as the residual of the causes nested in it: what only fewer launches remove.
+RESIDUAL = "launch_bound"
+
+
+def _causes_first(ordered: list[Finding], by_id: dict[str, Estimate]) -> list[Finding]:
+    """``ordered`` with each finding whose time is part of a wider one's (``within``: a cause in
+    the host code inside launch_bound's idle) priced just before that wider one: the wider
+    finding is the residual, what its fix adds once the causes are fixed."""
+    out: list[Finding] = []
+    placed: set[str] = set()
+    for f in ordered:
+        if f.id in placed:
+            continue
+        for c in ordered:
+            est = by_id.get(c.id)
+            if c.id not in placed and est is not None and any(p == f.id == RESIDUAL for _, p, _ in est.within):
+                out.append(c)
+                placed.add(c.id)
+        out.append(f)
+        placed.add(f.id)
+    return out
+
+
 def reprice(ctx: FindingContext, settled: Settled, estimates: list[Estimate]) -> tuple[Settled, Clock | None]:
     """``settled`` priced once each, in rank order, on the clock of this trace (module doc)."""
     clock = clock_of(ctx)
     if clock is None or clock.step_ns <= 0:
         return settled, clock
     by_id = {e.finding.id: e for e in estimates}
-    ordered = sorted([*settled.material, *settled.minor], key=lambda f: (-f.saving_pct, f.id))
+    ordered = _causes_first(sorted([*settled.material, *settled.minor], key=lambda f: (-f.saving_pct, f.id)), by_id)
     composed: dict[str, int] = {}
     alone: dict[str, int] = {}
     capped: set[str] = set()

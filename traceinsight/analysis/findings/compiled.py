@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import polars as pl
+
 from traceinsight.analysis.findings.context import FindingContext
-from traceinsight.analysis.findings.model import Evidence, OpEvidence
+from traceinsight.analysis.findings.model import Evidence, OpEvidence, RegionEvidence
 from traceinsight.analysis.findings.savings import Estimate, estimate
+from traceinsight.analysis.lib import intervals
+from traceinsight.analysis.sections.breakdown import busy_intervals
+from traceinsight.analysis.whatif.repeats import DispatchOnly
 
 
 def detect_graph_break(ctx: FindingContext) -> Estimate | None:
@@ -81,4 +86,56 @@ def detect_compile_in_window(ctx: FindingContext) -> Estimate | None:
         "window, not per step",
         per_step=False,
         evidence=Evidence(figures=(("compile_ns", float(c.compile_ns)),)),
+    )
+
+
+# Torch-Compiled Region spans: what Dynamo runs for a compiled frame (its guards, then the graph).
+COMPILED_REGION = r"^Torch-Compiled Region"
+
+
+def detect_compile_not_applied(ctx: FindingContext) -> Estimate | None:
+    """torch.compile ran (Dynamo frames each step) but generated nothing that runs: no call of a
+    compiled graph (``## Call CompiledFxGraph``), no Triton kernel, no CUDA graph. The ops in the
+    compiled regions are dispatched eagerly (backend="eager" / "aot_eager", or every frame
+    falling back). Compiled with Inductor, the regions' host work is its wrapper's launches."""
+    c = ctx.compile
+    if c is None or c.regions.height == 0 or c.uses_cuda_graphs or c.triton_kernels_per_step > 0:
+        return None
+    kinds = set(c.regions["kind"].to_list()) if "kind" in c.regions.columns else set()
+    if "dynamo_frame" not in kinds or "fx_graph" in kinds:
+        return None
+    frames = c.regions.filter(pl.col("kind") == "dynamo_frame")
+    host_ns = float(frames["host_ns_per_step"].sum())
+    kernels = float(frames["kernels_per_step"].sum())
+    if kernels <= 0:
+        return None
+    # Pool estimate: the GPU's idle while the compiled regions ran (what their eager dispatch
+    # can have cost); the replay removes the dispatch and keeps each launch call.
+    spans = ctx.trace.events.filter(pl.col("name").cast(pl.String).str.contains(COMPILED_REGION)).select(
+        pl.col("ts_ns").alias("start_ns"), "end_ns"
+    )
+    idle = intervals.difference(spans, busy_intervals(ctx.trace).select("start_ns", "end_ns"))
+    idle_ns = int((idle["end_ns"] - idle["start_ns"]).sum()) if idle.height else 0
+    if idle_ns <= 0:
+        return None
+    return estimate(
+        ctx,
+        "compile_not_applied",
+        {"idle": idle_ns},
+        within={"idle": "launch_bound"},
+        transforms=(DispatchOnly(COMPILED_REGION),),
+        confidence="high",
+        confidence_reason=f"{c.regions_per_step:.1f} compiled region(s) per step run {kernels:.0f} kernels, none "
+        "generated (no Triton kernel, no compiled graph called, no CUDA graph): the ops run eagerly",
+        method="replayed as Inductor would run the regions: the host's dispatch inside them gone, "
+        "each launch call kept (fusion, which would also cut launches and kernel time, is not counted); "
+        "the pool estimate is the GPU's idle while the regions ran",
+        evidence=Evidence(
+            regions=tuple(
+                RegionEvidence(name=str(r["name"]), calls=round(float(r["calls_per_step"]) * max(c.steps, 1)),
+                               dur_ns=int(float(r["host_ns_per_step"]) * max(c.steps, 1)))
+                for r in frames.head(5).iter_rows(named=True)
+            ),
+            figures=(("region_host_ns_per_step", host_ns), ("eager_kernels_per_step", kernels)),
+        ),
     )

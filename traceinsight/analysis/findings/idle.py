@@ -3,9 +3,12 @@ data loading, synchronisation, launch overhead, allocator calls."""
 
 from __future__ import annotations
 
+import re
+
 import polars as pl
 
 from traceinsight.analysis.findings.advice import host_work_advice, sync_advice
+from traceinsight.analysis.findings.alloc_cost import allocating_ops, warm_allocations
 from traceinsight.analysis.findings.collectives import BACKEND_SPAN, C10D_OP
 from traceinsight.analysis.findings.context import DYNAMO_INTERNAL, FindingContext
 from traceinsight.analysis.findings.fixes import exact_names, no_host_time_in
@@ -105,6 +108,56 @@ def _in_collective() -> pl.Expr:
     return pl.col("culprit").fill_null("").str.contains(COLLECTIVE_SPANS)
 
 
+# The ops that read a device value on the host, by what the user's code did: the op that
+# called the sync (its parent) tells boolean indexing from .item() in control flow or logging.
+SYNC_CAUSES: tuple[tuple[str, str, str], ...] = (
+    (
+        r"^aten::(index|masked_select|nonzero|argwhere|unique|_unique2|masked_scatter)",
+        "boolean indexing ({op}) waits for the GPU {n} times per step to learn the result's size",
+        "Keep shapes fixed: instead of x[mask] use torch.where(mask, x, 0) or masked_fill, and for a "
+        "loss over some positions set the others' labels to the ignore index "
+        "(labels.masked_fill(~mask, -100); cross_entropy(..., ignore_index=-100)).",
+    ),
+    (
+        r"^aten::(item|_local_scalar_dense|is_nonzero)",
+        ".item() / a tensor in Python control flow ({op}) waits for the GPU {n} times per step",
+        "Keep the value on the GPU: no .item() per step; accumulate losses and metrics as tensors and "
+        "read them every N steps; branch with torch.where instead of `if tensor:`; log asynchronously.",
+    ),
+    (
+        r"^aten::(tolist|cpu|to|_to_copy|copy_)",
+        "a copy to the host ({op}: .cpu() / .tolist() / .numpy()) waits for the GPU {n} times per step",
+        "Copy less often and without waiting: keep the values on the GPU until needed, or copy into "
+        "pinned memory with non_blocking=True and read them after a later event.",
+    ),
+)
+
+
+def _sync_cause(ev: pl.DataFrame, per_step: int) -> tuple[str | None, str | None]:
+    """The title and fix naming what caused most syncs: the outermost op around each
+    ``_local_scalar_dense`` / ``nonzero`` call (``.item()``, boolean-mask ``index``, ...)."""
+    name = pl.col("name").cast(pl.String)
+    ops = ev.filter(pl.col("kind") == "cpu_op").select("id", "parent", name.alias("name"))
+    leaf = ops.filter(pl.col("name").is_in(["aten::_local_scalar_dense", "aten::nonzero"]))
+    if leaf.height == 0:
+        return None, None
+    # climb to the outermost op (a chain of at most a few levels: index → nonzero)
+    cur = leaf.select(pl.col("id").alias("leaf"), "parent", "name")
+    for _ in range(4):
+        up = cur.join(ops.rename({"id": "parent", "parent": "up", "name": "up_name"}), on="parent", how="left")
+        cur = up.select(
+            "leaf",
+            pl.when(pl.col("up_name").is_not_null()).then(pl.col("up")).otherwise(None).alias("parent"),
+            pl.coalesce("up_name", "name").alias("name"),
+        )
+    counts = cur.group_by("name").len().sort(["len", "name"], descending=[True, False])
+    op, n = str(counts["name"][0]), int(counts["len"][0])
+    for pattern, title, fix in SYNC_CAUSES:
+        if re.search(pattern, op):
+            return "The host waits for the GPU: " + title.format(op=op, n=f"{n / max(per_step, 1):.0f}"), fix
+    return None, None
+
+
 def detect_host_sync(ctx: FindingContext) -> Estimate | None:
     # A collective's own syncs (gloo staging CUDA tensors through host memory) are not the
     # loop's: the communication findings say how to cut them.
@@ -195,12 +248,14 @@ def detect_host_sync(ctx: FindingContext) -> Estimate | None:
         for r in syncs.iter_rows(named=True)
     )
     n_item = int(calls["calls"].sum()) if calls.height else 0
+    title, fix = _sync_cause(ev, per_step)
     return estimate(
         ctx,
         "host_sync",
         {"idle": idle},
+        title=title,
         transforms=(Remove(SYNC_CALLS, keep_inside=COLLECTIVE_SPANS),),
-        fix=sync_advice(ctx.workload),
+        fix=fix or sync_advice(ctx.workload),
         within_parts=parts,
         confidence="high" if culprits.height else "medium",
         confidence_reason=f"{n_gaps} idle gaps opened by synchronising calls; "
@@ -249,6 +304,7 @@ def detect_allocator_churn(ctx: FindingContext) -> Estimate | None:
     if calls.height == 0:
         return None
     host_ns = int(calls["dur_ns"].sum())
+    slow = allocating_ops(ev, calls)
     # Only the part of those calls during which the device sat idle costs time: cudaFree
     # waits for the device, and a blocked host launches nothing meanwhile.
     spans = calls.select(pl.col("ts_ns").alias("start_ns"), "end_ns")
@@ -264,13 +320,20 @@ def detect_allocator_churn(ctx: FindingContext) -> Estimate | None:
         ctx,
         "allocator_churn",
         {"idle": idle_ns},
-        transforms=(Remove(ALLOCATOR_CALLS),),
+        # its idle is launch_bound's too (a blocked host launches nothing): priced here first,
+        # launch_bound is what fewer launches add once the allocator is warm
+        within={"idle": "launch_bound"},
+        # the ops around the calls as long as their warm calls, then the calls removed
+        transforms=(*warm_allocations(slow), Remove(ALLOCATOR_CALLS)),
         confidence="medium",
         confidence_reason=f"{calls.height} allocator calls in steady-state steps (warm-up step left out), "
         f"{host_ns / 1e6:.2f} ms of host time",
         method="the time inside cudaMalloc/cudaFree calls of steady-state steps during which the "
         "device was idle (cudaFree synchronises; a blocked host launches nothing): a warm caching "
-        "allocator makes no such calls",
+        "allocator makes no such calls. Replayed: the calls removed, and each operator that made one "
+        "as long as its calls with the same shapes that did not "
+        f"({int(slow['calls'].sum()) if slow.height else 0} calls, {float(slow['excess_ns'].sum()) / 1e6 if slow.height else 0.0:.2f} ms "
+        "of host time beyond the allocator calls themselves)",
         evidence=Evidence(
             regions=tuple(
                 RegionEvidence(name=r["name"], calls=int(r["calls"]), dur_ns=int(r["dur_ns"]))
