@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import IO, Any, NoReturn
 
 from traceinsight.errors import TraceFormatError
+from traceinsight.trace.snapshot.compressed import open_snapshot
 
 # A drain gets a copy of the unpickler's memo (index -> object) and returns the indices of the
 # objects that the rest of the pickle will not refer to again.
@@ -149,7 +150,7 @@ def read_pickle(
     With ``drain``, the load is interrupted every ``drain_every`` bytes read to call it (see
     :data:`Drain`); :class:`ReadAgain` says to read the file again without one."""
     try:
-        with open(path, "rb") as handle:
+        with open_snapshot(path) as handle:
             return _load(handle, drain, drain_every)
     except SnapshotRefused as exc:
         raise TraceFormatError(path, f"not a memory snapshot: {exc}") from None
@@ -162,6 +163,7 @@ def read_pickle(
     except (
         pickle.UnpicklingError,
         EOFError,
+        OSError,  # a corrupt gzip or zstd stream (gzip.BadGzipFile is one)
         ValueError,
         TypeError,
         IndexError,
