@@ -144,3 +144,21 @@ def test_compressed_pickle_that_runs_code_is_refused(tmp_path: Path) -> None:
     path.write_bytes(gzip.compress(pickle.dumps({"segments": [Boom()]})))
     with pytest.raises(TraceFormatError, match="refused"):
         load_memory_snapshot(path)
+
+
+def test_growth_is_not_a_leak_on_a_real_doubling_loop() -> None:
+    # Recorded: an input that doubles each iteration, the previous one freed (doubling.json).
+    facts = json.loads((SAMPLES / "alloc" / "doubling.json").read_text())
+    lk = analyze_snapshot(load_memory_snapshot(SAMPLES / "alloc" / "doubling.pickle.gz")).leaks
+    assert lk.leaks is not None and lk.leaks.is_empty()
+    assert lk.growing is not None
+    row = lk.growing.row(0, named=True)
+    assert f"({facts['grow_function']})" in row["site"]
+    assert (row["first_blocks"], row["last_blocks"]) == (1, 1)
+
+
+def test_retention_stays_a_leak_on_a_real_leak() -> None:
+    lk = analyze_snapshot(load_memory_snapshot(SAMPLES / "h200" / "leak.pickle")).leaks
+    assert lk.leaks is not None and lk.leaks.height == 1
+    assert "(leak_step)" in lk.leaks["site"][0]
+    assert lk.leaks["last_blocks"][0] > lk.leaks["first_blocks"][0]

@@ -127,7 +127,20 @@ def _leaks(report: SnapshotReport, top: int) -> Part:
                     f"{r['grew_in']} of {steps}",
                 )
             )
-    notes = [] if rows else [f"no site's held memory grows across the {lk.iterations} iterations"]
+    notes = (
+        []
+        if rows
+        else [
+            f"no site keeps more memory alive each iteration across the {lk.iterations} iterations"
+        ]
+    )
+    if lk.growing is not None:
+        notes += [
+            f"not a leak: {r['site']} holds {r['first_blocks']} block(s) at the first iteration's end "
+            f"and {r['last_blocks']} at the last, growing {size(r['first_bytes'])} → {size(r['last_bytes'])}: "
+            "the same memory grows, none is kept from earlier iterations"
+            for r in lk.growing.head(top).iter_rows(named=True)
+        ]
     return Part(
         "Leaks: sites whose held memory grows every iteration",
         facts,
