@@ -18,7 +18,10 @@ tests compare the replay's predictions with.
 - ``large`` (with ``--large-s``): a long run with ``stacks="all"`` and a deep history, about
   1 GB, written gzip-compressed and split into 15 MiB parts (``large.pickle.gz.part-aa`` ...).
 
-Needs a CUDA GPU and ``transformers``.
+Needs a CUDA GPU and ``transformers``. In the snapshots kept under
+``sample_traces/memory/alloc/`` the script's own path in the stacks was rewritten to
+``/root/make_memory_snapshots_2.py`` (the directory it ran from says nothing); nothing else
+was changed.
 """
 
 from __future__ import annotations
