@@ -16,7 +16,13 @@ from typing import Any, ClassVar
 import polars as pl
 
 from traceinsight.analysis.core.base import Result
-from traceinsight.analysis.snapshot.allocator import AllocatorSettings, SimulatedRun, simulate
+from traceinsight.analysis.snapshot.allocator import (
+    AllocatorSettings,
+    SimulatedRun,
+    allocation_size,
+    round_size,
+    simulate,
+)
 from traceinsight.analysis.snapshot.replay import DeviceReplay, device_events
 from traceinsight.analysis.snapshot.units import fmt_bytes
 from traceinsight.trace.snapshot.model import MemorySnapshot
@@ -78,10 +84,13 @@ def requests(
     return actions, addrs, sizes, streams
 
 
-def alternatives(recorded: AllocatorSettings) -> list[AllocatorSettings]:
+def alternatives(recorded: AllocatorSettings, largest_bytes: int) -> list[AllocatorSettings]:
+    """The settings to try. A ``max_split_size_mb`` above the largest segment the trace can
+    make (``largest_bytes``) never finds a block to keep whole: it would replay as the
+    defaults do, so it is not tried (the replay is the costly part on a big trace)."""
     found = [replace(recorded, expandable_segments=not recorded.expandable_segments)]
     for mb in MAX_SPLIT_CHOICES_MB:
-        if recorded.max_split_bytes != mb << 20:
+        if recorded.max_split_bytes != mb << 20 and mb << 20 <= largest_bytes:
             found.append(replace(recorded, expandable_segments=False, max_split_bytes=mb << 20))
     if recorded.max_split_bytes is not None:
         found.append(replace(recorded, expandable_segments=False, max_split_bytes=None))
@@ -104,7 +113,9 @@ def run(
     recorded = replace(
         recorded_settings(snapshot.allocator_settings, expandable), limit_bytes=limit_bytes
     )
-    runs = [simulate(*trace, settings=s) for s in [recorded, *alternatives(recorded)]]
+    largest = allocation_size(round_size(max(trace[2], default=0)))
+    tried = [recorded, *alternatives(recorded, largest)]
+    runs = [simulate(*trace, settings=s) for s in tried]
     truth = int(replay.levels["reserved_bytes"].max() or 0)  # type: ignore[arg-type]
     base = runs[0]
     error = base.peak_reserved_bytes / truth - 1 if truth else 0.0
