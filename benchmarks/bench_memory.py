@@ -14,7 +14,9 @@ Python process so that its peak RSS is its own, it measures:
 Seconds leave out the imports; peak RSS (in MB, and as a ratio to the file's size) includes them.
 
     python benchmarks/bench_memory.py --target-mb 200
-    python benchmarks/bench_memory.py --snapshot path/to/snapshot.pickle
+    python benchmarks/bench_memory.py --snapshot path/to/snapshot.pickle[.gz]
+
+A gzip-compressed snapshot is measured as it is (``pickle`` then reads it through ``gzip``).
 """
 
 from __future__ import annotations
@@ -41,7 +43,10 @@ if mode != "pickle":
     import polars, traceinsight, traceinsight.analysis.snapshot.report, traceinsight.trace.snapshot.load
 start = time.perf_counter()
 if mode == "pickle":
-    with open(path, "rb") as handle:
+    import gzip
+    with open(path, "rb") as probe:
+        opener = gzip.open if probe.read(2) == b"\x1f\x8b" else open  # a .gz snapshot: decompressed as read
+    with opener(path, "rb") as handle:
         data = pickle.load(handle)
     n = sum(len(t) for t in data["device_traces"])
 else:

@@ -153,8 +153,11 @@ def test_fragmentation_planted(tmp_path: Path) -> None:
     assert f.largest_inactive_bytes == 8 * MiB
     assert f.largest_request_bytes == 12 * MiB
     assert (f.inactive_tails, f.inactive_tail_bytes) == (3, 24 * MiB)
-    assert f.expandable_would_help and not f.expandable
-    assert "expandable_segments:True" in f.advice
+    # Whether expandable segments would help is the allocator replay's answer, not the free
+    # tails': this hand-made layout is not one the allocator would make (a 12 MiB request gets
+    # a 12 MiB segment of its own), so it is checked on real runs in test_memory_allocator.py.
+    assert not f.expandable
+    assert f.advice == r.allocator.advice
 
 
 def test_fragmentation_not_blamed_on_expandable_segments_when_already_on(tmp_path: Path) -> None:
@@ -204,7 +207,9 @@ def test_fragmentation_at_the_oom_rebuilt_when_teardown_follows(tmp_path: Path) 
         24 * MiB,
         20 * MiB,
     )
-    assert f.expandable_would_help
+    # The hand-made layout is not one the allocator would make: the replay does not run out
+    # where the trace did, so no setting is predicted (the OOM's own reading still is).
+    assert not f.expandable_would_help and f.advice.startswith("no prediction")
     assert r.oom.fix is not None and r.oom.fix.kind == "expandable_segments"
 
 

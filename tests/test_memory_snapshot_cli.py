@@ -34,7 +34,7 @@ def test_terminal_names_peak_leak_fragmentation_and_oom(frag: Path, capsys: Any)
     assert (code, err) == (0, "")
     for text in (
         "peak allocated  76.0 MiB at event #25",
-        "expandable segments            would help",
+        "expandable segments            off; would not help much",
         "short by              14.0 MiB",
         "fix: set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
     ):

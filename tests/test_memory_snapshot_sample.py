@@ -57,4 +57,6 @@ def test_sample_answers() -> None:
         2560 * MiB,
         768 * MiB + 2080 * MiB,
     )
-    assert f.expandable_would_help
+    # a hand-made layout the allocator would not make: the replay does not run out where it
+    # did, so no setting is predicted for it
+    assert not f.expandable_would_help and f.advice.startswith("no prediction")

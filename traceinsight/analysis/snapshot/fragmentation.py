@@ -4,9 +4,9 @@ The layout is the one at the out-of-memory error when the trace has one (rebuilt
 see ``layout.py``), else the one dumped. The caching allocator splits segments into blocks; freed blocks stay reserved (``inactive``)
 and only serve requests that fit in one of them. Reserved minus allocated is the memory held
 idle; the largest inactive block against the largest request says whether that idle memory is
-usable. Inactive blocks at the end of a split segment ("tails") are what
-``expandable_segments:True`` removes: an expandable segment grows in place by mapping pages, so
-the next request extends the segment instead of finding a new one, and tails do not pile up.
+usable. Whether another allocator setting would reserve less is not read from the layout (a
+free block that fits the largest request says nothing of the segments the run reserved on the
+way): it comes from replaying the allocator over the trace (``whatif.py``).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from traceinsight.analysis.snapshot.oom import OomResult
 from traceinsight.analysis.snapshot.peak import PeakResult
 from traceinsight.analysis.snapshot.replay import DeviceReplay
 from traceinsight.analysis.snapshot.units import fmt_bytes
+from traceinsight.analysis.snapshot.whatif import WhatIfResult
 from traceinsight.trace.snapshot.model import MemorySnapshot
 
 
@@ -50,7 +51,11 @@ class FragmentationResult(Result):
 
 
 def run(
-    snapshot: MemorySnapshot, replay: DeviceReplay, peak: PeakResult, oom: OomResult | None = None
+    snapshot: MemorySnapshot,
+    replay: DeviceReplay,
+    peak: PeakResult,
+    oom: OomResult | None = None,
+    whatif: WhatIfResult | None = None,
 ) -> FragmentationResult:
     """At the out-of-memory error when there is one (rebuilt from the trace), else as dumped."""
     device = replay.device
@@ -86,8 +91,13 @@ def run(
     largest_free = int(blocks.filter(pl.col("state") == "inactive")["size_bytes"].max() or 0)  # type: ignore[arg-type]
     tail_bytes = int(tails["size_bytes"].sum())
     expandable = expandable_on(snapshot, device)
-    # Tails only hurt when no free block fits the largest request while the tails together would.
-    helps = not expandable and tails.height >= 2 and largest_free < largest_request <= tail_bytes
+    if whatif is not None and whatif.available:
+        # What decides it is the allocator's own replay, not the layout at one moment.
+        helps = not expandable and whatif.best_settings.startswith("expandable_segments:True")
+        advice = whatif.advice
+    else:
+        helps = False
+        advice = _advice(free, largest_free, largest_request, expandable)
     return FragmentationResult(
         device=device,
         moment=moment,
@@ -104,9 +114,7 @@ def run(
         inactive_tail_bytes=tail_bytes,
         expandable=expandable,
         expandable_would_help=helps,
-        advice=_advice(
-            helps, expandable, free, largest_free, largest_request, tails.height, tail_bytes
-        ),
+        advice=advice,
     )
 
 
@@ -127,24 +135,12 @@ def _setting_on(settings: dict[str, Any]) -> bool:
     )
 
 
-def _advice(
-    helps: bool,
-    expandable: bool,
-    free: int,
-    largest_free: int,
-    largest_request: int,
-    tails: int,
-    tail_bytes: int,
-) -> str:
-    if helps:
-        return (
-            f"{tails} segments end in a free tail ({fmt_bytes(tail_bytes)} in all); "
-            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True lets a segment grow in place instead of leaving tails"
-        )
+def _advice(free: int, largest_free: int, largest_request: int, expandable: bool) -> str:
+    """Without a trace to replay, only what the layout shows: no prediction."""
     if free <= 0:
         return "no reserved memory is idle"
-    if largest_free >= largest_request:
-        return f"{fmt_bytes(free)} reserved but free; the largest free block ({fmt_bytes(largest_free)}) fits the largest request"
-    if expandable:
-        return f"{fmt_bytes(free)} reserved but free; segments are already expandable"
-    return f"{fmt_bytes(free)} reserved but free in blocks smaller than the largest request ({fmt_bytes(largest_request)}), scattered inside segments rather than at their ends"
+    setting = "segments are expandable" if expandable else "no trace to replay the allocator over"
+    return (
+        f"{fmt_bytes(free)} reserved but free; largest free block {fmt_bytes(largest_free)}, "
+        f"largest request {fmt_bytes(largest_request)} ({setting}: no prediction of other settings)"
+    )

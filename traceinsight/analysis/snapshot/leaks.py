@@ -9,9 +9,11 @@ equally common counts, the smaller), and each allocation of the earliest such st
 the iterations compared are the whole ones, from one such allocation to the next (what follows
 the last one may be a step cut short by an error, or the program's teardown).
 Without such a marker, or when the caller names a count, the trace is cut into equal slices of
-time (``time_us``; event order where times are missing). A site leaks when its bytes held at the
-end of each iteration never fall, end higher than they began, and rise in at least half the
-steps (and in two at least).
+time (``time_us``; event order where times are missing). A site's memory grows when its bytes
+held at the end of each iteration never fall, end higher than they began, and rise in at least
+half the steps (and in two at least). It leaks when it also holds more blocks alive at the last
+end than at the first (memory kept across iterations); the same number of blocks, only bigger
+(an input that doubles each iteration, the previous one freed), is growth, told apart.
 """
 
 from __future__ import annotations
@@ -45,6 +47,9 @@ class LeaksResult(Result):
     boundaries: tuple[int, ...] = ()
     compared: int = 0  # iteration ends compared (all of them, up to MAX_COMPARED)
     leaks: pl.DataFrame | None = None
+    # Sites whose held bytes grow while the number of their blocks alive does not: one block
+    # replaced by a bigger one each iteration (a growing batch or cache), not memory kept.
+    growing: pl.DataFrame | None = None
 
     def to_polars(self) -> pl.DataFrame:
         return self.leaks if self.leaks is not None else pl.DataFrame()
@@ -169,11 +174,28 @@ def run(replay: DeviceReplay, iterations: int | None = None) -> LeaksResult:
         )
         .sort(["growth_per_iteration_bytes", "site"], descending=[True, False])
     )
+    # A leak keeps memory alive across iterations: more blocks alive at its site at the last
+    # end than at the first. The same count of blocks, only bigger, is growth.
+    counted = live_at(
+        replay.allocations.with_columns(pl.lit(1, pl.Int64).alias("size_bytes")), compared
+    )
+    blocks = (
+        counted.sort("point")
+        .group_by("site")
+        .agg(
+            pl.col("live_bytes").first().alias("first_blocks"),
+            pl.col("live_bytes").last().alias("last_blocks"),
+        )
+    )
+    marked = leaks.join(blocks, on="site", how="left").with_columns(
+        (pl.col("last_blocks") > pl.col("first_blocks")).fill_null(True).alias("retains")
+    )
     return LeaksResult(
         device=replay.device,
         iterations=len(bounds),
         method=method,
         boundaries=tuple(bounds),
         compared=len(compared),
-        leaks=leaks,
+        leaks=marked.filter(pl.col("retains")).drop("retains"),
+        growing=marked.filter(~pl.col("retains")).drop("retains"),
     )

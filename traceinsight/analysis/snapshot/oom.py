@@ -43,6 +43,13 @@ class OomResult(Result):
     time_us: int | None = None
     request_bytes: int = 0
     device_free_bytes: int = 0
+    # process_cap: the device had room for the request, so a per-process limit refused it
+    # (torch.cuda.set_per_process_memory_fraction); device: the device itself (its memory,
+    # less what other processes and other allocators hold) had less free than the request
+    limit: str = ""
+    limit_text: str = ""
+    # what the process could hold: reserved + device free, or the cap's upper bound
+    limit_bytes: int = 0
     shortfall_bytes: int = 0
     allocated_bytes: int = 0
     reserved_bytes: int = 0
@@ -65,7 +72,25 @@ def run(replay: DeviceReplay, *, expandable: bool = False) -> OomResult:
     device_free = int(first["device_free_bytes"] or 0)
     request = int(first["size_bytes"] or 0)
     allocated, reserved = int(first["allocated_bytes"]), int(first["reserved_bytes"])
-    shortfall = max(request - device_free, 0)
+    idle = max(reserved - allocated, 0)
+    if request <= device_free:
+        # The device had room: a cap refused it. The cap lies below reserved + request; the
+        # request fits for certain once this much more of what is reserved is free.
+        limit, limit_bytes = "process_cap", reserved + request - 1
+        shortfall = max(request - idle, 0)
+        limit_text = (
+            f"a per-process cap (torch.cuda.set_per_process_memory_fraction, or MIG): the device had "
+            f"{fmt_bytes(device_free)} free, more than the {fmt_bytes(request)} asked, but this process "
+            f"already reserved {fmt_bytes(reserved)} and the cap is below {fmt_bytes(reserved + request)}; "
+            f"freeing {fmt_bytes(shortfall)} more is sure to fit"
+        )
+    else:
+        limit, limit_bytes = "device", reserved + device_free
+        shortfall = request - device_free
+        limit_text = (
+            f"the device: {fmt_bytes(device_free)} free (after this process's {fmt_bytes(reserved)} reserved "
+            f"and whatever other processes hold) against {fmt_bytes(request)} asked: short by {fmt_bytes(shortfall)}"
+        )
     sites = by_site(replay.alive_at(idx))
     fixes = _fixes(request, shortfall, allocated, reserved, sites, expandable)
     return OomResult(
@@ -75,6 +100,9 @@ def run(replay: DeviceReplay, *, expandable: bool = False) -> OomResult:
         time_us=first["time_us"],
         request_bytes=request,
         device_free_bytes=device_free,
+        limit=limit,
+        limit_text=limit_text,
+        limit_bytes=limit_bytes,
         shortfall_bytes=shortfall,
         allocated_bytes=allocated,
         reserved_bytes=reserved,

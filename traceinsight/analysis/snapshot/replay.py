@@ -73,7 +73,7 @@ def default_device(snapshot: MemorySnapshot) -> int:
 
 
 def replay(snapshot: MemorySnapshot, device: int, site_table: pl.DataFrame) -> DeviceReplay:
-    events = _device_events(snapshot.events, device)
+    events = device_events(snapshot.events, device)
     blocks = snapshot.blocks.filter((pl.col("device") == device) & (pl.col("state") != "inactive"))
     segments = snapshot.segments.filter(pl.col("device") == device)
     allocations = _allocations(events, blocks)
@@ -125,7 +125,7 @@ def replay(snapshot: MemorySnapshot, device: int, site_table: pl.DataFrame) -> D
     )
 
 
-def _device_events(events: pl.DataFrame, device: int) -> pl.DataFrame:
+def device_events(events: pl.DataFrame, device: int) -> pl.DataFrame:
     """The device's events in trace order. Most snapshots hold one device, whose events the
     loader keeps in order: then the frame itself, not a filtered and sorted copy of millions of
     rows (the largest part of the answers' memory on a big snapshot)."""

@@ -21,6 +21,8 @@ from traceinsight.analysis.snapshot.peak import run as run_peak
 from traceinsight.analysis.snapshot.replay import default_device, replay
 from traceinsight.analysis.snapshot.sites import sites
 from traceinsight.analysis.snapshot.timeline import Timeline, timeline
+from traceinsight.analysis.snapshot.whatif import WhatIfResult
+from traceinsight.analysis.snapshot.whatif import run as run_whatif
 from traceinsight.errors import UsageError
 from traceinsight.trace.snapshot.model import MemorySnapshot
 
@@ -42,6 +44,7 @@ class SnapshotReport(Result):
     peak: PeakResult = field(default_factory=PeakResult)
     leaks: LeaksResult = field(default_factory=LeaksResult)
     fragmentation: FragmentationResult = field(default_factory=FragmentationResult)
+    allocator: WhatIfResult = field(default_factory=WhatIfResult)
     oom: OomResult = field(default_factory=OomResult)
     compare: SnapshotCompareResult | None = None
     timeline: Timeline | None = None
@@ -76,7 +79,10 @@ def analyze_snapshot(
     replayed = replay(snapshot, chosen, site_table)
     peak_result = run_peak(replayed)
     oom_result = run_oom(replayed, expandable=expandable_on(snapshot, chosen))
-    frag = run_fragmentation(snapshot, replayed, peak_result, oom_result)
+    expandable = expandable_on(snapshot, chosen)
+    limit = oom_result.limit_bytes if oom_result.available else None
+    allocator = run_whatif(snapshot, replayed, expandable, limit)
+    frag = run_fragmentation(snapshot, replayed, peak_result, oom_result, allocator)
     compared = None
     if compare_with is not None:
         other_device = default_device(compare_with) if device is None else device
@@ -94,6 +100,7 @@ def analyze_snapshot(
         peak=peak_result,
         leaks=run_leaks(replayed, iterations),
         fragmentation=frag,
+        allocator=allocator,
         oom=oom_result,
         compare=compared,
         timeline=timeline(replayed, peak_result.sites, points=points),

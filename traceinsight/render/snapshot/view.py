@@ -40,6 +40,8 @@ def _share(part: int, whole: int) -> str:
 
 def parts(report: SnapshotReport, *, top: int = TOP_SITES) -> list[Part]:
     found = [_header(report), _peak(report, top), _leaks(report, top), _fragmentation(report)]
+    if report.allocator.available:
+        found.append(_allocator(report))
     if report.oom.available:
         found.append(_oom(report, top))
     if report.compare is not None:
@@ -125,7 +127,20 @@ def _leaks(report: SnapshotReport, top: int) -> Part:
                     f"{r['grew_in']} of {steps}",
                 )
             )
-    notes = [] if rows else [f"no site's held memory grows across the {lk.iterations} iterations"]
+    notes = (
+        []
+        if rows
+        else [
+            f"no site keeps more memory alive each iteration across the {lk.iterations} iterations"
+        ]
+    )
+    if lk.growing is not None:
+        notes += [
+            f"not a leak: {r['site']} holds {r['first_blocks']} block(s) at the first iteration's end "
+            f"and {r['last_blocks']} at the last, growing {size(r['first_bytes'])} → {size(r['last_bytes'])}: "
+            "the same memory grows, none is kept from earlier iterations"
+            for r in lk.growing.head(top).iter_rows(named=True)
+        ]
     return Part(
         "Leaks: sites whose held memory grows every iteration",
         facts,
@@ -163,10 +178,46 @@ def _fragmentation(report: SnapshotReport) -> Part:
     return Part("Fragmentation", facts, notes=[f.advice])
 
 
+def _allocator(report: SnapshotReport) -> Part:
+    w = report.allocator
+    facts = [
+        ("recorded settings", w.recorded_settings),
+        (
+            "replay check",
+            f"replayed peak reserved {size(w.replayed_peak_reserved_bytes)} against "
+            f"{size(w.recorded_peak_reserved_bytes)} recorded ({w.replay_error:+.1%})",
+        ),
+    ]
+    if w.limit_bytes:
+        facts.append(
+            ("replayed under", f"the limit the out-of-memory error shows: {size(w.limit_bytes)}")
+        )
+    rows: list[tuple[str, ...]] = []
+    if w.runs is not None:
+        rows = [
+            (
+                r["settings"],
+                size(r["peak_reserved_bytes"]),
+                f"{r['cudamalloc_calls']:,}",
+                f"{r['segment_maps']:,}",
+                "yes" if r["ooms"] else "",
+            )
+            for r in w.runs.iter_rows(named=True)
+        ]
+    return Part(
+        "Allocator settings: peak reserved memory predicted by replaying the trace",
+        facts,
+        ("settings", "peak reserved", "cudaMalloc calls", "page mappings", "runs out"),
+        rows,
+        [w.advice],
+    )
+
+
 def _oom(report: SnapshotReport, top: int) -> Part:
     o = report.oom
     facts = [
         ("request", f"{size(o.request_bytes)} at {_when(o.idx, o.time_us, report.first_time_us)}"),
+        ("limit hit", o.limit_text),
         ("device free then", size(o.device_free_bytes)),
         ("short by", size(o.shortfall_bytes)),
         ("allocated / reserved", f"{size(o.allocated_bytes)} / {size(o.reserved_bytes)}"),

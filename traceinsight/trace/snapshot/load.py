@@ -21,6 +21,7 @@ from typing import Any
 import polars as pl
 
 from traceinsight.errors import TraceFormatError
+from traceinsight.trace.snapshot.compressed import uncompressed_size
 from traceinsight.trace.snapshot.model import (
     BLOCK_SCHEMA,
     EVENT_SCHEMA,
@@ -170,7 +171,7 @@ def load_memory_snapshot(
     file_path = Path(path)
     if drain_every is None:
         try:
-            size = file_path.stat().st_size
+            size = uncompressed_size(file_path)
         except OSError:
             size = 0  # read_pickle says why
         drain_every = min(_DRAIN_MOST, max(_DRAIN_LEAST, size // 32))

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import IO, Any, NoReturn
 
 from traceinsight.errors import TraceFormatError
+from traceinsight.trace.snapshot.compressed import open_snapshot
 
 # A drain gets a copy of the unpickler's memo (index -> object) and returns the indices of the
 # objects that the rest of the pickle will not refer to again.
@@ -149,8 +150,8 @@ def read_pickle(
     With ``drain``, the load is interrupted every ``drain_every`` bytes read to call it (see
     :data:`Drain`); :class:`ReadAgain` says to read the file again without one."""
     try:
-        with open(path, "rb") as handle:
-            _sniff(path, handle)
+        _sniff(path)
+        with open_snapshot(path) as handle:
             return _load(handle, drain, drain_every)
     except SnapshotRefused as exc:
         raise TraceFormatError(path, f"not a memory snapshot: {exc}") from None
@@ -163,6 +164,7 @@ def read_pickle(
     except (
         pickle.UnpicklingError,
         EOFError,
+        OSError,  # a corrupt gzip or zstd stream (gzip.BadGzipFile is one)
         ValueError,
         TypeError,
         IndexError,
@@ -178,18 +180,19 @@ def read_pickle(
 
 
 # The first bytes of what people pass by mistake: a gzip'd or plain JSON trace.
-_GZIP = b"\x1f\x8b"
 _JSON_START = (b"{", b"[")
 
 
-def _sniff(path: str | Path, handle: IO[bytes]) -> None:
+def _sniff(path: str | Path) -> None:
     """Say what the file is when it is plainly no pickle: the unpickler's own words ("Ran out
-    of input", "invalid load key '\\x1f'") name neither the file's kind nor the way on."""
-    head = handle.read(64)
-    handle.seek(0)
+    of input", "invalid load key '{'") name neither the file's kind nor the way on. Read on the
+    decompressed bytes: a gzipped snapshot is a snapshot, a gzipped trace is a trace. (A file of
+    its own: a zstd stream cannot seek back.)"""
+    with open_snapshot(path) as handle:
+        head = handle.read(64)
     if not head:
         raise TraceFormatError(path, "file is empty")
-    if head.startswith(_GZIP) or head.lstrip().startswith(_JSON_START):
+    if head.lstrip().startswith(_JSON_START):
         raise TraceFormatError(
             path, "a profiler trace (JSON), not a memory snapshot pickle: read it with `traceinsight analyze`"
         )

@@ -1,0 +1,426 @@
+"""A replay of PyTorch's CUDA caching allocator (c10/cuda/CUDACachingAllocator.cpp) over a
+snapshot's allocations and frees, to predict the memory it reserves under other settings.
+
+The trace records each request (``alloc``, its size as asked) and each release
+(``free_completed``); what the allocator did with them (``segment_alloc``, ``segment_map``)
+follows from its rules, which are replayed here:
+
+- sizes are rounded up to 512 bytes; requests up to 1 MiB come from the small pool, whose
+  segments are 2 MiB; larger ones from the large pool, whose segments are 20 MiB for requests
+  under 10 MiB and the request rounded up to 2 MiB above;
+- a request takes the smallest free block of its pool and stream that fits (best fit); with
+  ``max_split_size_mb``, a block at least that big is never given to a smaller request, and
+  is given to a request that big only when it is less than 20 MiB larger;
+- the block is split when what remains is at least 512 bytes (small pool, and every pool
+  with expandable segments) or over 1 MiB (large pool, and only below ``max_split_size``);
+- a freed block merges with free neighbours of its segment;
+- when nothing fits, a new segment is reserved (``cudaMalloc``). Under a memory limit, a
+  failing reservation first frees cached blocks (with ``max_split_size``: the oversize ones),
+  then every free whole segment, then retries; with ``garbage_collection_threshold`` and a
+  limit, the oldest free whole segments are freed before reserved memory passes the
+  threshold's share of the limit;
+- with ``expandable_segments``, each pool and stream has one segment that grows by mapping
+  pages (2 MiB small, 20 MiB large) at its end, instead of reserving a new segment.
+
+What it leaves out (each rarely changes a peak by much): ``roundup_power2_divisions``, blocks
+used on other streams (``record_stream``), CUDA graph pools, unmapping pages in the middle of
+an expandable segment, and the per-block ages that ``garbage_collection_threshold`` weighs
+(oldest freed first here).
+
+An allocator is a sequence of decisions, each depending on the last: this is one of the few
+places a per-event loop is the algorithm itself, kept to plain ints and lists for speed.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from dataclasses import dataclass
+
+MIN_BLOCK_BYTES = 512
+SMALL_SIZE_BYTES = 1 << 20
+SMALL_BUFFER_BYTES = 2 << 20
+LARGE_BUFFER_BYTES = 20 << 20
+MIN_LARGE_ALLOC_BYTES = 10 << 20
+ROUND_LARGE_BYTES = 2 << 20
+NO_LIMIT = 1 << 62
+
+
+@dataclass(frozen=True)
+class AllocatorSettings:
+    """The ``PYTORCH_CUDA_ALLOC_CONF`` settings the replay knows, and the memory limit."""
+
+    expandable_segments: bool = False
+    max_split_bytes: int | None = None
+    garbage_collection_threshold: float | None = None
+    limit_bytes: int | None = None  # per-process cap or device memory; None: no limit
+
+    def label(self) -> str:
+        parts = []
+        if self.expandable_segments:
+            parts.append("expandable_segments:True")
+        if self.max_split_bytes is not None:
+            parts.append(f"max_split_size_mb:{self.max_split_bytes >> 20}")
+        if self.garbage_collection_threshold:
+            parts.append(f"garbage_collection_threshold:{self.garbage_collection_threshold:g}")
+        return ",".join(parts) or "(defaults)"
+
+
+@dataclass(frozen=True)
+class SimulatedRun:
+    settings: AllocatorSettings
+    peak_reserved_bytes: int
+    peak_allocated_bytes: int  # blocks handed out (rounded sizes), at their highest
+    end_reserved_bytes: int
+    segment_allocs: int  # cudaMalloc calls (0 with expandable segments)
+    segment_maps: int  # page mappings of expandable segments
+    segment_frees: int  # cudaFree calls made to retry or to collect garbage
+    alloc_retries: int  # reservations that failed once under the limit, then were retried
+    ooms: int  # requests that could not be served under the limit
+    first_oom_request_bytes: int  # 0 when none
+
+
+def round_size(size: int) -> int:
+    if size < MIN_BLOCK_BYTES:
+        return MIN_BLOCK_BYTES
+    return -(-size // MIN_BLOCK_BYTES) * MIN_BLOCK_BYTES
+
+
+def allocation_size(size: int) -> int:
+    """The segment ``cudaMalloc`` reserves for a rounded request no free block fits."""
+    if size <= SMALL_SIZE_BYTES:
+        return SMALL_BUFFER_BYTES
+    if size < MIN_LARGE_ALLOC_BYTES:
+        return LARGE_BUFFER_BYTES
+    return -(-size // ROUND_LARGE_BYTES) * ROUND_LARGE_BYTES
+
+
+class _Block:
+    __slots__ = ("addr", "free", "freed_at", "key", "next", "prev", "segment", "size")
+
+    def __init__(self, addr: int, size: int, segment: _Segment) -> None:
+        self.addr = addr
+        self.size = size
+        self.segment = segment
+        self.prev: _Block | None = None
+        self.next: _Block | None = None
+        self.free = True
+        self.freed_at = 0
+        self.key = (size, addr)
+
+
+class _Segment:
+    __slots__ = ("expandable", "mapped", "pool", "size", "stream")
+
+    def __init__(self, pool: _Pool, stream: int, size: int, expandable: bool) -> None:
+        self.pool = pool
+        self.stream = stream
+        self.size = size
+        self.mapped = size
+        self.expandable = expandable
+
+
+class _Pool:
+    """The free blocks of one pool (small or large) on one stream, sorted by (size, addr)."""
+
+    __slots__ = ("blocks", "keys", "small")
+
+    def __init__(self, small: bool) -> None:
+        self.small = small
+        self.keys: list[tuple[int, int]] = []
+        self.blocks: dict[tuple[int, int], _Block] = {}
+
+    def add(self, block: _Block) -> None:
+        block.key = (block.size, block.addr)
+        insort(self.keys, block.key)
+        self.blocks[block.key] = block
+
+    def remove(self, block: _Block) -> None:
+        del self.keys[bisect_left(self.keys, block.key)]
+        del self.blocks[block.key]
+
+
+class Simulator:
+    """The allocator's state: pools, segments and live blocks, driven by ``malloc``/``free``."""
+
+    def __init__(self, settings: AllocatorSettings) -> None:
+        self.s = settings
+        self.max_split = settings.max_split_bytes or NO_LIMIT
+        self.limit = settings.limit_bytes or NO_LIMIT
+        self.pools: dict[tuple[bool, int], _Pool] = {}
+        self.expandable: dict[tuple[bool, int], _Segment] = {}
+        self.tails: dict[int, _Block] = {}  # id(expandable segment) -> its last block
+        self.next_addr = 0
+        self.clock = 0
+        self.reserved = 0
+        self.allocated = 0
+        self.peak_reserved = 0
+        self.peak_allocated = 0
+        self.segment_allocs = 0
+        self.segment_maps = 0
+        self.segment_frees = 0
+        self.retries = 0
+        self.ooms = 0
+        self.first_oom = 0
+
+    # -- requests -------------------------------------------------------------------------
+
+    def malloc(self, size: int, stream: int) -> _Block | None:
+        """The block serving a request, or None when it cannot be served under the limit."""
+        self.clock += 1
+        size = round_size(size)
+        small = size <= SMALL_SIZE_BYTES
+        pool = self._pool(small, stream)
+        block = self._best_fit(pool, size)
+        if block is None:
+            block = self._grow(pool, small, stream, size)
+            if block is None:
+                self.ooms += 1
+                if not self.first_oom:
+                    self.first_oom = size
+                return None
+        else:
+            pool.remove(block)
+        if self._should_split(block, size, small):
+            rest = _Block(block.addr + size, block.size - size, block.segment)
+            rest.prev, rest.next = block, block.next
+            if block.next is not None:
+                block.next.prev = rest
+            block.next = rest
+            block.size = size
+            if self.tails.get(id(block.segment)) is block:
+                self.tails[id(block.segment)] = rest
+            pool.add(rest)
+        block.free = False
+        self.allocated += block.size
+        if self.allocated > self.peak_allocated:
+            self.peak_allocated = self.allocated
+        return block
+
+    def free(self, block: _Block) -> None:
+        self.clock += 1
+        self.allocated -= block.size
+        block.free = True
+        block.freed_at = self.clock
+        pool = block.segment.pool
+        for neighbour in (block.prev, block.next):
+            if neighbour is not None and neighbour.free:
+                pool.remove(neighbour)
+                self._merge(block, neighbour)
+        pool.add(block)
+
+    # -- decisions ------------------------------------------------------------------------
+
+    def _best_fit(self, pool: _Pool, size: int) -> _Block | None:
+        at = bisect_left(pool.keys, (size, -1))
+        if at == len(pool.keys):
+            return None
+        block = pool.blocks[pool.keys[at]]
+        if self.max_split < NO_LIMIT:
+            # An oversize block is not split for a small request, and is rounded up to
+            # serve a big one only within 20 MiB.
+            if size < self.max_split and block.size >= self.max_split:
+                return None
+            if size >= self.max_split and block.size >= size + LARGE_BUFFER_BYTES:
+                return None
+        return block
+
+    def _should_split(self, block: _Block, size: int, small: bool) -> bool:
+        remaining = block.size - size
+        if small or block.segment.expandable:
+            return remaining >= MIN_BLOCK_BYTES
+        return size < self.max_split and remaining > SMALL_SIZE_BYTES
+
+    def _grow(self, pool: _Pool, small: bool, stream: int, size: int) -> _Block | None:
+        """A new segment (or more pages of the expandable one) holding a free block that fits."""
+        if self.s.garbage_collection_threshold and self.limit < NO_LIMIT:
+            self._collect_garbage()
+        for attempt in range(3):
+            if self.s.expandable_segments:
+                block = self._expand(pool, small, stream, size)
+            else:
+                block = self._new_segment(pool, small, stream, allocation_size(size))
+            if block is not None:
+                return block
+            if attempt == 0:
+                self.retries += 1
+                if not self._release_oversize(pool, size):
+                    continue
+            elif attempt == 1:
+                self._release_all()
+            # Whatever was freed may have made room for the next attempt.
+        return None
+
+    def _reserve(self, nbytes: int) -> bool:
+        if self.reserved + nbytes > self.limit:
+            return False
+        self.reserved += nbytes
+        if self.reserved > self.peak_reserved:
+            self.peak_reserved = self.reserved
+        return True
+
+    def _new_segment(self, pool: _Pool, small: bool, stream: int, nbytes: int) -> _Block | None:
+        if not self._reserve(nbytes):
+            return None
+        self.segment_allocs += 1
+        segment = _Segment(pool, stream, nbytes, expandable=False)
+        block = _Block(self.next_addr, nbytes, segment)
+        self.next_addr += nbytes
+        return block
+
+    def _expand(self, pool: _Pool, small: bool, stream: int, size: int) -> _Block | None:
+        page = SMALL_BUFFER_BYTES if small else LARGE_BUFFER_BYTES
+        segment = self.expandable.get((small, stream))
+        if segment is None:
+            segment = _Segment(pool, stream, 0, expandable=True)
+            segment.mapped = 0
+            self.expandable[(small, stream)] = segment
+            # Each expandable segment has its own address range, far from the others.
+            base = self.next_addr
+            self.next_addr += 1 << 48
+            tail = _Block(base, 0, segment)
+            self.tails[id(segment)] = tail
+        tail = self.tails[id(segment)]
+        have = tail.size if tail.free else 0
+        need = -(-(size - have) // page) * page
+        if not self._reserve(need):
+            return None
+        self.segment_maps += 1
+        segment.mapped += need
+        segment.size = segment.mapped
+        if tail.free and tail.size:
+            pool.remove(tail)
+            tail.size += need
+            return tail
+        grown = _Block(tail.addr + tail.size, need, segment)
+        if tail.size:
+            grown.prev, tail.next = tail, grown
+        self.tails[id(segment)] = grown
+        return grown
+
+    def _merge(self, block: _Block, other: _Block) -> None:
+        if other is block.prev:
+            block.addr = other.addr
+            block.prev = other.prev
+            if other.prev is not None:
+                other.prev.next = block
+        else:
+            block.next = other.next
+            if other.next is not None:
+                other.next.prev = block
+            if self.tails.get(id(block.segment)) is other:
+                self.tails[id(block.segment)] = block
+        block.size += other.size
+
+    # -- giving memory back ---------------------------------------------------------------
+
+    def _whole_free(self) -> list[_Block]:
+        return [
+            b
+            for pool in self.pools.values()
+            for b in pool.blocks.values()
+            if b.prev is None and b.next is None and not b.segment.expandable
+        ]
+
+    def _release(self, block: _Block) -> None:
+        block.segment.pool.remove(block)
+        self.reserved -= block.size
+        self.segment_frees += 1
+
+    def _release_oversize(self, pool: _Pool, size: int) -> bool:
+        """``release_available_cached_blocks``: only with ``max_split_size``, the smallest
+        whole free oversize block that fits, else oversize ones from the largest down."""
+        if self.max_split >= NO_LIMIT:
+            return False
+        wanted = max(size, self.max_split)
+        whole = sorted(
+            (b for b in pool.blocks.values() if b.prev is None and b.next is None),
+            key=lambda b: b.size,
+        )
+        fits = [b for b in whole if b.size >= wanted]
+        if fits:
+            self._release(fits[0])
+            return True
+        released = 0
+        for block in reversed(whole):
+            if block.size < self.max_split or released >= size:
+                break
+            self._release(block)
+            released += block.size
+        return released >= size
+
+    def _release_all(self) -> None:
+        for block in self._whole_free():
+            self._release(block)
+        self._unmap_tails()
+
+    def _unmap_tails(self) -> None:
+        for segment in self.expandable.values():
+            tail = self.tails[id(segment)]
+            if tail.free and tail.size:
+                page = SMALL_BUFFER_BYTES if segment.pool.small else LARGE_BUFFER_BYTES
+                unmapped = tail.size // page * page
+                if unmapped:
+                    segment.pool.remove(tail)
+                    tail.size -= unmapped
+                    segment.mapped -= unmapped
+                    self.reserved -= unmapped
+                    if tail.size:
+                        segment.pool.add(tail)
+
+    def _collect_garbage(self) -> None:
+        threshold = (self.s.garbage_collection_threshold or 0.0) * self.limit
+        if self.reserved <= threshold:
+            return
+        for block in sorted(self._whole_free(), key=lambda b: b.freed_at):
+            if self.reserved <= threshold:
+                break
+            self._release(block)
+
+    def _pool(self, small: bool, stream: int) -> _Pool:
+        pool = self.pools.get((small, stream))
+        if pool is None:
+            pool = self.pools[(small, stream)] = _Pool(small)
+        return pool
+
+    def result(self) -> SimulatedRun:
+        return SimulatedRun(
+            settings=self.s,
+            peak_reserved_bytes=self.peak_reserved,
+            peak_allocated_bytes=self.peak_allocated,
+            end_reserved_bytes=self.reserved,
+            segment_allocs=self.segment_allocs,
+            segment_maps=self.segment_maps,
+            segment_frees=self.segment_frees,
+            alloc_retries=self.retries,
+            ooms=self.ooms,
+            first_oom_request_bytes=self.first_oom,
+        )
+
+
+def simulate(
+    actions: list[int],
+    addrs: list[int],
+    sizes: list[int],
+    streams: list[int],
+    settings: AllocatorSettings,
+) -> SimulatedRun:
+    """Replay requests (action 1, by address and size), releases (action 0, by address) and
+    requests that ran out of memory when recorded (action 2: tried, and let go if served, as
+    the program stopped using it when it failed)."""
+    sim = Simulator(settings)
+    live: dict[int, _Block] = {}
+    malloc, free = sim.malloc, sim.free
+    for action, addr, size, stream in zip(actions, addrs, sizes, streams, strict=True):
+        if action == 1:
+            block = malloc(size, stream)
+            if block is not None:
+                live[addr] = block
+        elif action == 2:
+            block = malloc(size, stream)
+            if block is not None:
+                free(block)
+        else:
+            gone = live.pop(addr, None)
+            if gone is not None:
+                free(gone)
+    return sim.result()

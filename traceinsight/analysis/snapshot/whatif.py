@@ -1,0 +1,208 @@
+"""What the caching allocator would have reserved under other settings, and which to use.
+
+The recorded requests are replayed (``allocator.py``) under the settings the snapshot says
+were in force, and the result is checked against the reserved memory the snapshot recorded:
+``replay_error`` says how far the replay is from the truth on this very trace, so the
+predictions for the other settings can be weighed. The alternatives are expandable segments
+(on or off) and ``max_split_size_mb`` at a few sizes; the advice is the one predicted to
+reserve the least at the peak, when it saves at least ``MIN_SAVING`` of it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
+
+import polars as pl
+
+from traceinsight.analysis.core.base import Result
+from traceinsight.analysis.snapshot.allocator import (
+    AllocatorSettings,
+    SimulatedRun,
+    allocation_size,
+    round_size,
+    simulate,
+)
+from traceinsight.analysis.snapshot.replay import DeviceReplay, device_events
+from traceinsight.analysis.snapshot.units import fmt_bytes
+from traceinsight.trace.snapshot.model import MemorySnapshot
+
+MIN_SAVING = 0.05
+# A replay further than this from the recorded reserved memory does not follow the trace (a
+# hand-made snapshot, a history cut short, a private pool): its predictions are withheld.
+MAX_REPLAY_ERROR = 0.10
+MAX_SPLIT_CHOICES_MB = (64, 256, 1024)
+
+
+@dataclass(frozen=True)
+class WhatIfResult(Result):
+    """``runs``: one row per setting (``recorded`` first) with its predicted peak reserved
+    memory and ``cudaMalloc`` count; ``recorded_peak_reserved_bytes`` is the snapshot's own."""
+
+    name: ClassVar[str] = "memory_allocator_whatif"
+    device: int = 0
+    recorded_settings: str = ""
+    recorded_peak_reserved_bytes: int = 0
+    replayed_peak_reserved_bytes: int = 0
+    replay_error: float = 0.0  # replayed / recorded - 1, on the recorded settings
+    runs: pl.DataFrame | None = None
+    best_settings: str = ""
+    best_saving_bytes: int = 0
+    limit_bytes: int = 0  # the limit replayed under (from the OOM); 0: none
+    advice: str = ""
+
+    def to_polars(self) -> pl.DataFrame:
+        return self.runs if self.runs is not None else pl.DataFrame()
+
+
+def recorded_settings(settings: dict[str, Any], expandable: bool) -> AllocatorSettings:
+    """The settings in force, from the snapshot's ``allocator_settings`` (PyTorch 2.5 and
+    later write them; older snapshots count as the defaults)."""
+    split = settings.get("max_split_size")
+    threshold = settings.get("garbage_collection_threshold")
+    return AllocatorSettings(
+        expandable_segments=expandable,
+        max_split_bytes=int(split) if isinstance(split, int) and 0 < split < 1 << 62 else None,
+        garbage_collection_threshold=float(threshold) if threshold else None,
+    )
+
+
+def requests(
+    snapshot: MemorySnapshot, replay: DeviceReplay
+) -> tuple[list[int], list[int], list[int], list[int]]:
+    """The trace as the allocator saw it: blocks held before it began first (as requests at
+    its start), then each ``alloc`` (1) and ``free_completed`` (0) in order."""
+    before = replay.allocations.filter(pl.col("alloc_idx") < 0)
+    events = device_events(snapshot.events, replay.device).filter(
+        pl.col("action").is_in(["alloc", "free_completed", "oom"])
+    )
+    code = pl.col("action").replace_strict({"alloc": 1, "free_completed": 0, "oom": 2})
+    actions = [1] * before.height + events.select(code)["action"].to_list()
+    addrs = before["addr"].to_list() + events["addr"].to_list()
+    sizes = before["size_bytes"].to_list() + events["size_bytes"].fill_null(0).to_list()
+    streams = [0] * before.height + events["stream"].fill_null(0).to_list()
+    return actions, addrs, sizes, streams
+
+
+def alternatives(recorded: AllocatorSettings, largest_bytes: int) -> list[AllocatorSettings]:
+    """The settings to try. A ``max_split_size_mb`` above the largest segment the trace can
+    make (``largest_bytes``) never finds a block to keep whole: it would replay as the
+    defaults do, so it is not tried (the replay is the costly part on a big trace)."""
+    found = [replace(recorded, expandable_segments=not recorded.expandable_segments)]
+    for mb in MAX_SPLIT_CHOICES_MB:
+        if recorded.max_split_bytes != mb << 20 and mb << 20 <= largest_bytes:
+            found.append(replace(recorded, expandable_segments=False, max_split_bytes=mb << 20))
+    if recorded.max_split_bytes is not None:
+        found.append(replace(recorded, expandable_segments=False, max_split_bytes=None))
+    return [s for s in found if s != recorded]
+
+
+def run(
+    snapshot: MemorySnapshot,
+    replay: DeviceReplay,
+    expandable: bool,
+    limit_bytes: int | None = None,
+) -> WhatIfResult:
+    """``limit_bytes``: the memory the process could hold when it ran out (from the OOM), so
+    that each setting is also judged on whether it would have run out."""
+    if replay.levels.filter(pl.col("action") == "alloc").is_empty():
+        return WhatIfResult(
+            available=False, reason="no allocations in the trace to replay", device=replay.device
+        )
+    trace = requests(snapshot, replay)
+    recorded = replace(
+        recorded_settings(snapshot.allocator_settings, expandable), limit_bytes=limit_bytes
+    )
+    largest = allocation_size(round_size(max(trace[2], default=0)))
+    tried = [recorded, *alternatives(recorded, largest)]
+    runs = [simulate(*trace, settings=s) for s in tried]
+    truth = int(replay.levels["reserved_bytes"].max() or 0)  # type: ignore[arg-type]
+    base = runs[0]
+    error = base.peak_reserved_bytes / truth - 1 if truth else 0.0
+    table = _table(runs)
+    # Under a limit, running out decides first; then the memory reserved.
+    best = min(runs[1:], key=lambda r: (r.ooms > 0, r.peak_reserved_bytes), default=None)
+    saving = base.peak_reserved_bytes - best.peak_reserved_bytes if best else 0
+    avoids_oom = best is not None and base.ooms > 0 and best.ooms == 0
+    recorded_oom = replay.levels.filter(pl.col("action") == "oom").height > 0
+    trusted = abs(error) <= MAX_REPLAY_ERROR and (base.ooms > 0) == recorded_oom
+    helps = (
+        trusted
+        and best is not None
+        and (
+            avoids_oom
+            or (best.ooms <= base.ooms and saving >= MIN_SAVING * base.peak_reserved_bytes)
+        )
+    )
+    return WhatIfResult(
+        device=replay.device,
+        recorded_settings=recorded.label(),
+        recorded_peak_reserved_bytes=truth,
+        replayed_peak_reserved_bytes=base.peak_reserved_bytes,
+        replay_error=error,
+        runs=table,
+        best_settings=best.settings.label() if best and helps else "",
+        best_saving_bytes=saving if helps else 0,
+        limit_bytes=limit_bytes or 0,
+        advice=_advice(base, best, saving, helps, avoids_oom)
+        if trusted
+        else (
+            f"no prediction: the replay reserves {fmt_bytes(base.peak_reserved_bytes)} at the peak "
+            f"where the snapshot recorded {fmt_bytes(truth)} ({error:+.0%})"
+            + (
+                ""
+                if (base.ooms > 0) == recorded_oom
+                else ", and does not run out where the trace did"
+            )
+            + ", so it does not follow this trace (hand-made, cut short, or using pools it does not model)"
+        ),
+    )
+
+
+def _table(runs: list[SimulatedRun]) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "settings": ["recorded: " + runs[0].settings.label()]
+            + [r.settings.label() for r in runs[1:]],
+            "peak_reserved_bytes": [r.peak_reserved_bytes for r in runs],
+            "peak_allocated_bytes": [r.peak_allocated_bytes for r in runs],
+            "cudamalloc_calls": [r.segment_allocs for r in runs],
+            "segment_maps": [r.segment_maps for r in runs],
+            "ooms": [r.ooms for r in runs],
+        },
+        schema={
+            "settings": pl.String,
+            "peak_reserved_bytes": pl.Int64,
+            "peak_allocated_bytes": pl.Int64,
+            "cudamalloc_calls": pl.Int64,
+            "segment_maps": pl.Int64,
+            "ooms": pl.Int64,
+        },
+    )
+
+
+def _advice(
+    base: SimulatedRun, best: SimulatedRun | None, saving: int, helps: bool, avoids_oom: bool
+) -> str:
+    if base.ooms and best is not None and best.ooms:
+        return (
+            "every setting tried runs out of memory under the same limit: no allocator setting "
+            "fixes it (see the fixes for the out-of-memory error)"
+        )
+    if best is None or not helps:
+        return (
+            f"no setting tried reserves {MIN_SAVING:.0%} less than the recorded one "
+            f"({fmt_bytes(base.peak_reserved_bytes)} replayed at the peak)"
+        )
+    share = saving / base.peak_reserved_bytes
+    if avoids_oom:
+        return (
+            f"PYTORCH_CUDA_ALLOC_CONF={best.settings.label()} is predicted to run without the "
+            f"out-of-memory error under the same limit ({fmt_bytes(best.peak_reserved_bytes)} "
+            "reserved at the peak)"
+        )
+    return (
+        f"PYTORCH_CUDA_ALLOC_CONF={best.settings.label()} is predicted to reserve "
+        f"{fmt_bytes(best.peak_reserved_bytes)} at the peak instead of "
+        f"{fmt_bytes(base.peak_reserved_bytes)}: {fmt_bytes(saving)} ({share:.0%}) less"
+    )
