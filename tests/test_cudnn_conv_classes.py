@@ -65,3 +65,20 @@ def test_cudnn_engines_of_an_fp32_resnet_are_priced_by_fp32_no_tensor_cores() ->
     assert any("dgrad_engine" in n for n in names) and any("wgrad_alg0_engine" in n for n in names)
     share = dict(est.finding.evidence.figures)["share_of_kernel_time_pct"]
     assert share > 60  # the conv engines counted: 33 % when only the xmma kernels were
+
+
+needs_loader = pytest.mark.skipif(not (CAUSES / "dataloader_cpu_before.json.gz").exists(), reason="recorded pair absent")
+
+
+@needs_loader
+def test_workers_that_cannot_keep_up_are_priced_on_the_window_and_told_to_cut_per_batch_work() -> None:
+    # ResNet-18 fed by 4 workers doing per-sample CPU augmentation on an H200: 269.1 ms per
+    # step without the profiler; the augmentation moved to the GPU: 16.6 ms (93.8 % saved).
+    # The 4 workers hand over their batches in a burst: the waits sit on one step in 4.
+    r = findings(load(CAUSES / "dataloader_cpu_before.json.gz"))
+    assert r.findings and r.findings[0].id == "dataloader_stall"
+    f = r.findings[0]
+    assert 93.8 / 1.5 <= f.saving_pct <= 93.8 * 1.5
+    figures = dict(f.evidence.figures)
+    assert figures["loading_speedup_needed"] > 10  # far past what more workers give
+    assert "augmentation on the GPU" in (f.fix or "") and "cheaper" in (f.action or "")
