@@ -50,6 +50,10 @@ PAIRS = (
     ("causes/cause_alloc_before", "causes/cause_alloc_after", "allocator_churn", "no empty_cache after each eval batch"),
     ("causes/cause_boolmask_before", "causes/cause_boolmask_after", "host_sync", "logits[mask] → ignore_index=-100"),
     ("causes/cause_compile_eager_before", "causes/cause_compile_eager_after", "compile_not_applied", 'backend="eager" → Inductor'),
+    ("causes_b/dataloader_cpu_before", "causes_b/dataloader_cpu_after", "dataloader_stall", "CPU augmentation → on the GPU"),
+    ("causes_b/precision_fp32", "causes_b/precision_tf32", "fp32_no_tensor_cores", "TF32 (ResNet-50, cuDNN)"),
+    ("causes_b/precision_fp32", "causes_b/precision_bf16", "fp32_no_tensor_cores", "bf16 autocast (ResNet-50)"),
+    ("causes_b/attention_block_before", "causes_b/attention_block_after", "eager_attention", "timm fused_attn (SDPA)"),
 )
 
 
@@ -86,6 +90,10 @@ def unprofiled_pct() -> dict[str, float]:
         path = SAMPLES / name
         if path.exists():
             out.update({row["pair"]: float(row["saving_pct"]) for row in json.loads(path.read_text())})
+    # pairs keyed by their traces' names (one "before" serves two pairs: fp32 → TF32, → bf16)
+    causes = SAMPLES / "causes_b" / "cause_timings_b.json"
+    if causes.exists():
+        out.update({f"{r['before']}→{r['after']}": float(r["saving_pct"]) for r in json.loads(causes.read_text())})
     comm = SAMPLES / "comm" / "comm_timings.json"
     if comm.exists():
         ms = {(r["pair"], r["side"]): r["ms"] for r in json.loads(comm.read_text()) if r["rank"] == 0}
@@ -119,7 +127,7 @@ def main() -> None:
         steps = f"{(st.before_median_ns or 0) / 1e6:.2f} → {(st.after_median_ns or 0) / 1e6:.2f} ms"
         remains = saving_of(fa, finding)
         name = Path(before).name.removeprefix("fix_").removeprefix("model_").removeprefix("cause_").removesuffix("_before")
-        real = truth.get(name, truth.get(Path(before).name))
+        real = truth.get(name, truth.get(Path(before).name, truth.get(f"{Path(before).name}→{Path(after).name}")))
         listed = replayed if replayed != "-" else pool
         print(
             f"| {name} | {change} | `{finding}` | {fb.clock} | {alone(fb, finding)} | {listed} | {pool} | "

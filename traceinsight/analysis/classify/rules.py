@@ -179,12 +179,14 @@ RULES: tuple[Rule, ...] = (
     _r("cublaslt.splitk", r"splitKreduce", "gemm", "hint", "scheme:ftemplate", False, "splitk_reduce"),
     _r("cublaslt.epilogue", r"epilogue::impl::globalKernel|cublasLtEpilogue", "gemm", "cublaslt", "scheme:ftemplate", False, "epilogue"),
     _r("cublas.scal", r"\bscal_kernel<|\baxpy_kernel|\bnrm2_kernel|\basum_kernel", "elementwise", "cublas", "scheme:ftemplate", False),
-    _r("cudnn.legacy_conv", r"^cudnn_(?:maxwell|pascal|volta|turing|ampere|ada|hopper|sm\d+)_\w*cudnn", "conv_fprop", "cudnn", "scheme:legacy", "scheme:legacy"),
+    _r("cudnn.legacy_conv", r"^(?:cudnn_)?(?:maxwell|pascal|volta|turing|ampere|ada|hopper|sm\d+)_\w*cudnn", "conv_fprop", "cudnn", "scheme:legacy", "scheme:legacy"),
     _r("cudnn.fft", r"fft2d_r2c|fft2d_c2r|fft_?conv|flip_filter", "conv", "cudnn", "scheme:ftemplate", False, "fft"),
     _r("cudnn.winograd", r"(?i)winograd", "conv", "hint", "scheme:template", None, "winograd"),
     _r("cudnn.implicit_sgemm", r"implicit_convolve_[sdh]gemm|precomputed_convolve_[sdh]gemm|explicit_convolve_[sdh]gemm", "conv_fprop", "cudnn", "scheme:ftemplate", False),
-    _r("cudnn.wgrad_engine", r"wgrad_alg\d_engine|wgrad2d_|wgrad_engine", "conv_wgrad", "cudnn", "scheme:ftemplate", None),
-    _r("cudnn.dgrad_engine", r"dgrad_alg\d_engine|dgrad2d_|dgrad_engine|dgrad_1x1", "conv_dgrad", "cudnn", "scheme:ftemplate", None),
+    # cuDNN's own pre-tensor-core engines (CUDA-core loops; its tensor-core convolutions are the
+    # xmma/cutlass/*884cudnn kernels above), the weight-gradient split reduction among them.
+    _r("cudnn.wgrad_engine", r"wgrad_alg\d_engine|wgrad2d_|wgrad_engine|reduce_wgrad", "conv_wgrad", "cudnn", "scheme:ftemplate", False),
+    _r("cudnn.dgrad_engine", r"dgrad_alg\d_engine|dgrad2d_|dgrad_engine|dgrad_1x1", "conv_dgrad", "cudnn", "scheme:ftemplate", False),
     _r("cudnn.helper", r"cask_cudnn::|computeOffsetsKernel", "other", "cudnn", _NONE, False),
     _r("cublas.legacy", r"^(?:maxwell|pascal|volta|turing|ampere|ada|hopper|sm\d+)_\w*gemm", "gemm", "cublas", "scheme:legacy", "scheme:legacy"),
     _r("cublas.gemv", r"gemv|gemmSN_|gemmk1_kernel|gemmSmall|sgemm_largek|dgemm_largek", "gemm", "cublas", "scheme:ftemplate", False, "gemv_or_small"),

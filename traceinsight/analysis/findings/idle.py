@@ -70,22 +70,26 @@ def detect_dataloader_stall(ctx: FindingContext) -> Estimate | None:
     culprits = _culprits(ctx, "data_loading")
     names = [str(n) for n in culprits["culprit"].to_list()]
     workers = any("MultiProcessing" in n for n in names)
-    fix = None
+    fix = action = None
+    figures: tuple[tuple[str, float], ...] = (("data_loading_idle_ns", float(idle)),)
+    transforms = no_host_time_in(
+        str(n) for n in _culprits(ctx, "data_loading", limit=1_000)["culprit"].to_list()
+    )
     if workers:
-        fix = (
-            "The DataLoader already uses worker processes but they do not keep up: raise "
-            "num_workers (up to the CPU cores per GPU) and prefetch_factor, keep "
-            "persistent_workers=True and pin_memory=True, and make the per-item work cheaper "
-            "(move transforms to the GPU, precompute, use a faster decoder)."
-        )
+        fix, short = _workers_fix(ctx, idle)
+        figures = (*figures, *short)
+        if dict(short)["loading_speedup_needed"] >= WORKERS_CANNOT_FIX:
+            action = "cheaper per-batch CPU work (GPU-side augmentation, cached decoded data)"
+        # N workers that each take longer than N steps hand their batches over in bursts:
+        # the waits land on one step in N, so the median step a replay prices may hold none.
+        # The window's idle is the loss over the steps recorded.
+        transforms = ()
     return estimate(
         ctx,
         "dataloader_stall",
         {"idle": idle},
         # every loading span off the step's path, not only the five listed
-        transforms=no_host_time_in(
-            str(n) for n in _culprits(ctx, "data_loading", limit=1_000)["culprit"].to_list()
-        ),
+        transforms=transforms,
         confidence="high" if names else "medium",
         confidence_reason=f"{_gap_counts(ctx, 'data_loading')} idle gaps while the host was inside the DataLoader",
         method="device idle time in gaps the host spent loading data: parallel loading that keeps "
@@ -98,10 +102,44 @@ def detect_dataloader_stall(ctx: FindingContext) -> Estimate | None:
                 )
             ),
             locations=ctx.locations_of(["enumerate(DataLoader)"]),
-            figures=(("data_loading_idle_ns", float(idle)),),
+            figures=figures,
         ),
         fix=fix,
+        action=action,
     )
+
+
+# Loading this many times too slow is past what more workers fix on a usual machine (8 to 16
+# cores per GPU, workers already running): the per-batch work itself must get cheaper.
+WORKERS_CANNOT_FIX = 4.0
+
+
+def _workers_fix(ctx: FindingContext, idle_ns: int) -> tuple[str, tuple[tuple[str, float], ...]]:
+    """Advice for worker processes that do not keep up, from which side is short: the workers
+    deliver a batch every window / steps, the step without its waits needs that less the
+    waits; loading must get their ratio faster. The trace does not record num_workers."""
+    steps = max(ctx.step_count, 1)
+    period_ns = ctx.window_ns / steps
+    need_ns = max(period_ns - idle_ns / steps, 1.0)
+    factor = period_ns / need_ns
+    head = (
+        f"The DataLoader's worker processes deliver one batch every {period_ns / 1e6:.1f} ms while "
+        f"the step itself needs {need_ns / 1e6:.1f} ms: loading must get {factor:.1f}x faster. "
+    )
+    if factor >= WORKERS_CANNOT_FIX:
+        tail = (
+            f"More workers fix that only if num_workers x {factor:.1f} fits in the CPU cores per GPU; "
+            "past that, make each batch's CPU work cheaper: run the augmentation on the GPU on "
+            "whole batches (torchvision.transforms.v2 on CUDA tensors, DALI), cache decoded or "
+            "pre-resized samples, use a faster decoder, keep pin_memory=True."
+        )
+    else:
+        tail = (
+            f"Raise num_workers about {factor:.1f}x (within the CPU cores per GPU) and "
+            "prefetch_factor, with persistent_workers=True and pin_memory=True; cheaper "
+            "per-sample work (GPU augmentation, cached decoded data) also closes it."
+        )
+    return head + tail, (("batch_period_ns", period_ns), ("step_need_ns", need_ns), ("loading_speedup_needed", factor))
 
 
 def _in_collective() -> pl.Expr:

@@ -377,6 +377,27 @@ def build(trace: Trace) -> StepGraph:
         wait_off[dst] = ts[dst] - end[src]
         lat[dst] = np.minimum(lat[dst], lat_nat)
         gap[dst] = np.where(stream_head[dst], NEG, np.minimum(gap[dst], gap_nat))
+    # Work that neither its launch (if the trace has one) nor its stream explains and that no
+    # other stream's end matched within WAIT_MATCH_NS (a library's side streams, as cuDNN's FFT
+    # convolutions, wait tens of µs after the event) was held by a wait on another stream: the
+    # work that ended last on another stream of its device before it started. Without this
+    # its stream's recorded idle is kept as a fixed gap (up to a whole step when the host runs
+    # ahead), and a change that shortens the other stream cannot move it.
+    orphan = np.flatnonzero(~stream_head & (ts - expected > UNEXPLAINED_NS) & (wait_src < 0))
+    if orphan.size:
+        ends = gpu.select("device", "stream", pl.col("end_ns"), pl.col("row").alias("src")).sort("end_ns", "src")
+        probe = gpu[orphan].select("device", pl.col("stream").alias("dst_stream"), pl.col("ts_ns").alias("end_ns"), "row").sort("end_ns", "row")
+        found = probe.join_asof(ends, on="end_ns", by="device", strategy="backward", check_sortedness=False)
+        found = found.filter(pl.col("src").is_not_null() & (pl.col("stream") != pl.col("dst_stream")))
+        dst = found["row"].to_numpy()
+        src = found["src"].to_numpy()
+        # it explains more of the start than the stream and the launch do
+        later = end[src] > np.maximum(prev_end[dst], launch_ts[dst])
+        dst, src = dst[later], src[later]
+        wait_src[dst] = src
+        wait_off[dst] = ts[dst] - end[src]
+        lat[dst] = np.where(has_launch[dst], np.minimum(lat[dst], lat_nat), lat[dst])
+        gap[dst] = np.minimum(gap[dst], gap_nat)
     # Synchronising calls: the device work each waited for.
     sync_src = np.full(node_segs.size, -1, dtype=np.int64)
     sync_post = np.zeros(node_segs.size, dtype=np.int64)
