@@ -32,8 +32,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from traceinsight.analysis.core.base import AnalysisConfig  # noqa: E402
-from traceinsight.analysis.core.registry import ANALYSES  # noqa: E402
-from traceinsight.analysis.core.runner import compute_inputs  # noqa: E402
+from traceinsight.analysis.registry import ANALYSES  # noqa: E402
+from traceinsight.analysis.runner import compute_inputs  # noqa: E402
 from traceinsight.analysis.report import analyze  # noqa: E402
 from traceinsight.trace.loader import load  # noqa: E402
 

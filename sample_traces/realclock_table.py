@@ -27,7 +27,7 @@ import polars as pl
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from traceinsight.analysis.core.runner import run_one  # noqa: E402
+from traceinsight.analysis.runner import run_one  # noqa: E402
 from traceinsight.analysis.window.realstep import COST_CLASSES, RealStep, steady_steps  # noqa: E402
 from traceinsight.analysis.window.spec import WindowResult  # noqa: E402
 from traceinsight.api import load  # noqa: E402
