@@ -11,6 +11,7 @@ loop over its parameters ``unfused_optimizer``'s.
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 from traceinsight.analysis.findings.catalogue import REPEAT_MAX_PERIOD, REPEAT_MIN
@@ -52,20 +53,6 @@ def _calls(ctx: FindingContext) -> pl.DataFrame:
     )
 
 
-def _loop_row(part: pl.DataFrame, period: int, repeats: int) -> dict[str, object] | None:
-    one = part.head(period)
-    if one["name"].str.contains(NOT_LOOPS).any() or one["name"].str.contains(DYNAMO_INTERNAL.pattern).any():
-        return None
-    if int(part["kernels"].sum()) < repeats:
-        return None  # items that launch nothing (views, metadata) cost no launch
-    return {
-        "pid": int(part["pid"][0]), "tid": int(part["tid"][0]), "step": int(part["step"][0]),
-        "start_ns": int(part["ts_ns"].to_numpy().min()), "end_ns": int(part["end_ns"].to_numpy().max()),
-        "period": period, "repeats": repeats,
-        "ops": " → ".join(one["name"].to_list()), "kernels": int(part["kernels"].sum()),
-    }
-
-
 def find_loops(ctx: FindingContext) -> pl.DataFrame:
     """One row per loop found (``RUN_SCHEMA``): its thread, step, span, period (operators per
     item), repeats (items), the operators of one item and the kernels the loop launched. Shorter
@@ -75,14 +62,23 @@ def find_loops(ctx: FindingContext) -> pl.DataFrame:
     if calls.height == 0:
         return pl.DataFrame(schema=RUN_SCHEMA)
     group = [*THREAD, "parent"]
+    # The calls are sorted by (thread, parent, time): a group is a run of rows, numbered once.
+    # Shifts over the whole frame compared within one group number do what ``.over(group)``
+    # does, without a window per group (hundreds of thousands of parents on a large trace).
+    changed = pl.any_horizontal([pl.col(c).ne_missing(pl.col(c).shift(1)) for c in group])
+    calls = calls.with_columns(gid=changed.cast(pl.Int64).cum_sum())
     taken: set[int] = set()
     for period in range(1, REPEAT_MAX_PERIOD + 1):
         free = calls.filter(~pl.col("id").is_in(list(taken))).with_row_index("i")
-        same = (pl.col("name") == pl.col("name").shift(-period).over(group)).fill_null(False)
-        # a run of r matches covers r + period calls: (r + period) / period items
+        same = (
+            (pl.col("name") == pl.col("name").shift(-period)) & (pl.col("gid") == pl.col("gid").shift(-period))
+        ).fill_null(False)
+        # a run of r matches covers r + period calls: (r + period) / period items. The last
+        # ``period`` calls of a group never match, so a run id (a cumulative count of
+        # non-matches) never spans two groups.
         runs = (
             free.with_columns(same=same)
-            .with_columns(run=(~pl.col("same")).cast(pl.Int64).cum_sum().over(group))
+            .with_columns(run=(~pl.col("same")).cast(pl.Int64).cum_sum())
             .filter(pl.col("same"))
             .group_by([*group, "run"])
             .agg(pl.len().alias("r"), pl.col("i").min().alias("i"))
@@ -90,12 +86,29 @@ def find_loops(ctx: FindingContext) -> pl.DataFrame:
             .filter(pl.col("repeats") >= REPEAT_MIN)
             .sort("i")
         )
-        for run in runs.iter_rows(named=True):
-            part = free.slice(int(run["i"]), int(run["repeats"]) * period)
-            row = _loop_row(part, period, int(run["repeats"]))
-            if row is not None:
-                rows.append(row)
-                taken.update(int(x) for x in part["id"].to_list())
+        if runs.height == 0:
+            continue
+        # Per call, once a period (not per candidate run): whether it may be a loop's item
+        # (no optimizer, matmul or autograd op; no dynamo internals) and the kernels up to it.
+        names = free["name"]
+        barred = (names.str.contains(NOT_LOOPS) | names.str.contains(DYNAMO_INTERNAL.pattern)).to_numpy()
+        launched = np.concatenate([[0], np.cumsum(free["kernels"].to_numpy())])
+        ids, starts, ends = free["id"].to_numpy(), free["ts_ns"].to_numpy(), free["end_ns"].to_numpy()
+        pids, tids, steps = free["pid"].to_numpy(), free["tid"].to_numpy(), free["step"].to_numpy()
+        for i, repeats in runs.select("i", "repeats").iter_rows():
+            stop = min(int(i) + int(repeats) * period, free.height)
+            if barred[i : i + period].any():
+                continue
+            kernels = int(launched[stop] - launched[i])
+            if kernels < repeats:
+                continue  # items that launch nothing (views, metadata) cost no launch
+            rows.append({
+                "pid": int(pids[i]), "tid": int(tids[i]), "step": int(steps[i]),
+                "start_ns": int(starts[i:stop].min()), "end_ns": int(ends[i:stop].max()),
+                "period": period, "repeats": int(repeats),
+                "ops": " → ".join(names.slice(i, period).to_list()), "kernels": kernels,
+            })
+            taken.update(ids[i:stop].tolist())
     return pl.DataFrame(rows, schema=RUN_SCHEMA) if rows else pl.DataFrame(schema=RUN_SCHEMA)
 
 
