@@ -190,9 +190,9 @@ def test_capture_command_works_without_polars(script: Path, tmp_path: Path) -> N
     code = (
         "import sys, types, typer\n"
         "sys.modules['polars'] = None\n"
-        "stub = types.ModuleType('traceinsight.cli.app')\n"
+        "stub = types.ModuleType('traceinsight.cli.root')\n"
         "stub.app = typer.Typer()\n"
-        "sys.modules['traceinsight.cli.app'] = stub\n"
+        "sys.modules['traceinsight.cli.root'] = stub\n"
         "import traceinsight.cli.capture\n"
         "assert 'torch' not in sys.modules\n"
         f"stub.app(['-o', {str(out)!r}, '--no-nvml', '--', {str(script)!r}, '5', '0'])\n"

@@ -20,8 +20,9 @@ CAUSES = Path(__file__).resolve().parent.parent / "sample_traces" / "causes"
 
 
 @cache
-def findings(name: str) -> FindingsResult:
-    found = analyze(load(CAUSES / f"{name}.json.gz"), only=["findings"]).sections["findings"]
+def findings(name: str, clock: str = "auto") -> FindingsResult:
+    config = AnalysisConfig(clock=clock)
+    found = analyze(load(CAUSES / f"{name}.json.gz"), only=["findings"], config=config).sections["findings"]
     assert isinstance(found, FindingsResult)
     return found
 
@@ -47,7 +48,10 @@ def test_repeated_launches_finds_the_per_parameter_ema_loop() -> None:
 
 
 def test_repeated_launches_is_priced_by_replay_and_gone_after_the_fix() -> None:
-    before = findings("cause_repeat_before")
+    # On the traced clock: the replay of the collapsed loop. (On the step without the profiler
+    # this pair is a known miss, docs/findings.md: the profiler's cost of with_stack's Python
+    # frames is not told apart from the loop's own host time.)
+    before = findings("cause_repeat_before", "traced")
     f = next(f for f in (*before.findings, *before.not_material) if f.id == "repeated_launches")
     assert f.method.startswith("replayed") and "105 times per step" in f.title
     assert f.saving_pct > 1.0

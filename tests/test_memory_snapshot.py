@@ -311,8 +311,8 @@ def test_pickle_that_runs_code_is_refused(tmp_path: Path, protocol: int) -> None
 @pytest.mark.parametrize(
     ("content", "reason"),
     [
-        (b"", "not a readable pickle"),
-        (b'{"traceEvents": []}', "not a readable pickle"),
+        (b"", "file is empty"),
+        (b'{"traceEvents": []}', "a profiler trace (JSON), not a memory snapshot pickle"),
         (pickle.dumps({"segments": [], "device_traces": []})[:-5], "not a readable pickle"),
         (
             pickle.dumps({"traceEvents": []}),

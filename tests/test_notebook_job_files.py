@@ -18,6 +18,7 @@ import traceinsight as ti
 from traceinsight import atomic
 from traceinsight.analysis.job.report import JobReport
 from traceinsight.analysis.job.series import SeriesResult
+from traceinsight.analysis.lib.words import run_labels
 from traceinsight.cli.app import main
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
@@ -76,7 +77,8 @@ def test_series_methods_write_what_compare_writes(
     cli = _cli_file(tmp_path, fmt, "compare", *SWEEP, "--engine", "serial", "-f", fmt)
     assert _method_files(sweep_series, tmp_path)[fmt] == cli
     text = cli.decode("utf-8")
-    assert all(Path(p).name in text for p in SWEEP)
+    # each run named as compare names it: by what differs between the paths
+    assert all(label in text for label in run_labels(SWEEP))
     if fmt == "json":
         data = json.loads(text)
         assert (data["kind"], data["inputs"]["runs"]) == ("series", SWEEP)

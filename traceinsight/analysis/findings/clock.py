@@ -108,22 +108,8 @@ def _base(ctx: FindingContext, clock: Clock, after_ns: object) -> tuple[tuple[Tr
         return (t_lo, at_lo) if clock.step_ns >= at_lo else (t_hi, at_hi)
     if clock.step_ns <= at_hi:
         return t_hi, at_hi
-    # The step is not linear in the cost (Python frames of with_stack make it far from it): the
-    # secant is repeated on the bracket it narrows, until the replayed step is within 1 % of
-    # the clock's.
-    lo_at, hi_at = (lo_c, at_lo), (hi_c, at_hi)
-    best = (t_lo, at_lo)
-    for _ in range(BASE_ITERATIONS):
-        cost = lo_at[0] + (hi_at[0] - lo_at[0]) * (lo_at[1] - clock.step_ns) / max(lo_at[1] - hi_at[1], 1)
-        t, got = at(float(np.clip(cost, lo_c, hi_c)))
-        best = min(best, (t, got), key=lambda b: abs(b[1] - clock.step_ns))
-        if abs(got - clock.step_ns) <= BASE_TOLERANCE * clock.step_ns or hi_at[0] - lo_at[0] < 1.0:
-            break
-        if got > clock.step_ns:
-            lo_at = (cost, got)
-        else:
-            hi_at = (cost, got)
-    return best
+    cost = lo_c + (hi_c - lo_c) * (at_lo - clock.step_ns) / (at_lo - at_hi)
+    return at(float(np.clip(cost, lo_c, hi_c)))
 
 
 def _cap(saved_ns: int, left_ns: int, idle_left_ns: int, host_side: bool) -> tuple[int, str | None]:

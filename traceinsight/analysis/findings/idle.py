@@ -293,7 +293,8 @@ def detect_host_sync(ctx: FindingContext) -> Estimate | None:
         {"idle": idle},
         title=title,
         transforms=(Remove(SYNC_CALLS, keep_inside=COLLECTIVE_SPANS),),
-        fix=fix or sync_advice(ctx.workload),
+        # Inference and serving have no losses or labels: their own text (the title still names the op).
+        fix=sync_advice(ctx.workload) or fix,
         within_parts=parts,
         confidence="high" if culprits.height else "medium",
         confidence_reason=f"{n_gaps} idle gaps opened by synchronising calls; "

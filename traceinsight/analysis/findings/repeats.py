@@ -25,7 +25,13 @@ from traceinsight.analysis.whatif.repeats import CollapseSpans
 THREAD = ["pid", "tid"]
 # Ops whose loops other findings price (the optimizer's step, matmuls), or that are the
 # autograd engine's own (one call per node of the graph, not a loop in the user's code).
-NOT_LOOPS = r"(?i)^Optimizer\.|mm$|matmul|linear|addmm|baddbmm|^autograd::|Backward|^aten::(detach|view|alias|t|as_strided|slice|select|unbind)$"
+# Collectives are priced by the communication findings (one bucketed call for many), and a
+# foreach op is already the batched call this finding advises.
+NOT_LOOPS = (
+    r"(?i)^Optimizer\.|mm$|matmul|linear|addmm|baddbmm|^autograd::|Backward|_foreach_|"
+    r"^(c10d|nccl|gloo)|all_?reduce|all_?gather|reduce_scatter|broadcast|all_to_all|record_param_comms|"
+    r"^aten::(detach|view|alias|t|as_strided|slice|select|unbind)$"
+)
 RUN_SCHEMA = {
     "pid": pl.Int64, "tid": pl.Int64, "step": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64,
     "period": pl.Int64, "repeats": pl.Int64, "ops": pl.String, "kernels": pl.Int64,

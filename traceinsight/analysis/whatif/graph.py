@@ -383,6 +383,11 @@ def build(trace: Trace) -> StepGraph:
     # work that ended last on another stream of its device before it started. Without this
     # its stream's recorded idle is kept as a fixed gap (up to a whole step when the host runs
     # ahead), and a change that shortens the other stream cannot move it.
+    # A collective is never taken as such a source: what waits for a collective must be recorded
+    # (an event), else hiding collectives would be priced on a guessed dependency.
+    comm_names = gpu.select(pl.col("name").unique()).filter(pl.col("name").cast(pl.String).str.contains(r"(?i)nccl|rccl"))
+    comm = gpu["collective_name"].is_not_null() | gpu["name"].is_in(comm_names["name"].implode())
+    is_comm = comm.to_numpy()
     orphan = np.flatnonzero(~stream_head & (ts - expected > UNEXPLAINED_NS) & (wait_src < 0))
     if orphan.size:
         ends = gpu.select("device", "stream", pl.col("end_ns"), pl.col("row").alias("src")).sort("end_ns", "src")
@@ -392,7 +397,7 @@ def build(trace: Trace) -> StepGraph:
         dst = found["row"].to_numpy()
         src = found["src"].to_numpy()
         # it explains more of the start than the stream and the launch do
-        later = end[src] > np.maximum(prev_end[dst], launch_ts[dst])
+        later = (end[src] > np.maximum(prev_end[dst], launch_ts[dst])) & ~is_comm[src]
         dst, src = dst[later], src[later]
         wait_src[dst] = src
         wait_off[dst] = ts[dst] - end[src]
@@ -423,8 +428,6 @@ def build(trace: Trace) -> StepGraph:
         sync_post[node] = post
         # the call's own cost: its latency after the device finished (or all of it if it never waited)
         seg_dur[s_seg] = np.where(waited, np.minimum(post, seg_dur[s_seg]), seg_dur[s_seg])
-    comm_names = gpu.select(pl.col("name").unique()).filter(pl.col("name").cast(pl.String).str.contains(r"(?i)nccl|rccl"))
-    comm = gpu["collective_name"].is_not_null() | gpu["name"].is_in(comm_names["name"].implode())
     kind = gpu["kind"]
     gpu_class = np.where(comm.to_numpy(), GPU_COMM, np.where((kind == "kernel").to_numpy(), GPU_KERNEL, GPU_COPY))
     steps_out = steps.select(
