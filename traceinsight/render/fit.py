@@ -58,9 +58,19 @@ class Col:
         return cell_len(self.header)
 
 
+# Where a name may be cut without cutting a word: after one of these.
+SEPARATORS = frozenset(" _:./-<>(),[]")
+
+
+def _word_starts(text: str, lo: int, hi: int) -> list[int]:
+    """The places in ``text[lo:hi + 1]`` where a word starts (after a separator, not on one)."""
+    return [j for j in range(max(1, lo), min(len(text) - 1, hi) + 1) if text[j - 1] in SEPARATORS and text[j] not in SEPARATORS]
+
+
 def shorten_middle(text: str, width: int) -> str:
     """``text`` cut to ``width`` cells by dropping its middle: the start says what it is, the
-    end (template arguments, tile sizes, the op's last part) tells similar names apart."""
+    end (template arguments, tile sizes, the op's last part) tells similar names apart. Each
+    cut falls where a word starts when one is near ("aten::…attention", not "ate…ntion")."""
     if width <= 0:
         return ""
     if cell_len(text) <= width:
@@ -70,6 +80,19 @@ def shorten_middle(text: str, width: int) -> str:
     keep = width - 1
     head = max(1, keep * 2 // 5)
     tail = keep - head
+    # The tail from the next word's start (within a third of it), the head to the last word's
+    # start (within a third of it); the cells one snap frees go to the other side.
+    starts = _word_starts(text, len(text) - tail, len(text) - tail + tail // 3)
+    if starts:
+        tail = len(text) - starts[0]
+        head = keep - tail
+    starts = _word_starts(text, head - head // 3, head)
+    if starts:
+        head = starts[-1]
+        tail = keep - head
+        later = _word_starts(text, len(text) - tail, len(text) - tail + tail // 3)
+        if later:
+            tail = len(text) - later[0]
     # Never next to a digit: a number split by the ellipsis would read as a different number.
     while head > 1 and text[head - 1].isdigit():
         head -= 1
