@@ -135,7 +135,9 @@ def _causes_first(ordered: list[Finding], by_id: dict[str, Estimate]) -> list[Fi
             continue
         for c in ordered:
             est = by_id.get(c.id)
-            if c.id not in placed and est is not None and any(p == f.id == RESIDUAL for _, p, _ in est.within):
+            # Host-code causes only (a loop, the allocator, a sync): a kernel-side finding
+            # nested in the same idle (fusion) keeps its rank against launch_bound.
+            if c.id not in placed and est is not None and _host_side(est) and any(p == f.id == RESIDUAL for _, p, _ in est.within):
                 out.append(c)
                 placed.add(c.id)
         out.append(f)
