@@ -33,8 +33,8 @@ sys.path.insert(0, str(ROOT))
 
 from traceinsight.analysis.core.base import AnalysisConfig  # noqa: E402
 from traceinsight.analysis.registry import ANALYSES  # noqa: E402
-from traceinsight.analysis.runner import compute_inputs  # noqa: E402
 from traceinsight.analysis.report import analyze  # noqa: E402
+from traceinsight.analysis.runner import compute_inputs  # noqa: E402
 from traceinsight.trace.loader import load  # noqa: E402
 
 DEFAULT_TRACE = ROOT / ".bench" / "large.json"
