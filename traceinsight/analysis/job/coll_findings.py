@@ -20,33 +20,12 @@ from __future__ import annotations
 
 import polars as pl
 
-from traceinsight.analysis.findings.model import Confidence, Evidence, Finding, Pool, RegionEvidence
+from traceinsight.analysis.findings.model import Confidence, Finding, RegionEvidence
 from traceinsight.analysis.job.collective_match import SLOW_LINK_SHARE, CollectiveMatchResult, slow
-from traceinsight.analysis.job.common import MATERIAL_NS, MATERIAL_SHARE, share
+from traceinsight.analysis.job.common import MATERIAL_NS, MATERIAL_SHARE, job_finding, share
 
 # A bucket is "small" below this many bytes: NCCL's ring/tree reach their bandwidth from a few MB.
 SMALL_BYTES = 4 << 20
-
-
-def _finding(
-    *, id: str, title: str, per_step: float, step: float, steps: int, confidence: Confidence,
-    why: str, fix: str, method: str, rank: int | None, pool: Pool,
-    figures: tuple[tuple[str, float], ...] = (), regions: tuple[RegionEvidence, ...] = (),
-) -> Finding:  # fmt: skip
-    return Finding(
-        id=id,
-        title=title,
-        saving_pct=min(100.0, 100 * share(per_step, step)),
-        saving_ns=int(per_step),
-        confidence=confidence,
-        confidence_reason=why,
-        fix=fix,
-        method=method,
-        evidence=Evidence(rank=rank, figures=figures, regions=regions),
-        pool=pool,
-        saving_window_ns=int(per_step * steps),
-        estimate_ns=int(per_step * steps),
-    )
 
 
 def _material(per_step: float, step: float, steps: int) -> bool:
@@ -89,7 +68,7 @@ def late_arrival(result: CollectiveMatchResult, step: float) -> Finding | None:
     clocks_ok = result.end_spread_p90_ns * 10 <= max(per_step, 1.0)
     confidence: Confidence = "high" if clocks_ok and by_seq else "medium" if clocks_ok else "low"
     regions = (RegionEvidence(name=str(top["work"]), calls=int(top["collectives"]), dur_ns=int(top["work_ns"] or 0)),) if top["work"] else ()
-    return _finding(
+    return job_finding(
         id="late_arrival",
         title=(
             f"Rank {rank} arrives last at {top['collectives']} of {total} collectives, "
@@ -147,7 +126,7 @@ def slow_collective(result: CollectiveMatchResult, step: float) -> Finding | Non
             "large messages far below the link: check NCCL's transport and algorithm (NCCL_DEBUG=INFO: "
             "P2P/NVLink vs SHM or sockets, NCCL_P2P_DISABLE), and traffic competing for the link"
         )
-    return _finding(
+    return job_finding(
         id="slow_collective",
         title=(
             f"{count:.0f} {kind} per step run at {100 * bus / result.link_gbps:.0f} % of {result.link}'s "

@@ -19,16 +19,14 @@ from traceinsight.analysis.classify import collective_of
 from traceinsight.analysis.findings.comm_fixes import MIXED_FIX_SHARE, job_exposed_fix
 from traceinsight.analysis.findings.model import (
     Confidence,
-    Evidence,
     Finding,
     FindingsResult,
-    Pool,
     RegionEvidence,
 )
 from traceinsight.analysis.job import collectives, ranks, stragglers
 from traceinsight.analysis.job.coll_findings import matched_findings
 from traceinsight.analysis.job.collective_match import CollectiveMatchResult
-from traceinsight.analysis.job.common import MATERIAL_NS, MATERIAL_SHARE, share
+from traceinsight.analysis.job.common import MATERIAL_NS, MATERIAL_SHARE, job_finding, share
 from traceinsight.analysis.job.summary import RankSummary
 
 _FIXES = {
@@ -47,38 +45,6 @@ class JobFindingsResult(FindingsResult):
     name: ClassVar[str] = "job_findings"
 
 
-def _finding(
-    *,
-    id: str,
-    title: str,
-    per_step: float,
-    step: float,
-    steps: int,
-    confidence: Confidence,
-    why: str,
-    fix: str,
-    method: str,
-    rank: int,
-    pool: Pool,
-    figures: tuple[tuple[str, float], ...] = (),
-    regions: tuple[RegionEvidence, ...] = (),
-) -> Finding:
-    return Finding(
-        id=id,
-        title=title,
-        saving_pct=min(100.0, 100 * share(per_step, step)),
-        saving_ns=int(per_step),
-        confidence=confidence,
-        confidence_reason=why,
-        fix=fix,
-        method=method,
-        evidence=Evidence(rank=rank, figures=figures, regions=regions),
-        pool=pool,
-        saving_window_ns=int(per_step * steps),
-        estimate_ns=int(per_step * steps),
-    )
-
-
 def _straggler(result: stragglers.StragglerResult, step: float) -> Finding | None:
     if not result.material or result.straggler is None:
         return None
@@ -90,7 +56,7 @@ def _straggler(result: stragglers.StragglerResult, step: float) -> Finding | Non
         for row in result.excess_parts.head(3).to_dicts()
         if "part" in row and "excess_ns" in row
     )
-    return _finding(
+    return job_finding(
         id="rank_straggler",
         title=f"Rank {result.straggler} holds the other ranks back: {result.reason_text or 'it is slower'}",
         per_step=result.lost_ns / steps if steps else 0.0,
@@ -119,7 +85,7 @@ def _wait(result: collectives.CollectiveWaitResult, table: ranks.RankTableResult
     if share(mean_wait, step) < MATERIAL_SHARE or mean_wait * steps < MATERIAL_NS:
         return None
     by_group = result.matched_by.startswith("process group")
-    return _finding(
+    return job_finding(
         id="collective_wait",
         title=(
             f"Ranks wait {mean_wait / 1e6:.2f} ms per step in collectives for other ranks "
@@ -175,7 +141,7 @@ def _exposed(table: ranks.RankTableResult, step: float, kinds: list[str | None])
     if on_host:
         # Host collectives (gloo) move GPU tensors through host memory while the GPU idles.
         fix = "run the collectives of GPU tensors on the device (backend nccl, or cuda:nccl in a mixed backend), then " + fix
-    return _finding(
+    return job_finding(
         id="exposed_communication",
         title=f"{value / 1e6:.2f} ms per step of communication runs with no compute to hide it",
         per_step=value,
@@ -206,7 +172,7 @@ def _imbalance(table: ranks.RankTableResult, step: float) -> Finding | None:
     if share(excess, step) < MATERIAL_SHARE or excess * steps < MATERIAL_NS:
         return None
     worst = table.table.sort(["compute_ns", "rank"], descending=[True, False]).row(0, named=True)
-    return _finding(
+    return job_finding(
         id="load_imbalance",
         title=f"Rank {worst['rank']} computes {excess / 1e6:.2f} ms per step more than the median rank",
         per_step=excess,
