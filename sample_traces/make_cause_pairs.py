@@ -34,6 +34,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from sample_traces import cuda_timing
 from traceinsight.capture import Schedule, profile
 
 Step = Callable[[], object]
@@ -67,22 +68,9 @@ class Variant:
 
 
 def time_step(ctx: Ctx, step: Step, warmup: int = 3, iters: int = 10) -> float:
-    """Mean ms per step, outside the profiler: CUDA events on a GPU, perf_counter on the CPU."""
-    for _ in range(warmup):
-        step()
-    ctx.sync()
-    if ctx.cuda:
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(iters):
-            step()
-        end.record()
-        end.synchronize()
-        return float(start.elapsed_time(end)) / iters
-    t0 = time.perf_counter()
-    for _ in range(iters):
-        step()
-    return (time.perf_counter() - t0) * 1e3 / iters
+    """Mean ms per step, outside the profiler (``cuda_timing.time_step``: CUDA events on a GPU,
+    perf_counter on the CPU)."""
+    return cuda_timing.time_step(step, ctx.cuda, warmup=warmup, iters=iters)
 
 
 def record(ctx: Ctx, name: str, variant: Variant) -> Path:
