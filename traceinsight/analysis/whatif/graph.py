@@ -429,7 +429,7 @@ def build(trace: Trace) -> StepGraph:
         # the call's own cost: its latency after the device finished (or all of it if it never waited)
         seg_dur[s_seg] = np.where(waited, np.minimum(post, seg_dur[s_seg]), seg_dur[s_seg])
     kind = gpu["kind"]
-    gpu_class = np.where(comm.to_numpy(), GPU_COMM, np.where((kind == "kernel").to_numpy(), GPU_KERNEL, GPU_COPY))
+    gpu_class = np.where(is_comm, GPU_COMM, np.where((kind == "kernel").to_numpy(), GPU_KERNEL, GPU_COPY))
     steps_out = steps.select(
         "step", "host_start_ns", "host_end_ns",
         pl.col("start_seg").map_elements(lambda s: int(seg_node[s]), return_dtype=pl.Int64).alias("start_node"),
