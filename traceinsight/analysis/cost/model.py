@@ -82,8 +82,10 @@ _KEYS = ["name", "input_dims", "input_types", "concrete_inputs"]
 
 def op_costs(events: pl.DataFrame) -> pl.DataFrame:
     """One row per cpu_op whose cost is known: id, flops, bytes, dtype_class, op_class, note."""
-    ops = events.filter((pl.col("kind") == "cpu_op") & pl.col("input_dims").is_not_null()).select(
-        "id", pl.col("name").cast(pl.String), "input_dims", "input_types", "concrete_inputs"
+    ops = (
+        events.select("id", "kind", "name", "input_dims", "input_types", "concrete_inputs")
+        .filter((pl.col("kind") == "cpu_op") & pl.col("input_dims").is_not_null())
+        .select("id", pl.col("name").cast(pl.String), "input_dims", "input_types", "concrete_inputs")
     )
     if ops.height == 0:
         return pl.DataFrame(schema=COST_COLUMNS)

@@ -117,7 +117,7 @@ def touches(name: str, dims_text: str | None, scores: tuple[Scores, ...]) -> boo
 
 def _host_ops(ctx: FindingContext) -> pl.DataFrame:
     names = [*SOFTMAX_OPS, *SOFTMAX_BACKWARD_OPS, *MATMUL_OPS]
-    ev = ctx.trace.events
+    ev = ctx.trace.events.select("id", "pid", "tid", "ts_ns", "end_ns", "name", "kind", "input_dims", "input_types")
     return ev.filter(
         (pl.col("kind") == "cpu_op")
         & (pl.col("name").cast(pl.String).is_in(names) | pl.col("name").cast(pl.String).str.contains(SDPA_OP))
@@ -269,7 +269,7 @@ def _from_kernels(ctx: FindingContext, kern: pl.DataFrame) -> pl.DataFrame:
 def find_subgraph(ctx: FindingContext) -> Subgraph | None:
     """The written-out attention of this trace: its kernels and shapes (None when there is none)."""
     ops = _host_ops(ctx)
-    has_shapes = bool(ctx.trace.events.filter(pl.col("kind") == "cpu_op")["input_dims"].drop_nulls().len())
+    has_shapes = bool(ctx.trace.events.select("kind", "input_dims").filter(pl.col("kind") == "cpu_op")["input_dims"].drop_nulls().len())
     if has_shapes:
         scores = _written_out(ops)
         if not scores:

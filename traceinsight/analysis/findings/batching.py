@@ -67,7 +67,7 @@ def detect_sequential_small_gemms(ctx: FindingContext) -> Estimate | None:
         ),
         vendor=ctx.device.vendor,
     )
-    dims = ctx.trace.events.filter(pl.col("kind") == "cpu_op").select(
+    dims = ctx.trace.events.select("id", "kind", "name", "input_dims").filter(pl.col("kind") == "cpu_op").select(
         pl.col("id").alias("op_id"), "input_dims", op=pl.col("name").cast(pl.String)
     )
     kern = kern.join(dims, on="op_id", how="left").sort("device", "stream", "ts_ns")

@@ -23,6 +23,7 @@ import polars as pl
 
 from traceinsight.analysis.classify import collective_of, with_classes
 from traceinsight.analysis.lib import intervals
+from traceinsight.analysis.lib.host_names import name_matches
 from traceinsight.trace.model import Trace
 
 # The record_function a c10d backend wraps around a collective's work: "gloo:all_reduce".
@@ -128,8 +129,10 @@ def host_calls(trace: Trace) -> pl.DataFrame:
 
     Read from the c10d dispatcher ops where the trace has them, else from NCCL's
     ``record_param_comms``, else from the backend spans (``gloo:all_reduce``)."""
-    ev = trace.events.filter(pl.col("kind").cast(pl.String).is_in(["cpu_op", "user_annotation"]))
-    c10d = ev.filter(_name().str.contains(C10D_OP)).with_columns(
+    ev = trace.events.select("kind", "name", "step", "tid", "ts_ns", "end_ns", "input_dims", "collective_name", "in_msg_nelems").filter(
+        pl.col("kind").cast(pl.String).is_in(["cpu_op", "user_annotation"])
+    )
+    c10d = ev.filter(name_matches(ev, C10D_OP)).with_columns(
         collective=collective_of(_name().str.replace(r"^c10d::", "")), elements=_elements(pl.col("input_dims"))
     )
     if c10d.filter(pl.col("collective").is_not_null()).height == 0:
@@ -152,8 +155,8 @@ def backend_spans(trace: Trace) -> pl.DataFrame:
     """The backends' host spans of collective work (``gloo:all_reduce`` on gloo's threads):
     backend, collective, step, tid, ts_ns, end_ns, dur_ns. Spans the profiler mirrored onto a
     GPU stream (``gpu_annotation``) are left out."""
-    ev = trace.events.filter(
-        pl.col("kind").cast(pl.String).is_in(["cpu_op", "user_annotation"]) & _name().str.contains(BACKEND_SPAN)
+    ev = trace.events.select("kind", "name", "step", "tid", "ts_ns", "end_ns", "dur_ns").filter(
+        pl.col("kind").cast(pl.String).is_in(["cpu_op", "user_annotation"]) & name_matches(trace.events, BACKEND_SPAN)
     )
     return ev.select(
         _name().str.extract(BACKEND_SPAN, 1).alias("backend"),

@@ -220,7 +220,7 @@ class FindingContext:
 
     def op_dtypes(self, name: str, shapes: str | None) -> str | None:
         """The recorded input dtypes of an op with these input dims (first call's)."""
-        ev = self.trace.events
+        ev = self.trace.events.select("kind", "name", "input_dims", "input_types")
         filt = (pl.col("kind") == "cpu_op") & (pl.col("name").cast(pl.String) == name)
         if shapes is not None:
             filt = filt & (pl.col("input_dims") == shapes)

@@ -50,7 +50,7 @@ NHWC_MULTIPLE = 4
 
 def _half_convs(ctx: FindingContext) -> pl.DataFrame:
     """Convolution ops whose first input is 16-bit (name, shapes, calls)."""
-    ev = ctx.trace.events
+    ev = ctx.trace.events.select("kind", "name", "input_dims", "input_types")
     name = pl.col("name").cast(pl.String)
     types = pl.col("input_types").fill_null("")
     half = pl.any_horizontal(*(types.str.starts_with(f'["{t}"') for t in HALF_TYPES))

@@ -31,7 +31,7 @@ ACCUMULATE = "torch::autograd::AccumulateGrad"
 
 def _zeroing(ctx: FindingContext) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(zero_grad regions, the outermost zeroing ops inside them on the same thread)."""
-    ev = ctx.trace.events
+    ev = ctx.trace.events.select("id", "pid", "tid", "ts_ns", "end_ns", "dur_ns", "parent", "name", "kind", "input_dims")
     name = pl.col("name").cast(pl.String)
     kind = pl.col("kind").cast(pl.String)
     regions = ev.filter((kind == "user_annotation") & name.str.contains(ZERO_GRAD_REGION)).select(
@@ -51,7 +51,7 @@ def _zeroing(ctx: FindingContext) -> tuple[pl.DataFrame, pl.DataFrame]:
 
 
 def _accumulating_adds(ctx: FindingContext) -> pl.DataFrame:
-    ev = ctx.trace.events
+    ev = ctx.trace.events.select("id", "parent", "name", "kind", "dur_ns")
     name = pl.col("name").cast(pl.String)
     acc = ev.filter(name == ACCUMULATE).select(pl.col("id").alias("parent"))
     return ev.filter((pl.col("kind").cast(pl.String) == "cpu_op") & (name == "aten::add_")).join(

@@ -19,6 +19,7 @@ those gaps to nothing (:class:`~traceinsight.analysis.whatif.host_windows.Shrink
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 from traceinsight.analysis.findings.advice import preprocessing_advice
@@ -31,6 +32,7 @@ from traceinsight.analysis.findings.context import (
 from traceinsight.analysis.findings.model import Evidence, Pool, RegionEvidence
 from traceinsight.analysis.findings.savings import Estimate, estimate
 from traceinsight.analysis.findings.transfers import SELF_COPYING_OPS, SOURCE_OPS
+from traceinsight.analysis.lib.lineage import climb, names_at
 from traceinsight.analysis.lib.timeline import step_spans
 from traceinsight.analysis.whatif.host_windows import ShrinkHostWindows
 
@@ -51,14 +53,12 @@ COLLECTIVE = r"^(gloo|mpi|ucc|nccl|xccl):\w+$|^c10d::|^record_param_comms$"
 def _factory_gaps(ctx: FindingContext, gaps: pl.DataFrame) -> pl.DataFrame:
     """The gaps whose culprit is a tensor factory or runs inside one (up to three levels):
     cpu_tensor_creation's, a narrower diagnosis of the same idle."""
-    ev = ctx.trace.events.select("id", "parent", pl.col("name").cast(pl.String))
-    out = gaps.select("device", "start_ns", pl.col("culprit_id").alias("id")).drop_nulls("id")
-    hit = pl.lit(False)
-    for level in range(4):
-        out = out.join(ev.rename({"parent": f"p{level}", "name": f"n{level}"}), on="id", how="left")
-        hit = hit | pl.col(f"n{level}").is_in(FACTORIES)
-        out = out.drop("id").rename({f"p{level}": "id"})
-    return out.filter(hit).select("device", "start_ns")
+    out = gaps.select("device", "start_ns", "culprit_id").drop_nulls("culprit_id")
+    rows = climb(ctx.trace, out["culprit_id"], 3)
+    hit = np.zeros(out.height, dtype=bool)
+    for level_rows in rows:
+        hit |= names_at(ctx.trace, level_rows).is_in(FACTORIES).fill_null(False).to_numpy()
+    return out.filter(pl.Series(hit)).select("device", "start_ns")
 
 
 def _input_gaps(ctx: FindingContext) -> pl.DataFrame:

@@ -19,6 +19,7 @@ from traceinsight.analysis.findings.context import DYNAMO_INTERNAL, FindingConte
 from traceinsight.analysis.findings.model import Evidence, OpEvidence
 from traceinsight.analysis.findings.savings import Estimate, estimate
 from traceinsight.analysis.lib import intervals
+from traceinsight.analysis.lib.host_names import name_matches
 from traceinsight.analysis.sections.breakdown import busy_intervals
 from traceinsight.analysis.whatif.repeats import CollapseSpans
 
@@ -49,9 +50,8 @@ def _calls(ctx: FindingContext) -> pl.DataFrame:
         .value_counts(name="kernels")
     )
     return (
-        ctx.trace.events.filter(
-            (pl.col("kind") == "cpu_op") & pl.col("step").is_not_null() & pl.col("parent").is_not_null()
-        )
+        ctx.trace.events.select("id", "kind", *THREAD, "parent", "step", "ts_ns", "end_ns", "name")
+        .filter((pl.col("kind") == "cpu_op") & pl.col("step").is_not_null() & pl.col("parent").is_not_null())
         .select(pl.col("id").cast(pl.Int64), *THREAD, "parent", "step", "ts_ns", "end_ns", pl.col("name").cast(pl.String))
         .join(launched.select(pl.col("id").cast(pl.Int64), pl.col("kernels").cast(pl.Int64)), on="id", how="left")
         .with_columns(pl.col("kernels").fill_null(0))
@@ -72,7 +72,10 @@ def find_loops(ctx: FindingContext) -> pl.DataFrame:
     # Shifts over the whole frame compared within one group number do what ``.over(group)``
     # does, without a window per group (hundreds of thousands of parents on a large trace).
     changed = pl.any_horizontal([pl.col(c).ne_missing(pl.col(c).shift(1)) for c in group])
-    calls = calls.with_columns(gid=changed.cast(pl.Int64).cum_sum())
+    # Whether a call may be a loop's item (no optimizer, matmul or autograd op; no dynamo
+    # internals): matched once per distinct name, not once per period over every call.
+    barred_expr = name_matches(calls, NOT_LOOPS) | name_matches(calls, DYNAMO_INTERNAL.pattern)
+    calls = calls.with_columns(gid=changed.cast(pl.Int64).cum_sum(), barred=barred_expr)
     taken: set[int] = set()
     for period in range(1, REPEAT_MAX_PERIOD + 1):
         free = calls.filter(~pl.col("id").is_in(list(taken))).with_row_index("i")
@@ -95,9 +98,9 @@ def find_loops(ctx: FindingContext) -> pl.DataFrame:
         if runs.height == 0:
             continue
         # Per call, once a period (not per candidate run): whether it may be a loop's item
-        # (no optimizer, matmul or autograd op; no dynamo internals) and the kernels up to it.
+        # and the kernels up to it.
         names = free["name"]
-        barred = (names.str.contains(NOT_LOOPS) | names.str.contains(DYNAMO_INTERNAL.pattern)).to_numpy()
+        barred = free["barred"].to_numpy()
         launched = np.concatenate([[0], np.cumsum(free["kernels"].to_numpy())])
         ids, starts, ends = free["id"].to_numpy(), free["ts_ns"].to_numpy(), free["end_ns"].to_numpy()
         pids, tids, steps = free["pid"].to_numpy(), free["tid"].to_numpy(), free["step"].to_numpy()

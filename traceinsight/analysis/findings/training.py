@@ -24,6 +24,7 @@ from traceinsight.analysis.findings.model import (
     RegionEvidence,
 )
 from traceinsight.analysis.findings.savings import Estimate, estimate
+from traceinsight.analysis.lib.host_names import name_matches
 from traceinsight.analysis.whatif.copies import ScaleLaunchedIn
 
 OPTIMIZER_PREFIX = "Optimizer.step#"
@@ -50,7 +51,7 @@ def _numel(dims: object) -> int:
 
 
 def _param_count(ctx: FindingContext, step: int | None) -> int | None:
-    ev = ctx.trace.events.filter(pl.col("kind") == "cpu_op")
+    ev = ctx.trace.events.select("kind", "name", "step", "input_dims").filter(pl.col("kind") == "cpu_op")
     for op in PARAM_OPS:
         rows = ev.filter(pl.col("name").cast(pl.String) == op)
         if step is not None:
@@ -105,9 +106,8 @@ def detect_unfused_optimizer(ctx: FindingContext) -> Estimate | None:
         classes.filter((pl.col("family") == "optimizer") & (pl.col("subfamily") == "fused")).height
         > 0
     )
-    host_ops = ctx.trace.events.filter(
-        (pl.col("kind") == "cpu_op")
-        & pl.col("name").cast(pl.String).str.contains(FUSED_OPTIMIZER_OP)
+    host_ops = ctx.trace.events.select("kind", "name").filter(
+        (pl.col("kind") == "cpu_op") & name_matches(ctx.trace.events, FUSED_OPTIMIZER_OP)
     )
     if fused_kernel or host_ops.height > 0:
         return None

@@ -9,6 +9,7 @@ from traceinsight.analysis.findings.catalogue import PINNED_GBPS
 from traceinsight.analysis.findings.context import FindingContext
 from traceinsight.analysis.findings.model import Evidence, KernelEvidence, OpEvidence, Pool
 from traceinsight.analysis.findings.savings import Estimate, estimate
+from traceinsight.analysis.lib.lineage import NONE, climb, ids_at, names_at
 from traceinsight.analysis.sections.gaps import DATA_LOADING_PATTERN
 from traceinsight.analysis.whatif.copies import PinCopies
 
@@ -121,12 +122,12 @@ def detect_pageable_memcpy(ctx: FindingContext) -> Estimate | None:
 
 def _ancestors(ctx: FindingContext, ids: pl.DataFrame, levels: int = 3) -> pl.DataFrame:
     """``id`` plus the names of its first ``levels`` ancestors (``a1`` .. ``aN``)."""
-    ev = ctx.trace.events.select("id", "parent", pl.col("name").cast(pl.String))
-    out = ids.join(ev.select("id", p0="parent"), on="id", how="left")
+    rows = climb(ctx.trace, ids["id"].fill_null(NONE), levels + 1)
+    columns = {"p0": ids_at(ctx.trace, rows[1])}
     for level in range(1, levels + 1):
-        step = ev.rename({"id": f"p{level - 1}", "parent": f"p{level}", "name": f"a{level}"})
-        out = out.join(step, on=f"p{level - 1}", how="left")
-    return out
+        columns[f"p{level}"] = ids_at(ctx.trace, rows[level + 1])
+        columns[f"a{level}"] = names_at(ctx.trace, rows[level])
+    return ids.with_columns(**columns)
 
 
 def _cpu_sources(ctx: FindingContext) -> pl.DataFrame:
@@ -224,19 +225,16 @@ def detect_cpu_tensor_creation(ctx: FindingContext) -> Estimate | None:
 def detect_noncontiguous_copy(ctx: FindingContext) -> Estimate | None:
     if ctx.kernels is None:
         return None
-    ev = ctx.trace.events.select("id", "parent", pl.col("name").cast(pl.String))
     k = ctx.trace.kernels.filter(pl.col("kind") == "kernel").select(
         "op_id", "dur_ns", pl.col("name").cast(pl.String).alias("kernel")
     )
-    chain = k.join(ev.rename({"id": "op_id", "parent": "p1", "name": "n0"}), on="op_id", how="left")
-    chain = chain.join(ev.rename({"id": "p1", "parent": "p2", "name": "n1"}), on="p1", how="left")
-    chain = chain.join(ev.rename({"id": "p2", "parent": "p3", "name": "n2"}), on="p2", how="left")
+    # the launching op and its parent and grandparent, by name
+    lineage = climb(ctx.trace, k["op_id"].fill_null(NONE), 2)
+    chain = k.with_columns(**{f"n{level}": names_at(ctx.trace, lineage[level]) for level in range(3)})
     layout = pl.lit(False)
     for col in ("n0", "n1", "n2"):
         layout = layout | pl.col(col).is_in(LAYOUT_OPS)
-    rows = chain.filter(
-        layout & pl.col("n0").is_in(["aten::copy_", "aten::clone", "aten::_to_copy"])
-    )
+    rows = chain.filter(layout & pl.col("n0").is_in(["aten::copy_", "aten::clone", "aten::_to_copy"]))
     if rows.height == 0:
         return None
     origin = pl.coalesce(

@@ -21,7 +21,12 @@ FIRST_CALL_MIN_NS = 1_000_000  # ... and at least this long, so tiny ops do not 
 def first_call_outliers(trace: Trace) -> pl.DataFrame:
     """Per op (name, shapes, dtypes) whose first call is far above its steady state: id of the
     first call, its start/end, first_ns, steady_ns (median of the later calls) and calls."""
-    ops = trace.events.filter(pl.col("kind") == "cpu_op").sort("ts_ns")
+    # Only the columns used: filtering and sorting the whole event frame copies every column.
+    ops = (
+        trace.events.select("id", "ts_ns", "end_ns", "dur_ns", "name", "input_dims", "input_types", "kind")
+        .filter(pl.col("kind") == "cpu_op")
+        .sort("ts_ns")
+    )
     keys = ["name", "input_dims", "input_types"]
     return (
         ops.with_columns(pl.col("name").cast(pl.String))

@@ -26,7 +26,7 @@ def analysis_window(trace: Trace) -> tuple[int, int]:
 
 
 def _analysis_window(trace: Trace) -> tuple[int, int]:
-    ev = trace.events.filter(pl.col("kind") != "other")
+    ev = trace.events.select("kind", "ts_ns", "end_ns").filter(pl.col("kind") != "other")
     if ev.height == 0:
         ev = trace.events
     if ev.height == 0:

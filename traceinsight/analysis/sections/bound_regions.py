@@ -14,7 +14,7 @@ MAX_OP_REGIONS = 100
 
 
 def named_regions(trace: Trace) -> pl.DataFrame:
-    ev = trace.events
+    ev = trace.events.select("id", "name", "kind", "ts_ns", "end_ns", "dur_ns")
     name = pl.col("name").cast(pl.String)
     kind = pl.col("kind").cast(pl.String)
     compiled = (

@@ -28,6 +28,7 @@ from traceinsight.analysis.classify import with_classes
 from traceinsight.analysis.core.base import NO_INPUTS, AnalysisConfig, AnalysisSpec, Inputs, Result
 from traceinsight.analysis.device import model as device_model
 from traceinsight.analysis.lib import intervals
+from traceinsight.analysis.lib.host_names import name_matches
 from traceinsight.analysis.lib.timeline import median_host_step_ns, step_spans
 from traceinsight.trace.model import Trace
 
@@ -93,11 +94,11 @@ def _name() -> pl.Expr:
 def has_compile_markers(trace: Trace) -> bool:
     """True when the trace shows Dynamo/AOT/Inductor activity (regions, graphs, compiles)."""
     name = _name()
-    host = trace.events.filter(pl.col("kind").cast(pl.String).is_in(["cpu_op", "user_annotation"]))
+    host = trace.events.select("kind", "name").filter(pl.col("kind").cast(pl.String).is_in(["cpu_op", "user_annotation"]))
     marked = host.filter(
         name.str.starts_with(REGION_PREFIX)
         | name.is_in([AOT_FORWARD, AOT_BACKWARD, CACHE_LOOKUP, *COMPILE_SPANS, *LEGACY_COMPILE_SPANS])
-        | name.str.contains(FX_GRAPH_PATTERN)
+        | name_matches(host, FX_GRAPH_PATTERN)
     ).height
     if marked:
         return True

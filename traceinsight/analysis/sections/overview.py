@@ -74,12 +74,12 @@ def run(trace: Trace, config: AnalysisConfig, inputs: Inputs = NO_INPUTS) -> Ove
     counts = {
         str(row["kind"]): int(row["len"])
         # the ops a merged capture added for graph nodes are not events of this trace
-        for row in events.filter(pl.col("tid") != GRAPH_NODE_TID).group_by("kind").len()
+        for row in events.select("tid", "kind").filter(pl.col("tid") != GRAPH_NODE_TID).group_by("kind").len()
         # Ties by name: group_by's order is not stable between runs.
         .sort([pl.col("len"), pl.col("kind").cast(pl.String)], descending=[True, False]).iter_rows(named=True)
     }
     steps = tuple(
-        int(s) for s in events.filter(pl.col("step").is_not_null())["step"].unique().sort().to_list()
+        int(s) for s in events.get_column("step").drop_nulls().unique().sort().to_list()
     )
     work = work_intervals(trace)
     busy_by_device = intervals.total_ns(busy_intervals(trace), by=["device"])

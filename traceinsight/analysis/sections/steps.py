@@ -83,8 +83,8 @@ def _activity(trace: Trace) -> pl.DataFrame:
         .then(6)
     )
     host = with_name_flags(
-        trace.events.filter(kind.is_in(["runtime", "driver", "cpu_op", "user_annotation", "python"])).select(
-            "ts_ns", "end_ns", "kind", "name"
+        trace.events.select("ts_ns", "end_ns", "kind", "name").filter(
+            kind.is_in(["runtime", "driver", "cpu_op", "user_annotation", "python"])
         )
     ).select(pl.col("ts_ns").alias("start_ns"), "end_ns", level.cast(pl.Int64).alias("level"))
     return pl.concat([work, host.drop_nulls("level")])

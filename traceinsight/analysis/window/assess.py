@@ -106,8 +106,10 @@ def _plain(name: str) -> str:
 
 def _host_calls(trace: Trace) -> pl.DataFrame:
     kind = pl.col("kind").cast(pl.String)
-    return trace.events.filter(kind.is_in(["cpu_op", "user_annotation", "runtime", "driver"]) & (pl.col("dur_ns") > 0)).select(
-        "id", "ts_ns", "end_ns", "dur_ns", pl.col("name").cast(pl.String), kind.alias("kind")
+    return (
+        trace.events.select("id", "ts_ns", "end_ns", "dur_ns", "name", "kind")
+        .filter(kind.is_in(["cpu_op", "user_annotation", "runtime", "driver"]) & (pl.col("dur_ns") > 0))
+        .select("id", "ts_ns", "end_ns", "dur_ns", pl.col("name").cast(pl.String), kind.alias("kind"))
     )
 
 

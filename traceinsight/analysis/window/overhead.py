@@ -19,7 +19,7 @@ def _events_per_step(trace: Trace, steps: pl.DataFrame) -> tuple[float, float, f
     """Host events (other than Python frames) and Python frames the profiler recorded per
     step on the busiest thread (threads run side by side: their costs do not add up), and the
     median step's length (ns). Over the steps when there are any, else the whole trace."""
-    host = trace.events.filter(pl.col("kind").cast(pl.String).is_in(PROFILED_HOST_KINDS))
+    host = trace.events.select("kind", "step", "pid", "tid").filter(pl.col("kind").cast(pl.String).is_in(PROFILED_HOST_KINDS))
     if steps.height:
         host = host.filter(pl.col("step").is_in(steps["step"].implode()))
         length = float(steps.select(pl.max_horizontal("host_dur_ns", "device_dur_ns").median()).item() or 0)

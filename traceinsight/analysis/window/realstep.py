@@ -233,7 +233,7 @@ def real_step(trace: Trace, steps: pl.DataFrame) -> RealStep | None:
     traced_ns = round(float(steady["device_dur_ns"].median() or 0))  # type: ignore[arg-type]
     if traced_ns <= 0:
         return None
-    host = trace.events.filter(pl.col("kind").cast(pl.String).is_in(HOST_KINDS)).height
+    host = trace.events.select("kind").filter(pl.col("kind").cast(pl.String).is_in(HOST_KINDS)).height
     model = _modelled(trace, steps, traced_ns) if host else None
     timed = trace.meta.unprofiled_steps
     if timed is not None:
