@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from traceinsight.analysis.core.memo import per_trace
@@ -38,6 +39,7 @@ from traceinsight.analysis.cost.args import (
 )
 from traceinsight.analysis.cost.formulas import cost_of
 from traceinsight.analysis.device.peaks import path_class
+from traceinsight.analysis.lib.lineage import NONE, climb, ids_at, parent_rows
 
 __all__ = [
     "COST_COLUMNS",
@@ -124,29 +126,29 @@ KERNEL_COST_COLUMNS: dict[str, pl.DataType | type[pl.DataType]] = {
 }
 
 
-def _nearest_costed(op_ids: pl.DataFrame, parents: pl.DataFrame, costed: pl.DataFrame) -> pl.DataFrame:
+def _nearest_costed(trace: Any, op_ids: pl.DataFrame, costed: pl.DataFrame) -> pl.DataFrame:
     """Per kernel (id, op_id): the innermost op at or above op_id that has a known cost.
 
     The innermost one is the most specific (``aten::mm`` rather than the ``aten::matmul``
     around it); an outer op's cost is used only by kernels none of its costed children
-    launched. Loops once per nesting level.
+    launched. Climbs the event tree by array lookups, one level at a time for all kernels.
     """
-    current = op_ids.select("id", pl.col("op_id").alias("cur")).filter(pl.col("cur").is_not_null())
-    found = []
-    costed_ids = costed.select(pl.col("id").alias("cur"), pl.lit(True).alias("_hit"))
-    while current.height:
-        current = current.join(costed_ids, on="cur", how="left")
-        found.append(current.filter(pl.col("_hit").fill_null(False)).select("id", pl.col("cur").alias("costed_op_id")))
-        current = (
-            current.filter(~pl.col("_hit").fill_null(False))
-            .select("id", "cur")
-            .join(parents, left_on="cur", right_on="pid_", how="left")
-            .select("id", pl.col("parent").alias("cur"))
-            .filter(pl.col("cur").is_not_null())
-        )
-    if not found:
+    op_ids = op_ids.filter(pl.col("op_id").is_not_null())
+    if op_ids.height == 0 or costed.height == 0:
         return pl.DataFrame(schema={"id": pl.Int64, "costed_op_id": pl.Int64})
-    return pl.concat(found)
+    row = climb(trace, op_ids["op_id"], 0)[0]
+    has_cost = np.zeros(trace.events.height, dtype=bool)
+    costed_rows = climb(trace, costed["id"], 0)[0]
+    has_cost[costed_rows[costed_rows >= 0]] = True
+    found = np.full(row.size, NONE, dtype=np.int64)
+    active = row >= 0
+    while active.any():
+        hit = active & has_cost[np.maximum(row, 0)]
+        found[hit] = row[hit]
+        active &= ~hit
+        row = np.where(active, parent_rows(trace, row), NONE)
+        active &= row >= 0
+    return op_ids.select("id").with_columns(costed_op_id=ids_at(trace, found)).filter(pl.col("costed_op_id").is_not_null())
 
 
 def kernel_costs(trace: Any) -> pl.DataFrame:
@@ -173,9 +175,8 @@ def kernel_costs_of(trace: Any) -> pl.DataFrame:
     vendor = device_model.from_trace(trace).vendor
     kernels = with_classes(kernels, "name", vendor=vendor)
     costs = op_costs(trace.events)
-    parents = trace.events.select(pl.col("id").alias("pid_"), "parent")
     is_kernel = pl.col("kind") == "kernel"
-    nearest = _nearest_costed(kernels.filter(is_kernel), parents, costs)
+    nearest = _nearest_costed(trace, kernels.filter(is_kernel), costs)
     k = kernels.join(nearest, on="id", how="left").join(
         costs.rename({"id": "costed_op_id", "bytes": "op_bytes"}), on="costed_op_id", how="left"
     )

@@ -56,6 +56,12 @@ def climb(trace: Trace, ids: np.ndarray | pl.Series, levels: int) -> list[np.nda
     return out
 
 
+def parent_rows(trace: Trace, rows: np.ndarray) -> np.ndarray:
+    """The parent's row of each row (``NONE`` at the root and at ``NONE``)."""
+    tree = _tree(trace)
+    return np.where(rows >= 0, tree.parent_row[np.maximum(rows, 0)], NONE)
+
+
 def ids_at(trace: Trace, rows: np.ndarray) -> pl.Series:
     """The event ids at these rows (null at ``NONE``)."""
     tree = _tree(trace)

@@ -4,8 +4,11 @@ each one launched."""
 
 from __future__ import annotations
 
+import re
+
 import polars as pl
 
+from traceinsight.analysis.lib.host_names import name_matches
 from traceinsight.analysis.lib.timeline import analysis_window
 from traceinsight.trace.model import Trace
 from traceinsight.trace.schema import PROFILER_STEP_PREFIX
@@ -15,21 +18,25 @@ MAX_OP_REGIONS = 100
 
 def named_regions(trace: Trace) -> pl.DataFrame:
     ev = trace.events.select("id", "name", "kind", "ts_ns", "end_ns", "dur_ns")
-    name = pl.col("name").cast(pl.String)
     kind = pl.col("kind").cast(pl.String)
+
+    # Name prefixes are matched once per distinct name (not cast and searched per event).
+    def starts(prefix: str) -> pl.Expr:
+        return name_matches(ev, "^" + re.escape(prefix))
+
     compiled = (
-        ((kind == "user_annotation") & name.str.starts_with("## Call CompiledFxGraph"))
-        | ((kind == "cpu_op") & name.is_in(["CompiledFunction", "CompiledFunctionBackward"]))
-        | name.str.starts_with("Torch-Compiled Region")
+        ((kind == "user_annotation") & starts("## Call CompiledFxGraph"))
+        | ((kind == "cpu_op") & pl.col("name").is_in(["CompiledFunction", "CompiledFunctionBackward"]))
+        | starts("Torch-Compiled Region")
     )
     region_kind = (
-        pl.when((kind == "user_annotation") & name.str.starts_with(PROFILER_STEP_PREFIX))
+        pl.when((kind == "user_annotation") & starts(PROFILER_STEP_PREFIX))
         .then(pl.lit("step"))
         .when(compiled)
         .then(pl.lit("compiled"))
         .when(kind == "user_annotation")
         .then(pl.lit("annotation"))
-        .when((kind == "python") & name.str.starts_with("nn.Module:"))
+        .when((kind == "python") & starts("nn.Module:"))
         .then(pl.lit("module"))
     )
     return (
@@ -37,7 +44,7 @@ def named_regions(trace: Trace) -> pl.DataFrame:
         .filter(pl.col("rkind").is_not_null() & (pl.col("dur_ns") > 0))
         .select(
             pl.col("id").alias("region_id"),
-            name.alias("name"),
+            pl.col("name").cast(pl.String).alias("name"),
             pl.col("rkind").alias("kind"),
             pl.col("ts_ns").alias("start_ns"),
             pl.col("end_ns").alias("host_end_ns"),
