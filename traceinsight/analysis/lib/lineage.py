@@ -69,6 +69,14 @@ def ids_at(trace: Trace, rows: np.ndarray) -> pl.Series:
     return pl.Series(values, dtype=pl.Int64).scatter(np.flatnonzero(rows < 0), None)
 
 
+def values_at(trace: Trace, rows: np.ndarray, column: str) -> pl.Series:
+    """An event column's values at these rows (null at ``NONE``)."""
+    values = trace.events.get_column(column)
+    if values.len() == 0:
+        return pl.Series(column, [None] * rows.size, dtype=values.dtype)
+    return values.gather(np.maximum(rows, 0)).scatter(np.flatnonzero(rows < 0), None)
+
+
 def names_at(trace: Trace, rows: np.ndarray) -> pl.Series:
     """The event names (strings) at these rows (null at ``NONE``)."""
     tree = _tree(trace)

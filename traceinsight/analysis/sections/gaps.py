@@ -47,6 +47,7 @@ from traceinsight.analysis.core.base import (
     Result,
     jsonable,
 )
+from traceinsight.analysis.core.memo import per_trace
 from traceinsight.analysis.lib import intervals
 from traceinsight.analysis.lib.host_names import (
     DATA_LOADING_PATTERN,
@@ -55,9 +56,10 @@ from traceinsight.analysis.lib.host_names import (
     is_data_loading,
     with_name_flags,
 )
+from traceinsight.analysis.lib.lineage import NONE, climb, values_at
 from traceinsight.analysis.lib.timeline import analysis_window, busy_intervals
+from traceinsight.analysis.sections.gap_culprits import culprits
 from traceinsight.trace.model import Trace
-from traceinsight.trace.schema import PROFILER_STEP_PREFIX
 
 HOST_CLASSES = ("sync", "data_loading", "allocator", "launch_overhead", "host_compute", "python")
 UNTRACED = "untraced"
@@ -115,12 +117,19 @@ def main_threads(trace: Trace) -> pl.DataFrame:
 
 def _launched(trace: Trace) -> pl.DataFrame:
     """GPU work with the host thread (pid, tid) of its launch call."""
-    pids = trace.events.select(pl.col("id").alias("launch_id"), "pid")
-    return (
-        trace.kernels.filter(pl.col("launch_id").is_not_null() & pl.col("device").is_not_null())
-        .select("device", "ts_ns", "end_ns", "step", "launch_id", "launch_ts_ns", "launch_end_ns", pl.col("launch_tid").alias("tid"))
-        .join(pids, on="launch_id", how="left")
+    return per_trace(trace, "launched_work", lambda: _launched_of(trace))
+
+
+def _launched_of(trace: Trace) -> pl.DataFrame:
+    work = trace.kernels.filter(pl.col("launch_id").is_not_null() & pl.col("device").is_not_null()).select(
+        "device", "ts_ns", "end_ns", "step", "launch_id", "launch_ts_ns", "launch_end_ns", pl.col("launch_tid").alias("tid")
     )
+    return work.with_columns(pid=_launch_pids(trace, work["launch_id"]))
+
+
+def _launch_pids(trace: Trace, launch_ids: pl.Series) -> pl.Series:
+    """The process of each launch call (an array lookup: event ids are rows)."""
+    return values_at(trace, climb(trace, launch_ids.fill_null(NONE), 0)[0], "pid")
 
 
 def _thread_events(trace: Trace, threads: pl.DataFrame) -> pl.DataFrame:
@@ -176,60 +185,6 @@ def _host_activity(trace: Trace, threads: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _innermost_at(trace: Trace, probes: pl.DataFrame, containers_filter: pl.Expr) -> pl.DataFrame:
-    """For probes (row, pid, tid, t), the innermost container on that thread holding instant t.
-
-    Containers are the host events passing ``containers_filter``. Start from the last one that
-    began at or before t and climb the host tree (``parent``) until one is still running; the
-    loop runs once per nesting level, not per event.
-    """
-    out_schema = {"row": pl.UInt32, "culprit_id": pl.Int64, "culprit": pl.String}
-    host = _thread_events(trace, probes)
-    containers = host.filter(containers_filter).select(*THREAD, pl.col("id").alias("cid"), pl.col("ts_ns").alias("cts")).sort("cts")
-    if containers.height == 0 or probes.height == 0:
-        return pl.DataFrame(schema=out_schema)
-    tree = host.select(
-        pl.col("id").alias("cid"),
-        pl.col("parent").alias("cparent"),
-        pl.col("end_ns").alias("cend"),
-        pl.col("name").cast(pl.String).alias("cname"),
-        containers_filter.alias("ok"),
-    )
-    current = (
-        probes.sort("t")
-        .join_asof(containers, left_on="t", right_on="cts", by=THREAD, strategy="backward", check_sortedness=False)
-        .select("row", "t", "cid")
-        .join(tree, on="cid", how="left")
-    )
-    resolved = []
-    while current.height:
-        done = pl.col("cid").is_null() | (pl.col("ok") & (pl.col("cend") > pl.col("t")))
-        resolved.append(current.filter(done))
-        current = (
-            current.filter(~done)
-            .select("row", "t", pl.col("cparent").alias("cid"))
-            .join(tree, on="cid", how="left")
-        )
-    return pl.concat(resolved).select("row", pl.col("cid").alias("culprit_id"), pl.col("cname").alias("culprit"))
-
-
-def _culprits(trace: Trace, gaps: pl.DataFrame) -> pl.DataFrame:
-    """Culprit per gap row: for data loading the data-loading span; for a gap that began in a
-    synchronising call the op that synchronised; else the innermost op or annotation at the
-    gap's middle. ProfilerStep spans are never culprits (the step column says which step)."""
-    kind = pl.col("kind").cast(pl.String)
-    not_step = ~pl.col("name").cast(pl.String).str.starts_with(PROFILER_STEP_PREFIX)
-    ops_and_annotations = kind.is_in(["cpu_op", "user_annotation"]) & not_step
-    middle = pl.col("start_ns") + pl.col("dur_ns") // 2
-    at_start = (pl.col("cause") == "sync") & pl.col("sync_at_start")
-    probes = gaps.select("row", *THREAD, pl.when(at_start).then(pl.col("start_ns")).otherwise(middle).alias("t"))
-    generic = _innermost_at(trace, probes, ops_and_annotations)
-    data_probes = gaps.filter(pl.col("cause") == "data_loading").select("row", *THREAD, middle.alias("t"))
-    data = _innermost_at(trace, data_probes, ops_and_annotations & is_data_loading())
-    data = data.filter(pl.col("culprit_id").is_not_null())
-    return pl.concat([data, generic.join(data.select("row"), on="row", how="anti")])
-
-
 def _gap_frame(trace: Trace, threshold_ns: int) -> pl.DataFrame:
     lo, hi = analysis_window(trace)
     busy = busy_intervals(trace)
@@ -249,11 +204,11 @@ def _next_work(trace: Trace, gaps: pl.DataFrame) -> pl.DataFrame:
     Work whose launch call is not in the trace was launched before recording began, so it
     counts as queued; a gap without following work reads the device's main thread.
     """
-    pids = trace.events.select(pl.col("id").alias("launch_id"), "pid")
+    work = trace.kernels.filter(pl.col("device").is_not_null()).select(
+        "device", "ts_ns", "end_ns", "step", "launch_id", "launch_end_ns", pl.col("launch_tid").alias("tid")
+    )
     work = (
-        trace.kernels.filter(pl.col("device").is_not_null())
-        .select("device", "ts_ns", "end_ns", "step", "launch_id", "launch_end_ns", pl.col("launch_tid").alias("tid"))
-        .join(pids, on="launch_id", how="left")
+        work.with_columns(pid=_launch_pids(trace, work["launch_id"]))
         .with_columns(
             queued_at=pl.when(pl.col("launch_id").is_null())
             .then(pl.lit(-(2**62), pl.Int64))
@@ -342,7 +297,7 @@ def find_gaps(trace: Trace, threshold_ns: int) -> pl.DataFrame:
         .otherwise(argmax)
     )
     covered = covered.with_columns(cause=cause)
-    out = covered.join(_culprits(trace, covered.drop_nulls(THREAD)), on="row", how="left").sort(["device", "start_ns"])
+    out = covered.join(culprits(trace, covered.drop_nulls(THREAD)), on="row", how="left").sort(["device", "start_ns"])
     return out.select([pl.col(c).cast(t) for c, t in (GAP_SCHEMA | extra).items()])
 
 
