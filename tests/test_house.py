@@ -167,13 +167,15 @@ def test_no_module_over_500_lines() -> None:
 
 def test_every_registered_module_loads_and_names_its_results() -> None:
     from traceinsight.analysis import registry
+    from traceinsight.analysis.job.specs import JOB_SECTIONS
     from traceinsight.render import section_views as views
 
     assert [s.name for s in registry.ANALYSES] == [
         "overview", "breakdown", "gaps", "steps", "ops", "kernels", "memory", "bound", "compile", "serving",
         "window", "critical_path", "findings",
     ]
-    assert set(views.registered()) == {s.name for s in registry.ANALYSES}
+    # Every section, of a trace or of a job, is shown through the one view registry.
+    assert set(views.registered()) == {s.name for s in registry.ANALYSES} | set(JOB_SECTIONS)
 
 
 def test_a_registered_module_without_a_spec_fails_at_import() -> None:
