@@ -89,7 +89,7 @@ def reflow(text: str) -> str:
 
 
 def section_names() -> list[str]:
-    from traceinsight.analysis.registry import ANALYSES
+    from traceinsight.api import ANALYSES
 
     return [spec.name for spec in ANALYSES]
 

@@ -12,8 +12,8 @@ from traceinsight.atomic import is_regular_or_new, write_atomic
 from traceinsight.errors import UsageError
 
 if TYPE_CHECKING:
+    from traceinsight.api import Trace
     from traceinsight.render.formats import Format
-    from traceinsight.trace.model import Trace
 
 
 def check_writable(path: Path, *, force: bool) -> None:
