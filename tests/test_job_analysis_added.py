@@ -98,3 +98,7 @@ def test_a_new_job_analysis_is_a_module_a_view_and_a_registry_line(tmp_path: Pat
     assert "## Steps recorded per rank" in markdown and "steps |" in markdown
     page = analyze("-f", "html")
     assert "<h2>Steps recorded per rank</h2>" in page
+    helped = subprocess.run(
+        [sys.executable, "-m", "traceinsight", "analyze", "--help"], env=env, capture_output=True, text=True, check=False, cwd=tmp_path
+    )
+    assert "rank_steps" in helped.stdout  # --only lists the job registry's sections

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from traceinsight.analysis.job.series import select_series_sections as select_series_sections
 
     # The commands' names (see _COMMAND_NAMES), typed for the checker.
+    from traceinsight.analysis.job.specs import JOB_SECTIONS as JOB_SECTIONS
     from traceinsight.analysis.registry import ANALYSES as ANALYSES
     from traceinsight.analysis.report import Report
     from traceinsight.analysis.report import analyze as analyze_trace
@@ -65,6 +66,7 @@ __all__ = [
     "ANALYSES",
     "ENGINES",
     "FRAME_SCHEMAS",
+    "JOB_SECTIONS",
     "AnalysisConfig",
     "BoundGrouping",
     "BoundListing",
@@ -115,6 +117,7 @@ PathOrTrace = Union["Trace", str, "os.PathLike[str]"]
 _COMMAND_NAMES: dict[str, tuple[str, str]] = {
     "AnalysisConfig": ("traceinsight.analysis.core.base", "AnalysisConfig"),
     "ANALYSES": ("traceinsight.analysis.registry", "ANALYSES"),
+    "JOB_SECTIONS": ("traceinsight.analysis.job.specs", "JOB_SECTIONS"),
     "analyze_trace": ("traceinsight.analysis.report", "analyze"),
     "select_sections": ("traceinsight.analysis.report", "select_sections"),
     "select_job_sections": ("traceinsight.analysis.job.report", "select_job_sections"),
