@@ -127,7 +127,7 @@ def analyze_command(
         phase(f"rendering {format}")
         # Rendered inside the progress display: a big HTML page takes a while. The live
         # terminal view is printed after it, once the spinner is gone.
-        text = None if fmt == "terminal" and output is None else render(report, fmt, trace=loaded)
+        text = None if fmt == "terminal" and output is None else render(report, fmt)  # the report refers to its trace for the HTML plots
     if text is None:
         # A person at a terminal gets the answer on one screen; a pipe or a file gets it all.
         show(report, glance=not full and only is None and on_terminal())
