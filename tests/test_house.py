@@ -3,7 +3,12 @@ analysis and view module loads, and a misspelled registry line fails loudly.
 
 The import graph is read from the source (every ``import`` a module can execute, at module
 level or inside functions; imports under ``if TYPE_CHECKING:`` never run and are left out).
-Importing ``a.b.c`` is an edge to ``a.b.c`` only, not to its parent packages. A module that
+Importing ``a.b.c`` runs the ``__init__`` of ``a`` and ``a.b`` first, unless the importer is
+itself inside them (then they ran before it): so it is an edge to ``a.b.c`` and to each of its
+parent packages that is not a parent of the importer. A cycle that goes through a package's
+``__init__`` (``pkg/__init__`` imports ``pkg.a``, which imports ``x``, which imports ``pkg.b``:
+importing ``x`` first runs ``pkg/__init__``, which re-enters ``x`` half-built) is found like any
+other. A module that
 imports by name (``importlib.import_module``, ``__import__``) gets an edge to every module a
 dotted string in it names (a package's name: the package and every module under it), and, for
 an f-string such as ``f"pkg.{name}"``, to every module under its literal prefix: an import the
@@ -92,13 +97,28 @@ def _by_name(tree: ast.AST, modules: set[str]) -> set[str]:
     return found
 
 
+def _parents(name: str, modules: set[str]) -> set[str]:
+    parts = name.split(".")
+    return {p for i in range(1, len(parts)) if (p := ".".join(parts[:i])) in modules}
+
+
+def through_packages(here: str, targets: set[str], modules: set[str]) -> set[str]:
+    """The package ``__init__``s that importing ``targets`` from ``here`` runs: each target's
+    parent packages, less ``here``'s own (already run before ``here`` was)."""
+    own = _parents(here, modules)
+    found = set().union(*(_parents(t, modules) for t in targets)) - own
+    found.discard(here)
+    return found
+
+
 def import_graph() -> dict[str, set[str]]:
     paths = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
     modules = set(paths)
-    return {
+    direct = {
         name: _imports(ast.parse(path.read_text(encoding="utf-8")), modules, name, path.name == "__init__.py")
         for name, path in paths.items()
     }
+    return {name: targets | through_packages(name, targets, modules) for name, targets in direct.items()}
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -148,6 +168,26 @@ def test_imports_by_name_are_edges() -> None:
     assert _imports(ast.parse("NAME = 'pkg.a'"), modules, "pkg.b", False) == set()
 
 
+def test_a_cycle_through_a_package_init_is_found() -> None:
+    # pkg/__init__ imports pkg.a; pkg.a imports x; x imports pkg.b, which runs pkg/__init__ first.
+    modules = {"pkg", "pkg.a", "pkg.b", "x"}
+    direct = {"pkg": {"pkg.a"}, "pkg.a": {"x"}, "x": {"pkg.b"}, "pkg.b": set()}
+    assert cycles(direct) == []  # the edges written in the source alone: no cycle
+    graph = {name: targets | through_packages(name, targets, modules) for name, targets in direct.items()}
+    assert graph["x"] == {"pkg.b", "pkg"}
+    assert cycles(graph) == [["pkg", "pkg.a", "x"]]
+    # A package's own modules do not run its __init__ again: pkg.a importing pkg.b adds no edge.
+    assert through_packages("pkg.a", {"pkg.b"}, modules) == set()
+
+
+def test_the_graph_counts_the_package_inits_imports_run() -> None:
+    graph = import_graph()
+    # cli/analyze.py imports traceinsight.api (no parent beyond the root) and
+    # traceinsight.render.formats, which runs traceinsight/render/__init__ first.
+    assert "traceinsight.render" in graph["traceinsight.cli.analyze"]
+    assert "traceinsight" not in graph["traceinsight.cli.analyze"]  # the root ran before it
+
+
 def test_the_cycle_finder_finds_a_planted_cycle() -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert cycles(graph) == [["a", "b", "c"]]
@@ -167,13 +207,15 @@ def test_no_module_over_500_lines() -> None:
 
 def test_every_registered_module_loads_and_names_its_results() -> None:
     from traceinsight.analysis import registry
+    from traceinsight.analysis.job.specs import JOB_SECTIONS
     from traceinsight.render import section_views as views
 
     assert [s.name for s in registry.ANALYSES] == [
         "overview", "breakdown", "gaps", "steps", "ops", "kernels", "memory", "bound", "compile", "serving",
         "window", "critical_path", "findings",
     ]
-    assert set(views.registered()) == {s.name for s in registry.ANALYSES}
+    # Every section, of a trace or of a job, is shown through the one view registry.
+    assert set(views.registered()) == {s.name for s in registry.ANALYSES} | set(JOB_SECTIONS)
 
 
 def test_a_registered_module_without_a_spec_fails_at_import() -> None:

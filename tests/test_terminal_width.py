@@ -15,7 +15,7 @@ from rich.text import Text
 
 from tests.conftest import _load_sample, sample_names
 from traceinsight.render.fit import Col, FitTable, shorten_middle
-from traceinsight.render.kinds import terminal_text
+from traceinsight.render.report_documents import terminal_text
 
 WIDTHS = (60, 80, 100, 200)
 FIGURE = re.compile(

@@ -12,34 +12,151 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Union, overload
+from importlib import import_module
+from typing import TYPE_CHECKING, Any, Union, overload
 
 if TYPE_CHECKING:
     from traceinsight.analysis.core.base import AnalysisConfig
+    from traceinsight.analysis.device.peaks import load_toml as load_toml
     from traceinsight.analysis.diff.compare import DiffResult
     from traceinsight.analysis.job.report import JobReport
+    from traceinsight.analysis.job.report import select_job_sections as select_job_sections
     from traceinsight.analysis.job.series import SeriesResult
+    from traceinsight.analysis.job.series import select_series_sections as select_series_sections
+
+    # The commands' names (see _COMMAND_NAMES), typed for the checker.
+    from traceinsight.analysis.job.specs import JOB_SECTIONS as JOB_SECTIONS
+    from traceinsight.analysis.registry import ANALYSES as ANALYSES
     from traceinsight.analysis.report import Report
+    from traceinsight.analysis.report import analyze as analyze_trace
+    from traceinsight.analysis.report import select_sections as select_sections
+    from traceinsight.analysis.runner import run_one as run_one
+    from traceinsight.analysis.sections.bound import BoundResult as BoundResult
+    from traceinsight.analysis.sections.compile import run as run_compile
+    from traceinsight.analysis.sections.gaps import run as run_gaps
     from traceinsight.analysis.snapshot.report import SnapshotReport
+    from traceinsight.analysis.snapshot.report import analyze_snapshot as analyze_snapshot
     from traceinsight.analysis.whatif.model import WhatIfResult
+    from traceinsight.analysis.whatif.model import whatif as replay
+    from traceinsight.analysis.whatif.syntax import parse as parse_changes
     from traceinsight.analysis.whatif.transforms import Transformation
+    from traceinsight.analysis.whatif.transforms import TransformError as TransformError
+    from traceinsight.capture.merge import write_bytes_atomic as write_bytes_atomic
+    from traceinsight.capture.runner import run_script as run_script
+    from traceinsight.engine import ENGINES as ENGINES
     from traceinsight.engine.job import Job
+    from traceinsight.render.documents import BoundGrouping as BoundGrouping
+    from traceinsight.render.documents import BoundListing as BoundListing
+    from traceinsight.render.documents import CompileReport as CompileReport
+    from traceinsight.render.documents import GapsListing as GapsListing
+    from traceinsight.render.documents import QueryRows as QueryRows
+    from traceinsight.render.documents import WhatIfReport as WhatIfReport
+    from traceinsight.render.progress import loading as loading
+    from traceinsight.render.progress import phases as phases
+    from traceinsight.render.progress import wants_progress as wants_progress
+    from traceinsight.render.units import size as size
+    from traceinsight.trace.layout import Inputs
+    from traceinsight.trace.loader import load as load_file
     from traceinsight.trace.model import Trace
+    from traceinsight.trace.schema import FRAME_SCHEMAS as FRAME_SCHEMAS
+    from traceinsight.trace.snapshot.load import load_memory_snapshot as load_snapshot_file
     from traceinsight.trace.snapshot.model import MemorySnapshot
 
 __all__ = [
+    "ANALYSES",
+    "ENGINES",
+    "FRAME_SCHEMAS",
+    "JOB_SECTIONS",
+    "AnalysisConfig",
+    "BoundGrouping",
+    "BoundListing",
+    "BoundResult",
+    "CompileReport",
+    "GapsListing",
     "PathOrTrace",
+    "QueryRows",
+    "Trace",
+    "TransformError",
+    "WhatIfReport",
     "analyze",
     "analyze_memory_snapshot",
+    "analyze_snapshot",
+    "analyze_trace",
     "compare",
     "diff",
     "load",
+    "load_file",
     "load_job",
     "load_memory_snapshot",
+    "load_snapshot_file",
+    "load_toml",
+    "loading",
+    "parse_changes",
+    "phases",
+    "replay",
+    "resolve_inputs",
+    "run_compile",
+    "run_gaps",
+    "run_one",
+    "run_script",
+    "select_job_sections",
+    "select_sections",
+    "select_series_sections",
+    "size",
+    "wants_progress",
     "whatif",
+    "write_bytes_atomic",
 ]
 
 PathOrTrace = Union["Trace", str, "os.PathLike[str]"]
+
+# What the commands use beside the functions below: the CLI imports nothing of the package but
+# this module, the output formats (``render.formats``, ``render.outputs.registry``), errors,
+# atomic writes and the version (the ``cli-front-door`` import contract). Each name is
+# imported on first use, so that importing the API (and the CLI's help) stays light.
+_COMMAND_NAMES: dict[str, tuple[str, str]] = {
+    "AnalysisConfig": ("traceinsight.analysis.core.base", "AnalysisConfig"),
+    "ANALYSES": ("traceinsight.analysis.registry", "ANALYSES"),
+    "JOB_SECTIONS": ("traceinsight.analysis.job.specs", "JOB_SECTIONS"),
+    "analyze_trace": ("traceinsight.analysis.report", "analyze"),
+    "select_sections": ("traceinsight.analysis.report", "select_sections"),
+    "select_job_sections": ("traceinsight.analysis.job.report", "select_job_sections"),
+    "select_series_sections": ("traceinsight.analysis.job.series", "select_series_sections"),
+    "run_one": ("traceinsight.analysis.runner", "run_one"),
+    "run_gaps": ("traceinsight.analysis.sections.gaps", "run"),
+    "run_compile": ("traceinsight.analysis.sections.compile", "run"),
+    "BoundResult": ("traceinsight.analysis.sections.bound", "BoundResult"),
+    "load_toml": ("traceinsight.analysis.device.peaks", "load_toml"),
+    "parse_changes": ("traceinsight.analysis.whatif.syntax", "parse"),
+    "TransformError": ("traceinsight.analysis.whatif.transforms", "TransformError"),
+    "replay": ("traceinsight.analysis.whatif.model", "whatif"),
+    "analyze_snapshot": ("traceinsight.analysis.snapshot.report", "analyze_snapshot"),
+    "load_snapshot_file": ("traceinsight.trace.snapshot.load", "load_memory_snapshot"),
+    "load_file": ("traceinsight.trace.loader", "load"),
+    "Trace": ("traceinsight.trace.model", "Trace"),
+    "FRAME_SCHEMAS": ("traceinsight.trace.schema", "FRAME_SCHEMAS"),
+    "ENGINES": ("traceinsight.engine", "ENGINES"),
+    "GapsListing": ("traceinsight.render.documents", "GapsListing"),
+    "BoundListing": ("traceinsight.render.documents", "BoundListing"),
+    "BoundGrouping": ("traceinsight.render.documents", "BoundGrouping"),
+    "CompileReport": ("traceinsight.render.documents", "CompileReport"),
+    "WhatIfReport": ("traceinsight.render.documents", "WhatIfReport"),
+    "QueryRows": ("traceinsight.render.documents", "QueryRows"),
+    "loading": ("traceinsight.render.progress", "loading"),
+    "phases": ("traceinsight.render.progress", "phases"),
+    "wants_progress": ("traceinsight.render.progress", "wants_progress"),
+    "size": ("traceinsight.render.units", "size"),
+    "run_script": ("traceinsight.capture.runner", "run_script"),
+    "write_bytes_atomic": ("traceinsight.capture.merge", "write_bytes_atomic"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    found = _COMMAND_NAMES.get(name)
+    if found is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module, attr = found
+    return getattr(import_module(module), attr)
 
 
 def load(
@@ -83,15 +200,26 @@ def merge_captures(
     return merged
 
 
+def resolve_inputs(traces: Sequence[str], cycle: str | int = "latest") -> Inputs:
+    """What a command's trace arguments are: one trace, the ranks of a job, or (``cycle="all"``)
+    the cycles of a directory or glob as a series of runs; see :mod:`traceinsight.trace.inputs`,
+    the one resolver ``load``, ``load_job`` and ``compare`` use too."""
+    from traceinsight.trace.layout import resolve_inputs as resolve
+
+    return resolve(traces, cycle)
+
+
 def _one_trace(path: str | os.PathLike[str], cycle: int | str) -> tuple[str | os.PathLike[str], tuple[str, ...]]:
     """The file that ``path`` names: itself, or the chosen cycle of a directory or glob; and
     the graph capture traces found beside it."""
     import warnings
     from pathlib import Path
 
+    from traceinsight.trace.inputs import names_many
+
     text = os.fspath(path)
     folder = Path(text).is_dir()
-    if not folder and (Path(text).exists() or not any(c in text for c in "*?[")):
+    if not names_many(text):  # one file or URL (trace/inputs.py: the one rule)
         return path, ()
     from traceinsight.errors import TraceFormatError, UsageError
     from traceinsight.trace.discover import JobDiscoveryError

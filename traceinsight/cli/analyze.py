@@ -65,10 +65,13 @@ def analyze_command(
     section; --full prints the whole report, --only the sections named. Piped or written
     to a file (-o), the report is always whole.
     """
-    from traceinsight.cli.compare import analyze_job_cli, compare_cli, resolve_inputs
+    from traceinsight.api import resolve_inputs
+    from traceinsight.cli.compare import analyze_job_cli, compare_cli
     from traceinsight.render.formats import check, on_terminal, render, show
 
     inputs = resolve_inputs(traces, cycle)
+    for line in inputs.notes:  # which cycle was taken, what was left out
+        typer.echo(f"note: {line}", err=True)
     if capture and inputs.kind != "trace":
         raise UsageError("--capture goes with one run's trace, not a job or a series")
     if inputs.kind == "series":
@@ -78,12 +81,17 @@ def analyze_command(
     job = inputs.kind == "job"
     fmt = check("job" if job else "report", format, output=output)
     trace = Path(inputs.paths[0])
-    from traceinsight.analysis.core.base import AnalysisConfig
-    from traceinsight.analysis.report import analyze, select_sections
+    from traceinsight.api import (
+        AnalysisConfig,
+        loading,
+        phases,
+        select_sections,
+        size,
+        wants_progress,
+    )
+    from traceinsight.api import analyze_trace as analyze
+    from traceinsight.api import load_file as load
     from traceinsight.cli.output import check_writable, write_output
-    from traceinsight.render.progress import loading, phases, wants_progress
-    from traceinsight.render.units import size
-    from traceinsight.trace.loader import load
 
     if not job:
         select_sections(only, skip)  # reject unknown names before the (slow) load
@@ -119,7 +127,7 @@ def analyze_command(
         phase(f"rendering {format}")
         # Rendered inside the progress display: a big HTML page takes a while. The live
         # terminal view is printed after it, once the spinner is gone.
-        text = None if fmt == "terminal" and output is None else render(report, fmt, trace=loaded)
+        text = None if fmt == "terminal" and output is None else render(report, fmt)  # the report refers to its trace for the HTML plots
     if text is None:
         # A person at a terminal gets the answer on one screen; a pipe or a file gets it all.
         show(report, glance=not full and only is None and on_terminal())

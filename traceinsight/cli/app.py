@@ -3,6 +3,7 @@ handler every command goes through."""
 
 from __future__ import annotations
 
+import re
 import sys
 from typing import Any
 
@@ -65,7 +66,9 @@ def _plain_help(cmd: Any, *, sections: bool) -> None:
         elif getattr(param, "is_flag", False) and param.metavar is None:
             param.metavar = ""
         if sections and cmd.name == "analyze" and param.name in ("only", "skip"):
-            param.help = f"{param.help}: {', '.join(section_names())}"
+            # A job's sections are the job registry's (a job analysis added there is listed).
+            text = re.sub(r"a job's: [^)]*", f"a job's: {', '.join(job_section_names())}", param.help or "")
+            param.help = f"{text}: {', '.join(section_names())}"
     make_help = cmd.get_help_option
 
     def help_option(ctx: Any) -> Any:
@@ -88,8 +91,14 @@ def reflow(text: str) -> str:
     return "\n\n".join(paragraphs)
 
 
+def job_section_names() -> list[str]:
+    from traceinsight.api import JOB_SECTIONS
+
+    return list(JOB_SECTIONS)
+
+
 def section_names() -> list[str]:
-    from traceinsight.analysis.registry import ANALYSES
+    from traceinsight.api import ANALYSES
 
     return [spec.name for spec in ANALYSES]
 

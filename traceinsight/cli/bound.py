@@ -11,7 +11,7 @@ from traceinsight.cli.root import app
 from traceinsight.errors import UsageError
 
 if TYPE_CHECKING:
-    from traceinsight.render.documents import BoundGrouping
+    from traceinsight.api import BoundGrouping
 
 GROUPINGS: tuple[BoundGrouping, ...] = ("region", "op", "kernel")
 
@@ -41,11 +41,8 @@ def bound_command(
         raise UsageError(f"unknown grouping {by!r}; choose from {', '.join(GROUPINGS)}")
     if devices is not None and (peak_tflops is not None or peak_bw is not None):
         raise UsageError("give either --devices FILE.toml or --peak-tflops/--peak-bw, not both")
-    from traceinsight.analysis.core.base import AnalysisConfig
-    from traceinsight.analysis.device.peaks import load_toml
-    from traceinsight.analysis.runner import run_one
-    from traceinsight.analysis.sections.bound import BoundResult
-    from traceinsight.trace.loader import load
+    from traceinsight.api import AnalysisConfig, BoundResult, load_toml, run_one
+    from traceinsight.api import load_file as load
 
     if devices is not None:
         load_toml(devices)  # fail on a bad file before the trace is parsed
@@ -59,7 +56,7 @@ def bound_command(
     loaded = load(trace, cache=not no_cache)
     result = run_one(loaded, "bound", config)  # with the gaps it reads computed first
     assert isinstance(result, BoundResult)
+    from traceinsight.api import BoundListing
     from traceinsight.cli.output import emit
-    from traceinsight.render.documents import BoundListing
 
     emit(BoundListing(loaded.meta.path, result, grouping, top), fmt, None)

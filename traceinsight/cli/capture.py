@@ -84,8 +84,7 @@ def capture_command(
     from traceinsight.cli.output import check_writable
 
     check_writable(output, force=force)  # before the script runs, not after its work is done
-    from traceinsight.capture.merge import write_bytes_atomic
-    from traceinsight.capture.runner import run_script
+    from traceinsight.api import run_script, write_bytes_atomic
 
     # The command says once, at the end, why there are no GPU counters: the library's own
     # warning (with its source line) and torch's CUDA probing noise would only repeat it.

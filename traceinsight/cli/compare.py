@@ -4,9 +4,8 @@ rank traces, a directory or a glob)."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated
 
 import typer
 
@@ -16,7 +15,7 @@ from traceinsight.render.outputs.registry import format_help
 
 
 def _engine_options(engine: str, jobs: int | None) -> None:
-    from traceinsight.engine import ENGINES
+    from traceinsight.api import ENGINES
 
     if engine not in ENGINES:
         raise UsageError(f"unknown engine {engine!r}; choose from {', '.join(ENGINES)}")
@@ -27,45 +26,6 @@ def _engine_options(engine: str, jobs: int | None) -> None:
 def _warn_partial(lines: list[str]) -> None:
     for line in lines:
         typer.echo(f"warning: not analysed: {line}", err=True)
-
-
-def is_job_input(traces: list[str]) -> bool:
-    """Several files, a directory or a glob make a job; one trace file is a single trace."""
-    if len(traces) != 1:
-        return True
-    path = Path(traces[0])
-    return path.is_dir() or (not path.exists() and any(c in traces[0] for c in "*?["))
-
-
-@dataclass(frozen=True)
-class Inputs:
-    """What ``analyze`` was given, resolved: one trace, the ranks of a job, or (``--cycle all``)
-    the runs of a series, each one path or a job's paths."""
-
-    kind: Literal["trace", "job", "series"]
-    paths: tuple[str, ...] = ()
-    runs: tuple[str | tuple[str, ...], ...] = ()
-    captures: tuple[str, ...] = ()  # graph capture traces beside the run
-
-
-def resolve_inputs(traces: list[str], cycle: str) -> Inputs:
-    """The files ``analyze`` works on; the notes (cycles found, files left out) go to stderr."""
-    from traceinsight.trace.layout import chosen_index, notes, parse_cycle, resolve
-
-    if not is_job_input(traces):
-        if parse_cycle(cycle) != "latest":
-            raise UsageError(f"--cycle picks among the traces of a directory or glob; {traces[0]} is one file")
-        return Inputs("trace", (traces[0],))
-    layout = resolve(traces[0] if len(traces) == 1 else traces)
-    index = chosen_index(layout, cycle)
-    if index is None and len(layout.cycles) == 1:
-        index = 0
-    for line in notes(layout, index):
-        typer.echo(f"note: {line}", err=True)
-    if index is None:
-        runs = tuple(c.paths[0] if layout.kind == "trace" else tuple(c.paths) for c in layout.cycles)
-        return Inputs("series", runs=runs)
-    return Inputs(layout.kind, tuple(layout.cycles[index].paths), captures=layout.captures)
 
 
 def analyze_job_cli(
@@ -82,10 +42,8 @@ def analyze_job_cli(
     cache: bool,
 ) -> None:
     """``analyze`` over the ranks of a job; exits 4 when some rank could not be analysed."""
-    from traceinsight.analysis.core.base import AnalysisConfig
-    from traceinsight.analysis.job.report import select_job_sections
+    from traceinsight.api import AnalysisConfig, load_job, select_job_sections
     from traceinsight.cli.output import emit
-    from traceinsight.engine.job import load_job
     from traceinsight.render.formats import check
 
     fmt_checked = check("job", fmt, output=output)
@@ -148,7 +106,7 @@ def compare_cli(
 ) -> None:
     """A series of runs (each a file, a directory or glob, or a job's files) to the output;
     exits 4 when some run could not be analysed."""
-    from traceinsight.analysis.job.series import select_series_sections
+    from traceinsight.api import select_series_sections
     from traceinsight.cli.output import check_writable, emit
     from traceinsight.render.formats import check
 

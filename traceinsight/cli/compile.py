@@ -27,11 +27,9 @@ def compile_command(
 
     if output is not None:
         check_writable(output, force=force)
-    from traceinsight.analysis.core.base import AnalysisConfig
-    from traceinsight.analysis.sections import compile as compile_analysis
-    from traceinsight.render.documents import CompileReport
-    from traceinsight.trace.loader import load
+    from traceinsight.api import AnalysisConfig, CompileReport, run_compile
+    from traceinsight.api import load_file as load
 
     loaded = load(trace, cache=not no_cache)
-    result = compile_analysis.run(loaded, AnalysisConfig())
+    result = run_compile(loaded, AnalysisConfig())
     emit(CompileReport(loaded.meta.path, result), fmt, output)

@@ -34,11 +34,11 @@ def export_command(
         import perfetto
     except ImportError as exc:
         raise UsageError("the Perfetto export needs the 'perfetto' package: pip install perfetto") from exc
-    from traceinsight.analysis.core.base import AnalysisConfig
-    from traceinsight.analysis.report import analyze
+    from traceinsight.api import AnalysisConfig
+    from traceinsight.api import analyze_trace as analyze
+    from traceinsight.api import load_file as load
     from traceinsight.cli.output import check_writable, write_output
     from traceinsight.render.formats import perfetto
-    from traceinsight.trace.loader import load
 
     output = output or default_output(trace)
     check_writable(output, force=force)
@@ -51,7 +51,7 @@ def export_command(
 
 
 def _registered(name: str) -> bool:
-    from traceinsight.analysis.registry import ANALYSES
+    from traceinsight.api import ANALYSES
 
     return any(spec.name == name for spec in ANALYSES)
 

@@ -27,15 +27,13 @@ def gaps_command(
         raise UsageError("--threshold-us must be zero or more")
     if limit is not None and limit < 0:
         raise UsageError("--limit must be zero or more")
-    from traceinsight.analysis.core.base import AnalysisConfig
-    from traceinsight.analysis.sections import gaps
+    from traceinsight.api import AnalysisConfig, GapsListing, run_gaps
+    from traceinsight.api import load_file as load
     from traceinsight.cli.output import emit
-    from traceinsight.render.documents import GapsListing
-    from traceinsight.trace.loader import load
 
     config = AnalysisConfig(gap_threshold_ns=round(threshold_us * 1000))
     loaded = load(trace, cache=not no_cache)
-    result = gaps.run(loaded, config)
+    result = run_gaps(loaded, config)
     listed = result.gaps
     if limit is not None:
         listed = listed.sort(["dur_ns", "start_ns"], descending=[True, False]).head(limit).sort(["device", "start_ns"])

@@ -62,8 +62,8 @@ def memory_command(
         raise UsageError("--device must be zero or more")
     if output is not None:
         check_writable(output, force=force)
-    from traceinsight.analysis.snapshot.report import analyze_snapshot
-    from traceinsight.trace.snapshot.load import load_memory_snapshot
+    from traceinsight.api import analyze_snapshot
+    from traceinsight.api import load_snapshot_file as load_memory_snapshot
 
     loaded = load_memory_snapshot(snapshot)
     other = load_memory_snapshot(compare) if compare is not None else None

@@ -12,9 +12,8 @@ from traceinsight.atomic import is_regular_or_new, write_atomic
 from traceinsight.errors import UsageError
 
 if TYPE_CHECKING:
-    from traceinsight.render.envelope import Document
+    from traceinsight.api import Trace
     from traceinsight.render.formats import Format
-    from traceinsight.trace.model import Trace
 
 
 def check_writable(path: Path, *, force: bool) -> None:
@@ -44,8 +43,8 @@ def write_output(content: str | bytes, path: Path | None, *, force: bool) -> Non
         typer.echo(f"Wrote {path}")
 
 
-def emit(obj: Document, fmt: Format, output: Path | None, *, trace: Trace | None = None, top: int = 8) -> None:
-    """``obj`` in ``fmt``: on the live terminal, as text on stdout, or into ``output``.
+def emit(obj: object, fmt: Format, output: Path | None, *, trace: Trace | None = None, top: int = 8) -> None:
+    """``obj`` (a document, or an analysis result it wraps) in ``fmt``: on the live terminal, as text on stdout, or into ``output``.
 
     The caller has already checked ``output`` (before the slow work).
     """

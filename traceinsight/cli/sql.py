@@ -37,7 +37,7 @@ NO_TRACE_PROCESSOR = (
 def run_polars(trace_path: Path, query: str, *, cache: bool) -> pl.DataFrame:
     import polars as pl
 
-    from traceinsight.trace.loader import load
+    from traceinsight.api import load_file as load
 
     trace = load(trace_path, cache=cache)
     try:
@@ -46,7 +46,7 @@ def run_polars(trace_path: Path, query: str, *, cache: bool) -> pl.DataFrame:
         # The query is input like the trace: a bad one is a data error (exit 1), not CLI misuse.
         message = str(exc).strip().splitlines()[0]
         if "relation" in message or "table" in message.lower():  # "relation 'kernel' was not found": name the ones there are
-            from traceinsight.trace.schema import FRAME_SCHEMAS
+            from traceinsight.api import FRAME_SCHEMAS
 
             message += f" (tables: {', '.join(FRAME_SCHEMAS)})"
         raise TraceInsightError(f"{trace_path}: SQL error: {message}") from exc
@@ -112,7 +112,7 @@ def sql_command(
         frame = run_perfetto(trace, query, binary=trace_processor)
     else:
         frame = run_polars(trace, query, cache=not no_cache)
-    from traceinsight.render.documents import QueryRows
+    from traceinsight.api import QueryRows
 
     rows = QueryRows(str(trace), query, engine, frame)
     # Rendered as text even on a terminal, like csv and json, so that it pipes the same.

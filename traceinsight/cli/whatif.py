@@ -31,8 +31,8 @@ def whatif_command(
     from traceinsight.render.formats import check
 
     fmt = check("whatif", format, output=output)
-    from traceinsight.analysis.whatif.syntax import parse
-    from traceinsight.analysis.whatif.transforms import TransformError
+    from traceinsight.api import TransformError
+    from traceinsight.api import parse_changes as parse
 
     try:
         changes = parse(scale or [], remove or [], host or [], graphs=graphs, overlap_comm=overlap_comm, async_copies=async_copies)
@@ -42,14 +42,14 @@ def whatif_command(
         raise UsageError("name a change: --scale, --remove, --host, --graphs, --overlap-comm or --async-copies")
     if output is not None:
         check_writable(output, force=force)
-    from traceinsight.analysis.whatif.model import whatif
-    from traceinsight.trace.loader import load
+    from traceinsight.api import load_file as load
+    from traceinsight.api import replay as whatif
 
     loaded = load(trace, cache=not no_cache)
     try:
         result = whatif(loaded, changes)
     except TransformError as exc:
         raise UsageError(str(exc)) from None
-    from traceinsight.render.documents import WhatIfReport
+    from traceinsight.api import WhatIfReport
 
     emit(WhatIfReport(loaded.meta.path, result), fmt, output)

@@ -24,7 +24,8 @@ from traceinsight.analysis.job.summary import RankSummary, summarize
 from traceinsight.engine.run import Engine, run_per_rank
 from traceinsight.engine.tasks import TaskOutcome
 from traceinsight.errors import TraceInsightError, UsageError
-from traceinsight.trace.discover import TRACE_SUFFIXES, JobSpec, RankFile, fetch, is_url
+from traceinsight.trace.discover import JobSpec, RankFile, fetch
+from traceinsight.trace.inputs import is_single_trace
 from traceinsight.trace.layout import discover
 from traceinsight.trace.schema import FRAME_SCHEMAS
 
@@ -206,12 +207,6 @@ def _trace_findings(path: str, config: AnalysisConfig, cache: bool) -> tuple[str
 
     found = analyze(load(fetch(path), cache=cache, workers=1), config, only=["findings"]).sections.get("findings")
     return _titles(found.findings) if isinstance(found, FindingsResult) else ()
-
-
-def is_single_trace(run: str | os.PathLike[str]) -> bool:
-    """A run given as one existing trace file (or one URL); anything else is a job."""
-    text = os.fspath(run)
-    return is_url(text) or (Path(text).is_file() and text.endswith(TRACE_SUFFIXES))
 
 
 def load_series(

@@ -2,8 +2,8 @@
 
 Commands call :func:`check`, then :func:`show` (live terminal), :func:`render` (text or bytes)
 or :func:`write` (a file, written atomically); nothing else picks a renderer. The formats
-themselves are the renderer objects of ``render/outputs/registry.py``; this module holds what
-each kind of document is shown with (its terminal, Markdown and HTML views).
+themselves are the renderer objects of ``render/outputs/registry.py``; each renders any
+:class:`~traceinsight.render.document.Document` of a kind it lists.
 """
 
 from __future__ import annotations
@@ -17,14 +17,10 @@ from rich.console import Console
 from traceinsight.analysis.report import Report
 from traceinsight.atomic import write_atomic
 from traceinsight.errors import UsageError
-from traceinsight.render.envelope import Document, Kind
-from traceinsight.render.kinds import (
-    DOCUMENTS,
-    document_kind,
-    renderable,
-)
+from traceinsight.render.document import Kind
 from traceinsight.render.outputs import registry as outputs
 from traceinsight.render.outputs.base import RenderOptions
+from traceinsight.render.report_documents import as_document, renderable
 from traceinsight.render.terminal import NARROW, make_console
 from traceinsight.trace.model import Trace
 
@@ -59,9 +55,6 @@ def check(kind: Kind, fmt: str | None, *, names: dict[str, Format] | None = None
     return chosen.name
 
 
-FORMATS: dict[Kind, tuple[Format, ...]] = {d.kind: outputs.formats_of(d.kind) for d in DOCUMENTS.values()}
-
-
 def formats_of(kind: Kind) -> tuple[Format, ...]:
     """The formats ``kind`` can be written in now (a format registered later included)."""
     return outputs.formats_of(kind)
@@ -72,7 +65,7 @@ def on_terminal() -> bool:
     return sys.stdout.isatty()
 
 
-def show(obj: Document, console: Console | None = None, *, glance: bool = False) -> None:
+def show(obj: object, console: Console | None = None, *, glance: bool = False) -> None:
     """Print ``obj`` on a live terminal (stdout unless ``console`` is given), colours and width of it.
 
     ``glance``: a report's first screen only (verdict, findings, a line per section)."""
@@ -89,17 +82,19 @@ def show(obj: Document, console: Console | None = None, *, glance: bool = False)
 # ---- every format ------------------------------------------------------------------------------
 
 
-def render(obj: Document, fmt: Format, *, width: int | None = None, trace: Trace | None = None, top: int = 8) -> str | bytes:
-    """``obj`` in ``fmt`` (text, or bytes for a binary format); ``trace`` adds the HTML report's
-    timeline, memory and counter plots, ``top`` is the number of rows per table of a diff's Markdown."""
-    kind = document_kind(obj).kind
-    taken = outputs.formats_of(kind)
+def render(obj: object, fmt: Format, *, width: int | None = None, trace: Trace | None = None, top: int = 8) -> str | bytes:
+    """``obj`` (a document, or an analysis result it wraps) in ``fmt`` (text, or bytes for a
+    binary format); ``trace`` gives the HTML report its timeline, memory and counter plots when
+    the report's own reference to its trace is gone, ``top`` is the number of rows per table of
+    a diff's Markdown."""
+    doc = as_document(obj)
+    taken = outputs.formats_of(doc.kind)
     if fmt not in taken:
-        raise UsageError(f"a {kind} cannot be written as {fmt}; choose from {', '.join(taken)}")
-    return outputs.get(fmt).render(obj, RenderOptions(width=width, trace=trace, top=top))
+        raise UsageError(f"a {doc.kind} cannot be written as {fmt}; choose from {', '.join(taken)}")
+    return outputs.get(fmt).render(doc, RenderOptions(width=width, trace=trace, top=top))
 
 
-def render_text(obj: Document, fmt: Format, **options: Any) -> str:
+def render_text(obj: object, fmt: Format, **options: Any) -> str:
     """``render`` of a text format (not a binary one)."""
     text = render(obj, fmt, **options)
     if isinstance(text, bytes):
@@ -114,6 +109,6 @@ def perfetto(trace: Trace, report: Report | None = None) -> bytes:
     return export_perfetto(trace, report)
 
 
-def write(obj: Document, fmt: Format, path: Path, *, width: int | None = None, trace: Trace | None = None, top: int = 8) -> None:
+def write(obj: object, fmt: Format, path: Path, *, width: int | None = None, trace: Trace | None = None, top: int = 8) -> None:
     """``render(obj, fmt, ...)`` written to ``path`` atomically."""
     write_atomic(render(obj, fmt, width=width, trace=trace, top=top), path)

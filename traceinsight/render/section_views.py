@@ -10,8 +10,17 @@ from __future__ import annotations
 from importlib import import_module
 
 from traceinsight.analysis.core.base import Result
+from traceinsight.render import generic
 from traceinsight.render.html.page import result_html
-from traceinsight.render.views import SPECS, SectionView, ViewRegistryError, names, view_named
+from traceinsight.render.shared import section_title
+from traceinsight.render.views import (
+    SPECS,
+    SectionView,
+    Table,
+    ViewRegistryError,
+    names,
+    view_named,
+)
 
 # Where a section's views live: ``render/sections/<analysis name>.py``.
 _VIEW_PACKAGE = "traceinsight.render.sections"
@@ -58,3 +67,22 @@ def section_html(result: Result) -> str:
         return view.html(result)
     figures = view.figures(result) if view.figures is not None and result.available else []
     return result_html(result, figures)
+
+
+def section_tables(result: Result) -> list[Table]:
+    """A job section as tables: its own ``tables`` view, else the generic view's facts (as the
+    note) and the head of its table."""
+    view = view_of(result)
+    if view.tables is not None:
+        return view.tables(result)
+    title = section_title(type(result).name)
+    if not result.available:
+        return [Table(title, (), (), result.reason or "not available")]
+    gv = generic.view(result)
+    note = "; ".join(f"{key}: {value}" for key, value in gv.facts)
+    return [Table(title, gv.columns, gv.rows, note)]
+
+
+def job_tables(sections: dict[str, Result]) -> list[Table]:
+    """A job's shown sections as tables, in report order (each from its view)."""
+    return [table for result in sections.values() for table in section_tables(result)]

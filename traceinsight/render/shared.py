@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from traceinsight.analysis.core.base import Result
 from traceinsight.analysis.findings.model import FindingsResult
+from traceinsight.analysis.job.specs import JOB_ANALYSES
 from traceinsight.analysis.registry import ANALYSES
 
 
 def section_title(name: str) -> str:
-    for spec in ANALYSES:
+    for spec in (*ANALYSES, *JOB_ANALYSES):
         if spec.name == name:
             return spec.title
     return name

@@ -10,7 +10,7 @@ it is no cycle. A part left out falls back to the generic view (facts and the he
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -25,12 +25,24 @@ R = TypeVar("R", bound=Result)
 
 
 @dataclass(frozen=True)
+class Table:
+    """A format-neutral table of strings: what a job section shows, laid out by the terminal,
+    Markdown and HTML formats alike (each adds nothing of its own to the numbers)."""
+
+    title: str
+    columns: tuple[str, ...]
+    rows: Sequence[tuple[str, ...]]
+    note: str = ""
+
+
+@dataclass(frozen=True)
 class SectionView:
     """The views of one section, each taking the section's own result type.
 
     ``terminal``: the panel's body; ``markdown``: the section's lines under its heading;
     ``html``: the section's whole HTML body; ``figures``: plots above the generic HTML body
-    (used when ``html`` is not given).
+    (used when ``html`` is not given); ``tables``: a job section's tables, which every format
+    lays out (the job report's terminal, Markdown and HTML).
     """
 
     result_type: type[Result] = Result
@@ -38,6 +50,7 @@ class SectionView:
     markdown: Callable[[Any], list[str]] | None = None
     html: Callable[[Any], str] | None = None
     figures: Callable[[Any], list[Figure]] | None = None
+    tables: Callable[[Any], list[Table]] | None = None
 
 
 _GENERIC = SectionView()
@@ -57,12 +70,13 @@ def register(
     markdown: Callable[[R], list[str]] | None = None,
     html: Callable[[R], str] | None = None,
     figures: Callable[[R], list[Figure]] | None = None,
+    tables: Callable[[R], list[Table]] | None = None,
 ) -> None:
     """Register the views of the section whose result is ``result_type``."""
     name = result_type.name
     if name not in {spec.name for spec in SPECS}:
         raise ViewRegistryError(f"views registered for {result_type.__name__}, whose name {name!r} is no registered analysis")
-    _VIEWS[name] = SectionView(result_type, terminal, markdown, html, figures)
+    _VIEWS[name] = SectionView(result_type, terminal, markdown, html, figures, tables)
 
 
 def view_named(name: str) -> SectionView:

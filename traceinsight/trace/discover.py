@@ -28,11 +28,12 @@ from pathlib import Path
 from typing import Any
 
 from traceinsight.errors import TraceInsightError
+from traceinsight.trace.inputs import TRACE_SUFFIXES, has_glob, is_url, shape_of
 
-TRACE_SUFFIXES = (".json", ".json.gz")
+__all__ = ["TRACE_SUFFIXES", "JobDiscoveryError", "JobSpec", "RankFile", "expand", "fetch", "inspect", "is_url", "job_spec"]
+
 # Enough of a file to hold Kineto's top-level fields (device properties come first).
 HEAD_BYTES = 256 * 1024
-_URL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
 # Name patterns, most specific first: the rank number and the rest of the name as the stem.
 _NAME_PATTERNS = (
     re.compile(r"^(?P<stem>.*?)[._-]?rank[._-]?(?P<rank>\d+)(?P<rest>.*)$", re.IGNORECASE),
@@ -76,10 +77,6 @@ class JobSpec:
         return [r.path for r in self.ranks]
 
 
-def is_url(path: str) -> bool:
-    return bool(_URL.match(path)) and not path.startswith("file://")
-
-
 def _is_trace_name(name: str) -> bool:
     return name.endswith(TRACE_SUFFIXES)
 
@@ -92,13 +89,12 @@ def expand(source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) ->
     found: list[str] = []
     for item in items:
         text = os.fspath(item)
+        shape = shape_of(text)  # the one rule (trace/inputs.py)
         if is_url(text):
             found.extend(_expand_url(text))
-        elif any(ch in text for ch in "*?[") and not os.path.exists(text):
-            # A name that exists is a path even with glob characters in it (Lightning writes
-            # "[Strategy]" into its trace names).
+        elif shape == "pattern":
             found.extend(sorted(p for p in globlib.glob(text) if _is_trace_name(p)))
-        elif Path(text).is_dir():
+        elif shape == "directory":
             found.extend(sorted(str(p) for p in Path(text).iterdir() if p.is_file() and _is_trace_name(p.name)))
         else:
             found.append(text)
@@ -129,7 +125,7 @@ def _expand_url(url: str) -> list[str]:
     def full(p: str) -> str:
         return p if is_url(p) else f"{protocol}://{p}"
 
-    if any(ch in path for ch in "*?["):
+    if has_glob(path):
         return sorted(full(p) for p in fs.glob(path) if _is_trace_name(p))
     if fs.isdir(path):
         return sorted(full(p) for p in fs.ls(path, detail=False) if _is_trace_name(p))

@@ -41,6 +41,7 @@ from traceinsight.trace.discover import (
     rank_from_name,
     read_head,
 )
+from traceinsight.trace.inputs import names_many
 
 # tensorboard_trace_handler's name: the writer (host_pid by default) and the time written.
 _HANDLER_NAME = re.compile(r"^(?P<writer>.+)\.(?P<time>\d{10,19})\.pt\.trace\.json(?:\.gz)?$")
@@ -342,3 +343,33 @@ def discover(
     latest, or the ``cycle``-th (1 is the oldest; -1 the latest); the note says so in
     ``warnings``. One trace alone is a job of one rank."""
     return pick(resolve(source, allow_missing=allow_missing), cycle)
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What ``analyze`` was given, resolved: one trace, the ranks of a job, or (``cycle="all"``)
+    the runs of a series, each one path or a job's paths; ``notes`` say which cycle was taken
+    and what was left out."""
+
+    kind: Literal["trace", "job", "series"]
+    paths: tuple[str, ...] = ()
+    runs: tuple[str | tuple[str, ...], ...] = ()
+    captures: tuple[str, ...] = ()  # graph capture traces beside the run
+    notes: tuple[str, ...] = ()
+
+
+def resolve_inputs(traces: Sequence[str], cycle: str | int = "latest") -> Inputs:
+    """The files ``analyze`` works on, from its arguments (``--cycle``: which profiler cycle)."""
+    if not names_many(list(traces)):
+        if parse_cycle(cycle) != "latest":
+            raise UsageError(f"--cycle picks among the traces of a directory or glob; {traces[0]} is one file")
+        return Inputs("trace", (traces[0],))
+    layout = resolve(traces[0] if len(traces) == 1 else list(traces))
+    index = chosen_index(layout, cycle)
+    if index is None and len(layout.cycles) == 1:
+        index = 0
+    said = notes(layout, index)
+    if index is None:
+        runs = tuple(c.paths[0] if layout.kind == "trace" else tuple(c.paths) for c in layout.cycles)
+        return Inputs("series", runs=runs, notes=said)
+    return Inputs(layout.kind, tuple(layout.cycles[index].paths), captures=layout.captures, notes=said)

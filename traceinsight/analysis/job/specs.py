@@ -4,6 +4,11 @@ A job spec (:data:`JobAnalysisSpec`) receives the job's rank summaries in place 
 the job runner (:func:`run_job_closure`) calls them; this module is the job analyses' registry
 (``CATALOG``), as ``analysis/registry.py`` is the single-trace analyses'.
 ``series`` takes the runs of a series the same way.
+
+A new job analysis is its module in ``analysis/job/`` (a result, a pure function and a
+``SPEC``, a ``JobAnalysisSpec``), one import and one entry in ``SPECS`` here, and its view
+(``render/sections/<name>.py``, registering ``tables``): ``analyze`` of a job runs and shows it
+in every format.
 """
 
 from __future__ import annotations
@@ -22,10 +27,8 @@ from traceinsight.analysis.job import (
     series,
     stragglers,
 )
+from traceinsight.analysis.job.base import JobAnalysisSpec
 from traceinsight.analysis.job.summary import RankSummary
-
-# An analysis over the rank summaries of a job (or the runs of a series).
-JobAnalysisSpec = Spec[Sequence[RankSummary]]
 
 
 def run_rank_table(summaries: Sequence[RankSummary], config: AnalysisConfig, inputs: Inputs) -> Result:
@@ -108,8 +111,9 @@ SPECS = (
     ),
 )
 
-# What ``analyze(job)`` runs and shows, in report order; ``series`` belongs to ``compare``.
-JOB_SECTIONS: tuple[str, ...] = ("rank_table", "stragglers", "collective_wait", "collective_match", "job_findings")
+# What ``analyze(job)`` runs and shows, in report order (the order of SPECS): every job
+# analysis but ``series``, which belongs to ``compare``.
+JOB_SECTIONS: tuple[str, ...] = tuple(s.name for s in SPECS if s.name != "series")
 CATALOG = Catalog(SPECS)
 JOB_ANALYSES: tuple[Spec[Any], ...] = SPECS
 _clash = {s.name for s in SPECS} & {s.name for s in trace_registry.ANALYSES}

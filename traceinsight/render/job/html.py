@@ -11,8 +11,9 @@ from traceinsight.analysis.job.series import SeriesResult
 from traceinsight.render import svg
 from traceinsight.render.html.page import Figure, figure_html, page, table_html
 from traceinsight.render.job import view as job_view
-from traceinsight.render.job.view import Table
+from traceinsight.render.section_views import job_tables
 from traceinsight.render.units import ns
+from traceinsight.render.views import Table
 
 
 def _mix(lo: tuple[int, int, int], hi: tuple[int, int, int], t: float) -> str:
@@ -80,7 +81,7 @@ def job_body(report: JobReport, *, heading: str = "h2") -> str:
     chart = heatmap(report)
     if chart:
         parts.append(figure_html(Figure("Device step time per rank", chart, "Each cell is one rank's step; hover for the time.")))
-    parts.extend(_section(t, heading) for t in job_view.job_tables(report))
+    parts.extend(_section(t, heading) for t in job_tables(report.sections))
     return "".join(parts)
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from traceinsight.analysis.job.report import JobReport
 from traceinsight.analysis.job.series import SeriesResult
 from traceinsight.render.job import view as job_view
-from traceinsight.render.job.view import Table
 from traceinsight.render.markdown import md_table
+from traceinsight.render.section_views import job_tables
+from traceinsight.render.views import Table
 
 
 def _section(table: Table) -> list[str]:
@@ -25,7 +26,7 @@ def job_markdown(report: JobReport) -> str:
     if failed:
         out.extend(f"- not analysed: {line}" for line in failed)
         out.append("")
-    for table in job_view.job_tables(report):
+    for table in job_tables(report.sections):
         out.extend(_section(table))
     fixes = job_view.finding_fixes(report)
     if fixes:

@@ -9,7 +9,8 @@ from rich.text import Text
 from traceinsight.analysis.job.report import JobReport
 from traceinsight.analysis.job.series import SeriesResult
 from traceinsight.render.job import view as job_view
-from traceinsight.render.job.view import Table
+from traceinsight.render.section_views import job_tables
+from traceinsight.render.views import Table
 
 # Columns that hold free text (folded) rather than numbers (right-aligned).
 _TEXT_COLUMNS = {"part", "id", "what", "trace", "verdict", "finding (saving)", "idle mostly", "conf.", "work before"}
@@ -33,7 +34,7 @@ def job_renderable(report: JobReport) -> RenderableType:
     parts: list[RenderableType] = [Text(job_view.headline(report), style="bold"), Text("")]
     for line in job_view.failed_lines(report):
         parts.append(Text(f"not analysed: {line}", style="red"))
-    parts.extend(_table(t) for t in job_view.job_tables(report))
+    parts.extend(_table(t) for t in job_tables(report.sections))
     for fix in job_view.finding_fixes(report):
         parts.append(Text(f"fix {fix}"))
     return Group(*parts)

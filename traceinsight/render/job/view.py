@@ -4,27 +4,21 @@ HTML renderers of jobs lay these out and add nothing of their own to the numbers
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import polars as pl
 
-from traceinsight.analysis.job.collective_match import CollectiveMatchResult
+from traceinsight.analysis.job.collectives import CollectiveWaitResult
+from traceinsight.analysis.job.findings import JobFindingsResult
+from traceinsight.analysis.job.ranks import RankTableResult
 from traceinsight.analysis.job.report import JobReport
 from traceinsight.analysis.job.series import SeriesResult
+from traceinsight.analysis.job.stragglers import StragglerResult
 from traceinsight.analysis.lib.stats import MIN_SAMPLES, why_not_significant
 from traceinsight.analysis.lib.words import run_labels
-from traceinsight.render.job.matched import matched_tables
 from traceinsight.render.units import ns, pct
+from traceinsight.render.views import Table
 
 Rows = Sequence[tuple[str, ...]]
-
-
-@dataclass(frozen=True)
-class Table:
-    title: str
-    columns: tuple[str, ...]
-    rows: Rows
-    note: str = ""
 
 
 def headline(report: JobReport) -> str:
@@ -43,8 +37,8 @@ def failed_lines(report: JobReport) -> list[str]:
     return [f"rank {getattr(f, 'rank', '?')}: {getattr(f, 'error', f)}" for f in report.failed]
 
 
-def rank_table(report: JobReport) -> Table:
-    t = report.rank_table.table
+def rank_table(result: RankTableResult) -> Table:
+    t = result.table
     rows = [
         (
             str(r["rank"]),
@@ -88,8 +82,7 @@ def comm_note(measured_on: Sequence[str | None], labels: Sequence[object], *, ex
     )
 
 
-def straggler_table(report: JobReport) -> Table:
-    s = report.stragglers
+def straggler_table(s: StragglerResult) -> Table:
     rows = [
         (str(r["part"]), ns(r["straggler_ns"]), ns(r["others_median_ns"]), ns(r["excess_ns"]))
         for r in s.excess_parts.head(5).iter_rows(named=True)
@@ -101,8 +94,7 @@ def straggler_table(report: JobReport) -> Table:
     return Table("Straggler: its own time per step", ("part", "straggler", "others", "excess"), rows, note)
 
 
-def wait_table(report: JobReport) -> Table:
-    w = report.collective_wait
+def wait_table(w: CollectiveWaitResult) -> Table:
     rows = [
         (str(r["rank"]), str(r["collectives"]), ns(r["collective_ns"]), ns(r["wait_ns"]), pct(100 * (r["wait_share"] or 0.0)), str(r["last_arrivals"]))
         for r in w.per_rank.iter_rows(named=True)
@@ -115,32 +107,16 @@ def wait_table(report: JobReport) -> Table:
     return Table("Collective wait (whole trace)", ("rank", "colls", "time", "wait", "share", "last"), rows, note)
 
 
-def findings_table(report: JobReport) -> Table:
+def findings_table(result: JobFindingsResult) -> Table:
     rows = [
         (f.id, "-" if f.evidence.rank is None else str(f.evidence.rank), pct(f.saving_pct), ns(f.saving_ns), f.confidence, f.title)
-        for f in report.findings
+        for f in result.findings
     ]
     return Table("Job findings", ("id", "rank", "saving", "per step", "conf.", "what"), rows, "" if rows else "none material")
 
 
 def finding_fixes(report: JobReport) -> list[str]:
     return [f"{f.id}: {f.fix}" for f in report.findings]
-
-
-def job_tables(report: JobReport) -> list[Table]:
-    tables = []
-    if "rank_table" in report.sections:
-        tables.append(rank_table(report))
-    if "stragglers" in report.sections:
-        tables.append(straggler_table(report))
-    if "collective_wait" in report.sections:
-        tables.append(wait_table(report))
-    matched = report.sections.get("collective_match")
-    if isinstance(matched, CollectiveMatchResult):
-        tables.extend(Table(*t) for t in matched_tables(matched))
-    if "job_findings" in report.sections:
-        tables.append(findings_table(report))
-    return tables
 
 
 def step_grid(report: JobReport) -> tuple[list[int], list[int], dict[tuple[int, int], int]]:

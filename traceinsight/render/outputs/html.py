@@ -1,11 +1,14 @@
-"""HTML: a self-contained page with plots (``DocumentKind.html``)."""
+"""HTML: a self-contained page with plots (the document's ``html``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from traceinsight.render.outputs.base import RenderOptions
+
+if TYPE_CHECKING:
+    from traceinsight.render.document import Document
 
 
 @dataclass(frozen=True)
@@ -16,12 +19,8 @@ class HtmlFormat:
     kinds: tuple[str, ...] = ("report", "diff", "job", "series", "memory_snapshot")
     label: str = "html (self-contained page with plots)"
 
-    def render(self, document: Any, options: RenderOptions) -> str:
-        from traceinsight.render.kinds import document_kind
-
-        html = document_kind(document).html
-        assert html is not None, "a kind the HTML format lists has an HTML view"
-        return html(document, options.trace)
+    def render(self, document: Document, options: RenderOptions) -> str:
+        return document.html(options)
 
 
 FORMAT = HtmlFormat()

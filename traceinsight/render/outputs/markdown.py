@@ -1,11 +1,14 @@
-"""Markdown: a document's own Markdown view (``DocumentKind.md``)."""
+"""Markdown: a document's own Markdown view (the document's ``markdown``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from traceinsight.render.outputs.base import RenderOptions
+
+if TYPE_CHECKING:
+    from traceinsight.render.document import Document
 
 
 @dataclass(frozen=True)
@@ -16,12 +19,8 @@ class MarkdownFormat:
     kinds: tuple[str, ...] = ("report", "diff", "job", "series", "memory_snapshot")
     label: str = "md (Markdown)"
 
-    def render(self, document: Any, options: RenderOptions) -> str:
-        from traceinsight.render.kinds import document_kind
-
-        md = document_kind(document).md
-        assert md is not None, "a kind the Markdown format lists has a Markdown view"
-        return md(document, options.top)
+    def render(self, document: Document, options: RenderOptions) -> str:
+        return document.markdown(options)
 
 
 FORMAT = MarkdownFormat()

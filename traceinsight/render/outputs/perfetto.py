@@ -18,8 +18,11 @@ class PerfettoFormat:
 
     def render(self, document: Any, options: RenderOptions) -> bytes:
         from traceinsight.render.job.perfetto import export_job_perfetto
+        from traceinsight.render.report_documents import JobDocument
 
-        return export_job_perfetto(document)
+        if not isinstance(document, JobDocument):  # the kinds above: a job only
+            raise TypeError(f"perfetto writes a job's ranks, not a {type(document).__name__}")
+        return export_job_perfetto(document.job)
 
 
 FORMAT = PerfettoFormat()

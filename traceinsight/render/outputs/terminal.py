@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from traceinsight.render.outputs.base import ALL_KINDS, RenderOptions
+
+if TYPE_CHECKING:
+    from traceinsight.render.document import Document
 
 
 @dataclass(frozen=True)
@@ -16,8 +19,8 @@ class TerminalFormat:
     kinds: tuple[str, ...] = ALL_KINDS
     label: str = "terminal"
 
-    def render(self, document: Any, options: RenderOptions) -> str:
-        from traceinsight.render.kinds import terminal_text
+    def render(self, document: Document, options: RenderOptions) -> str:
+        from traceinsight.render.report_documents import terminal_text
 
         return terminal_text(document, width=options.width)
 
