@@ -13,7 +13,8 @@ import re
 import pytest
 from rich.text import Text
 
-from tests.conftest import _load_sample, sample_names
+from tests.analyses import analysed
+from tests.conftest import _load_sample, sample_names, sample_path
 from traceinsight.render.fit import Col, FitTable, shorten_middle
 from traceinsight.render.kinds import terminal_text
 
@@ -44,9 +45,7 @@ def check_widths(render: functools.partial[str] | object) -> None:
 
 @functools.cache
 def _report(name: str):  # type: ignore[no-untyped-def]
-    from traceinsight.analysis.report import analyze
-
-    return analyze(_load_sample(name))
+    return analysed(sample_path(name))
 
 
 @pytest.mark.parametrize("name", sample_names())

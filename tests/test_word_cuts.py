@@ -15,7 +15,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tests.conftest import _load_sample
+from tests.analyses import analysed
+from tests.conftest import _load_sample, sample_path
 from traceinsight.render.cut import (
     LONG_WORD,
     shorten,
@@ -157,9 +158,7 @@ def _rendered(path: str, width: int) -> str:
 
 @functools.cache
 def _report(path: str):  # type: ignore[no-untyped-def]
-    from traceinsight.analysis.report import analyze
-
-    return analyze(_load_sample(path) if "/" not in path else _load_path(path))
+    return analysed(sample_path(path) if "/" not in path else path)
 
 
 TRACES = ["train_compiled", "train_compiled_with_compile", "train_with_stack"]
