@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import settings
+
+from tests.analyses import ENV_DIR as ANALYSES_DIR
 
 # No property test is timed: a per-example deadline only measures how busy the machine is.
 # CI runs them with fixed examples so that a red build always reproduces; locally they draw
@@ -41,11 +45,36 @@ def _load_sample(name: str):  # type: ignore[no-untyped-def]
     return load(sample_path(name), cache=False)
 
 
+RUN_DIR = "TRACEINSIGHT_TEST_RUN_DIR"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # One directory for the whole run, made by the controlling process before the workers
+    # start (they inherit the environment): the trace cache and the shared analyses
+    # (tests/analyses.py) of every worker live there, so a trace is parsed and analysed once
+    # per run, not once per worker.
+    if hasattr(config, "workerinput") or os.environ.get(RUN_DIR):
+        return
+    run_dir = Path(tempfile.mkdtemp(prefix="traceinsight-tests-"))
+    (run_dir / "analyses").mkdir()
+    os.environ[RUN_DIR] = str(run_dir)
+    os.environ[ANALYSES_DIR] = str(run_dir / "analyses")
+    config.add_cleanup(lambda: _remove_run_dir(run_dir))
+
+
+def _remove_run_dir(run_dir: Path) -> None:
+    shutil.rmtree(run_dir, ignore_errors=True)
+    os.environ.pop(RUN_DIR, None)
+    os.environ.pop(ANALYSES_DIR, None)
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    # Tests must never read or write the user's real cache.
+    # Tests must never read or write the user's real cache; the workers of a run share one.
     mp = pytest.MonkeyPatch()
-    mp.setenv("TRACEINSIGHT_CACHE_DIR", str(tmp_path_factory.mktemp("ti-cache")))
+    run_dir = os.environ.get(RUN_DIR)
+    cache_dir = Path(run_dir) / "trace-cache" if run_dir else tmp_path_factory.mktemp("ti-cache")
+    mp.setenv("TRACEINSIGHT_CACHE_DIR", str(cache_dir))
     yield
     mp.undo()
 

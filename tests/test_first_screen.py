@@ -10,8 +10,8 @@ import sys
 import pytest
 from rich.console import Console
 
+from tests.analyses import analysed
 from tests.conftest import sample_path
-from traceinsight.analysis.report import analyze
 from traceinsight.cli.app import main
 from traceinsight.render import formats
 from traceinsight.render.glance import glance_renderable
@@ -34,7 +34,7 @@ def screen(report, width: int = 80) -> str:  # type: ignore[no-untyped-def]
 
 @pytest.mark.parametrize("name", SAMPLES)
 def test_first_screen_fits_and_holds_the_answer(name: str, sample_trace) -> None:  # type: ignore[no-untyped-def]
-    report = analyze(sample_trace(name))
+    report = analysed(sample_path(name))
     text = screen(report)
     lines = text.splitlines()
     assert len(lines) <= SCREEN_LINES, f"{name}: {len(lines)} lines\n{text}"

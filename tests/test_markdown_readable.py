@@ -5,15 +5,14 @@ from __future__ import annotations
 import functools
 import re
 
-from tests.conftest import _load_sample
+from tests.analyses import analysed
+from tests.conftest import sample_path
 from traceinsight.render.markdown import name_cell
 
 
 @functools.cache
 def _md(name: str) -> str:
-    from traceinsight.analysis.report import analyze
-
-    return analyze(_load_sample(name)).to_markdown()
+    return analysed(sample_path(name)).to_markdown()
 
 
 def _section(md: str, title: str) -> str:

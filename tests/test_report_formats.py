@@ -13,15 +13,16 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import sample_names
+from tests.analyses import analysed
+from tests.conftest import sample_names, sample_path
 from tests.handmade import kernel, launch, op, write_trace
 from traceinsight.analysis.report import analyze
 from traceinsight.render.formats import perfetto, render
 from traceinsight.trace.loader import load
 
 
-def check_all_formats(trace: Any) -> None:
-    report = analyze(trace)
+def check_all_formats(trace: Any, report: Any = None) -> None:
+    report = analyze(trace) if report is None else report
     data = json.loads(render(report, "json"))
     assert data["headline"]["verdict"]
     text = render(report, "terminal", width=80)
@@ -38,7 +39,8 @@ def check_all_formats(trace: Any) -> None:
 
 @pytest.mark.parametrize("name", sample_names())
 def test_every_sample_renders_in_every_format(sample_trace: Any, name: str) -> None:
-    check_all_formats(sample_trace(name))
+    # The run's one analysis of the sample (tests/analyses.py), rendered in every format.
+    check_all_formats(sample_trace(name), analysed(sample_path(name)))
 
 
 def handmade(tmp_path: Path, name: str, events: list[dict[str, Any]]) -> Any:

@@ -11,13 +11,13 @@ import pytest
 from traceinsight.analysis.findings.headline import Finding as Clause
 from traceinsight.analysis.findings.headline import compose, headline, is_internal
 from traceinsight.analysis.findings.model import Finding, FindingsResult
-from traceinsight.analysis.report import analyze
 from traceinsight.analysis.sections.breakdown import BreakdownResult
 from traceinsight.analysis.sections.gaps import GapsResult
 from traceinsight.analysis.sections.overview import DeviceOverview, OverviewResult
 from traceinsight.analysis.window.spec import WindowResult
 
-from .conftest import sample_names
+from .analyses import analysed
+from .conftest import sample_names, sample_path
 
 # Hand-made results: real result classes holding only what the headline reads.
 
@@ -110,18 +110,18 @@ def test_compose_puts_time_first_then_fixes_then_the_rest() -> None:
     ],
 )
 def test_verdict_on_sample_traces(sample_trace: Any, name: str, expected: str) -> None:
-    assert expected in analyze(sample_trace(name)).headline.verdict
+    assert expected in analysed(sample_path(name)).headline.verdict
 
 
 def test_train_eager_never_leads_with_a_small_region(sample_trace: Any) -> None:
-    verdict = analyze(sample_trace("train_eager")).headline.verdict
+    verdict = analysed(sample_path("train_eager")).headline.verdict
     assert "Optimizer.step" not in verdict
     assert "roofline" not in verdict.split(".")[0]
 
 
 @pytest.mark.parametrize("name", sample_names())
 def test_verdict_agrees_with_the_breakdown_and_names_no_internals(sample_trace: Any, name: str) -> None:
-    report = analyze(sample_trace(name))
+    report = analysed(sample_path(name))
     head = report.headline
     bd = report.sections["breakdown"]
     assert isinstance(bd, BreakdownResult) and bd.available

@@ -2,7 +2,8 @@
 
 Every terminal table of the report goes through :class:`FitTable`. Its columns say what they
 hold: figures (``num``) and short labels (``label``) are always printed in full; long names
-(``name``) are shortened in the middle, keeping the head and the distinctive tail; prose
+(``name``) are shortened in the middle between whole words, keeping the head, the distinctive
+tail and the part where names of the column differ (see :mod:`traceinsight.render.cut`); prose
 (``text``) wraps at word boundaries. When even the names at their narrowest leave no room for
 the figures, the table switches to a stacked layout: one block per record, its name on the
 first line and ``header value`` pairs below, wrapped between pairs, never inside one.
@@ -20,10 +21,13 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from traceinsight.render.cut import ELLIPSIS, shorten_distinct, shorten_middle
+
+__all__ = ["ELLIPSIS", "Cell", "Col", "FitTable", "Kind", "shorten_distinct", "shorten_middle", "table"]
+
 Kind = Literal["name", "num", "label", "text"]
 Cell = str | Text
 
-ELLIPSIS = "…"
 GAP = 2  # cells between two columns
 NAME_MIN = 12
 TEXT_MIN = 22
@@ -56,105 +60,6 @@ class Col:
         if self.kind == "text":
             return max(self.min_width or TEXT_MIN, min(cell_len(self.header), TEXT_MIN))
         return cell_len(self.header)
-
-
-# Where a name may be cut without cutting a word: after one of these.
-SEPARATORS = frozenset(" _:./-<>(),[]")
-
-
-def _word_starts(text: str, lo: int, hi: int) -> list[int]:
-    """The places in ``text[lo:hi + 1]`` where a word starts (after a separator, not on one)."""
-    return [j for j in range(max(1, lo), min(len(text) - 1, hi) + 1) if text[j - 1] in SEPARATORS and text[j] not in SEPARATORS]
-
-
-def shorten_middle(text: str, width: int) -> str:
-    """``text`` cut to ``width`` cells by dropping its middle: the start says what it is, the
-    end (template arguments, tile sizes, the op's last part) tells similar names apart. Each
-    cut falls where a word starts when one is near ("aten::…attention", not "ate…ntion")."""
-    if width <= 0:
-        return ""
-    if cell_len(text) <= width:
-        return text
-    if width == 1:
-        return ELLIPSIS
-    keep = width - 1
-    head = max(1, keep * 2 // 5)
-    tail = keep - head
-    # The tail from the next word's start (within a third of it), the head to the last word's
-    # start (within a third of it); the cells one snap frees go to the other side.
-    starts = _word_starts(text, len(text) - tail, len(text) - tail + tail // 3)
-    if starts:
-        tail = len(text) - starts[0]
-        head = keep - tail
-    starts = _word_starts(text, head - head // 3, head)
-    if starts:
-        head = starts[-1]
-        tail = keep - head
-        later = _word_starts(text, len(text) - tail, len(text) - tail + tail // 3)
-        if later:
-            tail = len(text) - later[0]
-    # Never next to a digit: a number split by the ellipsis would read as a different number.
-    while head > 1 and text[head - 1].isdigit():
-        head -= 1
-    while tail > 0 and text[len(text) - tail].isdigit():
-        tail -= 1
-    return text[:head] + ELLIPSIS + (text[-tail:] if tail else "")
-
-
-def _common_prefix(texts: Sequence[str]) -> int:
-    first, last = min(texts), max(texts)
-    n = 0
-    while n < min(len(first), len(last)) and first[n] == last[n]:
-        n += 1
-    return n
-
-
-def _window(text: str, start: int, width: int) -> str:
-    """``width`` cells of ``text`` from about ``start``: its head, then the part from ``start``
-    on, each cut marked by an ellipsis."""
-    if cell_len(text) <= width:
-        return text
-    head = min(max(1, width // 4), start)
-    # Never next to a digit (as in shorten_middle): a number split by an ellipsis misreads.
-    while head > 1 and text[head - 1].isdigit():
-        head -= 1
-    start = max(start, head)
-    while start < len(text) and text[start].isdigit():
-        start += 1
-    rest = width - head - 1
-    if start + rest >= len(text):
-        return text[:head] + ELLIPSIS + text[start:]
-    end = start + rest - 1
-    while end > start and text[end - 1].isdigit():
-        end -= 1
-    return text[:head] + ELLIPSIS + text[start:end] + ELLIPSIS
-
-
-def shorten_distinct(names: Sequence[str], width: int) -> list[str]:
-    """Each name cut to ``width`` cells (see :func:`shorten_middle`) so that names which differ
-    still read differently: where two cut names collide, the names of that group are shown
-    from a little before the first place they differ (their common template noise dropped)."""
-    out = [shorten_middle(n, width) for n in names]
-    for _ in range(4):
-        groups: dict[str, list[int]] = {}
-        for i, short in enumerate(out):
-            groups.setdefault(short, []).append(i)
-        clashes = [idx for idx in groups.values() if len({names[i] for i in idx}) > 1]
-        if not clashes:
-            return out
-        for idx in clashes:
-            texts = [names[i] for i in idx]
-            start = max(0, _common_prefix(texts) - max(4, width // 5))
-            for i in idx:
-                out[i] = _window(names[i], start, width)
-    # Still the same (names differing only far apart): number them.
-    seen: dict[str, int] = {}
-    for i, short in enumerate(out):
-        seen[short] = seen.get(short, 0) + 1
-        if seen[short] > 1 and width > 6:
-            tag = f" #{seen[short]}"
-            out[i] = shorten_middle(names[i], width - len(tag)) + tag
-    return out
 
 
 def _plain(cell: Cell) -> str:

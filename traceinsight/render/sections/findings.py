@@ -16,6 +16,7 @@ from rich.text import Text
 from traceinsight.analysis.findings.model import Finding, FindingsResult
 from traceinsight.analysis.lib.words import count
 from traceinsight.render import views
+from traceinsight.render.cut import shorten_end
 from traceinsight.render.units import ns
 
 # Evidence rows shown per finding in the report (the JSON has all of them).
@@ -34,13 +35,8 @@ def kernel_name(name: str, width: int = KERNEL_WIDTH) -> str:
         if ch == "(" and depth == 0 and i > 0:
             text = text[:i]
             break
-    if len(text) <= width:
-        return text
-    cut = width - 1
-    # never next to a digit: "BFloat1…" would read as another number
-    while cut > 1 and text[cut - 1].isdigit():
-        cut -= 1
-    return text[:cut] + "…"
+    # cut between words, never next to a digit ("BFloat1…" would read as another number)
+    return shorten_end(text, width)
 
 
 def saving_text(f: Finding, result: FindingsResult) -> str:
