@@ -105,4 +105,5 @@ def render_html(report: SnapshotReport, top: int = 15) -> str:
             html.append(table_html(part.columns, part.rows))
         html.extend(f"<p class='note'>{escape(n)}</p>" for n in part.notes)
         sections.append("<section>" + "".join(html) + "</section>")
-    return page(title(report), "".join(sections))
+    heading = title(report) if report.compare is not None else f"Memory snapshot: {report.path}"
+    return page(heading, "".join(sections))
