@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import polars as pl
+
 from traceinsight.analysis.snapshot.report import SnapshotReport
 from traceinsight.render.units import size
 
@@ -48,7 +50,9 @@ def title(report: SnapshotReport) -> str:
 
 def parts(report: SnapshotReport, *, top: int = TOP_SITES) -> list[Part]:
     found = [_header(report), _peak(report, top)]
-    if report.peak.roles is not None and not report.peak.roles.is_empty():
+    roles = report.peak.roles
+    # all unknown: no stack names a phase, and a table saying so says nothing
+    if roles is not None and roles.filter(pl.col("role") != "unknown").height:
         found.append(_roles(report))
     found += [_leaks(report, top), _fragmentation(report)]
     if report.allocator.available:
@@ -287,9 +291,9 @@ def _oom(report: SnapshotReport, top: int) -> Part:
             for r in o.sites.head(top).iter_rows(named=True)
         ]
     notes = [
-        f"{'fix' if i == 0 else 'or'}: {fix.text}; frees {size(fix.frees_bytes)}"
+        f"{'fix' if fix is o.fix else ('or' if fix.covers else 'partly')}: {fix.text}; frees {size(fix.frees_bytes)}"
         + ("" if fix.covers else ", not enough on its own")
-        for i, fix in enumerate(o.fixes)
+        for fix in o.fixes
     ] or ["no single change found that covers the shortfall"]
     return Part(
         "Out of memory: what was held when the request failed",
