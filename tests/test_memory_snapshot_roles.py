@@ -98,6 +98,11 @@ def test_real_oom_under_a_process_cap() -> None:
     assert abs(o.allocated_bytes - facts["allocated_at_error_bytes"]) < 0.01 * o.allocated_bytes
     held = roles_at(o.roles)
     assert max(held, key=lambda k: held[k]) == "activation"
+    assert o.sites is not None
+    mostly = dict(zip(o.sites["site"].to_list(), o.sites["role"].to_list(), strict=True))
+    assert mostly["/root/make_memory_snapshots_3.py:82 (_model)"] == "parameter"
+    assert mostly["/root/make_memory_snapshots_3.py:88 (train_step)"] == "activation"
+    assert mostly["aten::mm in AddmmBackward0 [C++]"] == "gradient"
     # the cap is replayed at the most the process was granted: every setting runs out, as
     # 5.88 GiB allocated + 196 MiB > 6 GiB says, so no allocator setting is offered
     runs = r.allocator.runs

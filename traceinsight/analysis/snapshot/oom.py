@@ -59,7 +59,7 @@ class OomResult(Result):
     shortfall_bytes: int = 0
     allocated_bytes: int = 0
     reserved_bytes: int = 0
-    sites: pl.DataFrame | None = None  # held at the OOM: site, bytes, count, in_forward
+    sites: pl.DataFrame | None = None  # held at the OOM: site, bytes, count, in_forward, role
     roles: pl.DataFrame | None = None  # held at the OOM: role, bytes, count
     fixes: tuple[OomFix, ...] = ()  # every change that covers the shortfall, least intrusive first
     fix: OomFix | None = None
@@ -105,6 +105,17 @@ def run(replay: DeviceReplay, *, expandable: bool = False) -> OomResult:
         )
     held = replay.alive_at(idx)
     sites = by_site(held)
+    if "role" in held.columns:
+        # the role holding most of each site's memory at the error
+        main_role = (
+            held.group_by("site", "role")
+            .agg(pl.col("size_bytes").sum())
+            .sort(["size_bytes", "role"], descending=[True, False])
+            .group_by("site", maintain_order=True)
+            .first()
+            .select("site", "role")
+        )
+        sites = sites.join(main_role, on="site", how="left", maintain_order="left")
     fixes = _fixes(request, shortfall, allocated, reserved, held, expandable)
     return OomResult(
         device=replay.device,

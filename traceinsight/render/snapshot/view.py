@@ -285,9 +285,19 @@ def _oom(report: SnapshotReport, top: int) -> Part:
             )
         )
     rows: list[tuple[str, ...]] = []
+    by_role = (
+        o.sites is not None
+        and "role" in o.sites.columns
+        and bool((o.sites["role"] != "unknown").any())
+    )
     if o.sites is not None:
         rows = [
-            (r["site"], size(r["bytes"]), f"{r['count']:,}", "yes" if r["in_forward"] else "")
+            (
+                r["site"],
+                size(r["bytes"]),
+                f"{r['count']:,}",
+                str(r["role"]).replace("_", " ") if by_role else ("yes" if r["in_forward"] else ""),
+            )
             for r in o.sites.head(top).iter_rows(named=True)
         ]
     notes = [
@@ -298,7 +308,7 @@ def _oom(report: SnapshotReport, top: int) -> Part:
     return Part(
         "Out of memory: what was held when the request failed",
         facts,
-        ("site", "bytes", "allocations", "in forward"),
+        ("site", "bytes", "allocations", "mostly" if by_role else "in forward"),
         rows,
         notes,
     )
