@@ -17,6 +17,7 @@ import polars as pl
 
 from traceinsight.analysis.core.base import Result
 from traceinsight.analysis.snapshot.allocator import (
+    SMALL_BUFFER_BYTES,
     AllocatorSettings,
     SimulatedRun,
     allocation_size,
@@ -84,6 +85,49 @@ def requests(
     return actions, addrs, sizes, streams
 
 
+def start_state(
+    snapshot: MemorySnapshot, replay: DeviceReplay
+) -> tuple[list[tuple[int, int, int, bool]], list[tuple[int, int]]] | None:
+    """The segments reserved before the trace began and the blocks held in them then, when
+    the trace starts in the middle of a run (a history cut short by ``max_entries``): the
+    snapshot's segments that the trace does not reserve, and those it gives back without
+    having reserved them. None when there were none (the whole history), or with expandable
+    segments, whose pages this does not rebuild."""
+    device = replay.device
+    segments = snapshot.segments.filter(pl.col("device") == device)
+    if segments.is_empty() or bool(segments["is_expandable"].any()):
+        return None
+    events = device_events(snapshot.events, device).filter(
+        pl.col("action").is_in(["segment_alloc", "segment_free", "segment_map", "segment_unmap"])
+    )
+    if not events.filter(pl.col("action").is_in(["segment_map", "segment_unmap"])).is_empty():
+        return None
+    made = set(events.filter(pl.col("action") == "segment_alloc")["addr"].to_list())
+    start = [
+        (
+            int(r["address"]),
+            int(r["total_size_bytes"]),
+            int(r["stream"] or 0),
+            r["segment_type"] == "small",
+        )
+        for r in segments.iter_rows(named=True)
+        if r["address"] not in made
+    ]
+    seen: set[int] = set()
+    for r in events.iter_rows(named=True):
+        addr = int(r["addr"] or 0)
+        if r["action"] == "segment_alloc":
+            seen.add(addr)
+        elif addr not in seen:  # freed in the trace, reserved before it
+            size = int(r["size_bytes"] or 0)
+            start.append((addr, size, int(r["stream"] or 0), size <= SMALL_BUFFER_BYTES))
+    if not start:
+        return None
+    before = replay.allocations.filter(pl.col("alloc_idx") < 0)
+    blocks = [(int(a), int(b)) for a, b in zip(before["addr"], before["size_bytes"], strict=True)]
+    return start, blocks
+
+
 def alternatives(recorded: AllocatorSettings, largest_bytes: int) -> list[AllocatorSettings]:
     """The settings to try. A ``max_split_size_mb`` above the largest segment the trace can
     make (``largest_bytes``) never finds a block to keep whole: it would replay as the
@@ -115,7 +159,16 @@ def run(
     )
     largest = allocation_size(round_size(max(trace[2], default=0)))
     tried = [recorded, *alternatives(recorded, largest)]
-    runs = [simulate(*trace, settings=s) for s in tried]
+    seed = start_state(snapshot, replay)
+    before = int((replay.allocations["alloc_idx"] < 0).sum())
+    actions, addrs, sizes, streams = trace
+    seeded = (actions[before:], addrs[before:], sizes[before:], streams[before:])
+    runs = [
+        simulate(*seeded, settings=s, seed=seed)
+        if seed is not None and not s.expandable_segments
+        else simulate(*trace, settings=s)
+        for s in tried
+    ]
     truth = int(replay.levels["reserved_bytes"].max() or 0)  # type: ignore[arg-type]
     base = runs[0]
     error = base.peak_reserved_bytes / truth - 1 if truth else 0.0
