@@ -163,20 +163,21 @@ def run(
     before = int((replay.allocations["alloc_idx"] < 0).sum())
     actions, addrs, sizes, streams = trace
     seeded = (actions[before:], addrs[before:], sizes[before:], streams[before:])
-    runs = [
-        simulate(*seeded, settings=s, seed=seed)
-        if seed is not None and not s.expandable_segments
-        else simulate(*trace, settings=s)
-        for s in tried
-    ]
+    # The recorded settings replay from the layout the trace started in (the replay check);
+    # the alternatives would not have left that layout, so each replays the trace from an
+    # empty cache, and is weighed against the recorded settings replayed the same way.
+    runs = [simulate(*trace, settings=s) for s in tried]
+    fresh = runs[0]
+    if seed is not None and not recorded.expandable_segments:
+        runs[0] = simulate(*seeded, settings=recorded, seed=seed)
     truth = int(replay.levels["reserved_bytes"].max() or 0)  # type: ignore[arg-type]
     base = runs[0]
     error = base.peak_reserved_bytes / truth - 1 if truth else 0.0
     table = _table(runs)
     # Under a limit, running out decides first; then the memory reserved.
     best = min(runs[1:], key=lambda r: (r.ooms > 0, r.peak_reserved_bytes), default=None)
-    saving = base.peak_reserved_bytes - best.peak_reserved_bytes if best else 0
-    avoids_oom = best is not None and base.ooms > 0 and best.ooms == 0
+    saving = fresh.peak_reserved_bytes - best.peak_reserved_bytes if best else 0
+    avoids_oom = best is not None and fresh.ooms > 0 and best.ooms == 0
     recorded_oom = replay.levels.filter(pl.col("action") == "oom").height > 0
     trusted = abs(error) <= MAX_REPLAY_ERROR and (base.ooms > 0) == recorded_oom
     helps = (
@@ -184,7 +185,7 @@ def run(
         and best is not None
         and (
             avoids_oom
-            or (best.ooms <= base.ooms and saving >= MIN_SAVING * base.peak_reserved_bytes)
+            or (best.ooms <= fresh.ooms and saving >= MIN_SAVING * fresh.peak_reserved_bytes)
         )
     )
     return WhatIfResult(
@@ -197,7 +198,14 @@ def run(
         best_settings=best.settings.label() if best and helps else "",
         best_saving_bytes=saving if helps else 0,
         limit_bytes=limit_bytes or 0,
-        advice=_advice(base, best, saving, helps, avoids_oom)
+        advice=_advice(fresh, best, saving, helps, avoids_oom)
+        + (
+            f" (every setting replayed from an empty cache, where the recorded one reserves "
+            f"{fmt_bytes(fresh.peak_reserved_bytes)}: the history is cut short, and the layout it "
+            "started in is the recorded settings' own)"
+            if runs[0] is not fresh
+            else ""
+        )
         if trusted
         else (
             f"no prediction: the replay reserves {fmt_bytes(base.peak_reserved_bytes)} at the peak "
