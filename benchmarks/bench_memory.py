@@ -10,6 +10,8 @@ Python process so that its peak RSS is its own, it measures:
 - ``pickle``: ``pickle.load`` of the file alone (what any reader pays first);
 - ``load``: ``traceinsight.load_memory_snapshot`` (restricted unpickler + frames);
 - ``analyze``: load plus every answer (``analyze_memory_snapshot``), as the command runs it.
+- ``command``: ``traceinsight memory FILE -f json -o ...`` end to end (load, every answer, the
+  report rendered and written), in the process, as a user runs it.
 
 Seconds leave out the imports; peak RSS (in MB, and as a ratio to the file's size) includes them.
 
@@ -41,6 +43,8 @@ mode, path = sys.argv[1], sys.argv[2]
 import pickle
 if mode != "pickle":
     import polars, traceinsight, traceinsight.analysis.snapshot.report, traceinsight.trace.snapshot.load
+if mode == "command":
+    import tempfile, traceinsight.cli.app
 start = time.perf_counter()
 if mode == "pickle":
     import gzip
@@ -49,6 +53,14 @@ if mode == "pickle":
     with opener(path, "rb") as handle:
         data = pickle.load(handle)
     n = sum(len(t) for t in data["device_traces"])
+elif mode == "command":
+    with tempfile.TemporaryDirectory() as scratch:
+        out = os.path.join(scratch, "memory.json")
+        code = traceinsight.cli.app.main(["memory", path, "-f", "json", "-o", out])
+        if code != 0:
+            raise SystemExit(f"traceinsight memory exited {code}")
+        with open(out) as handle:
+            n = json.load(handle)["memory_snapshot"]["events"]
 else:
     snap = traceinsight.load_memory_snapshot(path)
     n = snap.events.height
@@ -257,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--repeat", type=int, default=1, help="runs of each measurement (the fastest is reported)"
     )
-    parser.add_argument("--modes", default="pickle,load,analyze")
+    parser.add_argument("--modes", default="pickle,load,analyze,command")
     args = parser.parse_args(argv)
     path = args.snapshot
     if path is None:

@@ -27,7 +27,7 @@ def test_bench_memory_synthesises_and_measures(tmp_path: Path) -> None:
             "--out",
             str(target),
             "--modes",
-            "pickle,load",
+            "pickle,load,command",
         ],
         capture_output=True,
         text=True,
@@ -37,10 +37,11 @@ def test_bench_memory_synthesises_and_measures(tmp_path: Path) -> None:
     assert 0.7e6 < target.stat().st_size < 1.3e6
     rows = {
         m.group(1): int(m.group(2).replace(",", ""))
-        for m in re.finditer(r"^(pickle|load)\s+([\d,]+)\s", out, re.M)
+        for m in re.finditer(r"^(pickle|load|command)\s+([\d,]+)\s", out, re.M)
     }
     snap = load_memory_snapshot(target)
-    assert rows == {"pickle": snap.events.height, "load": snap.events.height}
+    n = snap.events.height
+    assert rows == {"pickle": n, "load": n, "command": n}
     assert snap.events["action"].unique().sort().to_list() == [
         "alloc",
         "free_completed",

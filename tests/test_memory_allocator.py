@@ -162,3 +162,25 @@ def test_retention_stays_a_leak_on_a_real_leak() -> None:
     assert lk.leaks is not None and lk.leaks.height == 1
     assert "(leak_step)" in lk.leaks["site"][0]
     assert lk.leaks["last_blocks"][0] > lk.leaks["first_blocks"][0]
+
+
+def test_replay_seeded_when_the_history_is_cut_short(tmp_path: Path) -> None:
+    """Synthesised (the shape is what matters): a 100 MiB segment reserved, and two 30 MiB
+    blocks allocated in it, before the recorded history begins; the trace frees one and
+    allocates into the hole and the free tail. Without the segment seeded, the replay would
+    reserve fresh 30 MiB segments for the blocks held before the trace and miss the 100 MiB."""
+    from .snapshot_builder import SnapshotBuilder, stack
+
+    b = SnapshotBuilder()
+    b.segment(100 * MiB, record=False)
+    first = b.alloc(30 * MiB, stack("/home/user/train.py", 5, "setup"), record=False)
+    b.alloc(30 * MiB, stack("/home/user/train.py", 6, "setup"), record=False)
+    b.free(first)
+    for _ in range(3):
+        kept = b.alloc(20 * MiB, stack("/home/user/train.py", 9, "step"))
+        b.free(kept)
+    b.alloc(35 * MiB, stack("/home/user/train.py", 12, "step"))
+    w = analyze_snapshot(load_memory_snapshot(b.dump(tmp_path / "cut.pickle"))).allocator
+    assert w.recorded_peak_reserved_bytes == 100 * MiB
+    assert w.replayed_peak_reserved_bytes == 100 * MiB
+    assert w.runs is not None and w.runs["cudamalloc_calls"][0] == 0

@@ -33,6 +33,7 @@ places a per-event loop is the algorithm itself, kept to plain ints and lists fo
 
 from __future__ import annotations
 
+import itertools
 from bisect import bisect_left, insort
 from dataclasses import dataclass
 
@@ -207,6 +208,50 @@ class Simulator:
                 pool.remove(neighbour)
                 self._merge(block, neighbour)
         pool.add(block)
+
+    def seed(
+        self, segments: list[tuple[int, int, int, bool]], blocks: list[tuple[int, int]]
+    ) -> dict[int, _Block]:
+        """Start from the segments that existed before the trace began (address, size, stream,
+        small pool) holding the blocks allocated before it (address, size) at their recorded
+        addresses: a history cut short by ``max_entries`` starts in the middle of a run, with
+        memory already reserved and split. They were not reserved by this replay: they count
+        in reserved memory, not in the ``cudaMalloc`` calls. Returns the seeded blocks by address."""
+        live: dict[int, _Block] = {}
+        held = sorted(blocks)
+        for addr, size, stream, small in sorted(segments):
+            pool = self._pool(small, stream)
+            segment = _Segment(pool, stream, size, expandable=False)
+            self.reserved += size
+            tail: _Block | None = _Block(addr, size, segment)
+            pieces: list[_Block] = []
+            start = bisect_left(held, (addr, -1))
+            for block_addr, block_size in held[start:]:
+                if tail is None or block_addr + block_size > addr + size:
+                    break
+                if block_addr < tail.addr:
+                    continue  # overlaps a block already placed: not a layout this replay knows
+                if block_addr > tail.addr:
+                    gap = _Block(tail.addr, block_addr - tail.addr, segment)
+                    pieces.append(gap)
+                used = _Block(block_addr, block_size, segment)
+                used.free = False
+                pieces.append(used)
+                live[block_addr] = used
+                self.allocated += block_size
+                end = block_addr + block_size
+                tail = _Block(end, addr + size - end, segment) if end < addr + size else None
+            if tail is not None:
+                pieces.append(tail)
+            for left, right in itertools.pairwise(pieces):
+                left.next, right.prev = right, left
+            for piece in pieces:
+                if piece.free:
+                    pool.add(piece)
+            self.next_addr = max(self.next_addr, addr + size)
+        self.peak_reserved = max(self.peak_reserved, self.reserved)
+        self.peak_allocated = max(self.peak_allocated, self.allocated)
+        return live
 
     # -- decisions ------------------------------------------------------------------------
 
@@ -403,12 +448,17 @@ def simulate(
     sizes: list[int],
     streams: list[int],
     settings: AllocatorSettings,
+    seed: tuple[list[tuple[int, int, int, bool]], list[tuple[int, int]]] | None = None,
 ) -> SimulatedRun:
     """Replay requests (action 1, by address and size), releases (action 0, by address) and
     requests that ran out of memory when recorded (action 2: tried, and let go if served, as
-    the program stopped using it when it failed)."""
+    the program stopped using it when it failed). ``seed``: the segments and blocks held
+    before the trace began (see :meth:`Simulator.seed`); their blocks are then not among the
+    requests."""
     sim = Simulator(settings)
     live: dict[int, _Block] = {}
+    if seed is not None:
+        live = sim.seed(*seed)
     malloc, free = sim.malloc, sim.free
     for action, addr, size, stream in zip(actions, addrs, sizes, streams, strict=True):
         if action == 1:

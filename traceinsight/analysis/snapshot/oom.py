@@ -3,42 +3,48 @@
 The allocator records an ``oom`` event when a request fails after it has already released its
 cached blocks and retried: ``size_bytes`` is the request, ``device_free_bytes`` what the driver
 said was free then. The request was short by ``request - device_free``. The changes, from the
-least to the most intrusive, each offered only when it covers the shortfall:
+least to the most intrusive, each with the memory it frees (``covers``: enough on its own):
 
-1. ``expandable_segments:True``, when the memory reserved but free already exceeds the request:
-   the allocator held enough, only not in one piece;
-2. not keeping the tensors of the site holding the most;
-3. activation checkpointing, when sites inside a ``forward`` (and no ``backward``) hold enough;
-4. a smaller batch, by the ratio that brings allocated memory down by the shortfall (assuming
-   allocated memory scales with the batch, which parameters and optimizer state do not: a lower
-   bound on the cut).
+1. an allocator setting, when the replay of the trace under it does not run out under the same
+   limit (fragmentation caused it; see ``whatif.py``), or else ``expandable_segments:True`` when
+   the memory reserved but free already exceeds the request;
+2. freeing what is kept from earlier iterations (the ``kept`` role, by site: a leak, a cache);
+3. activation checkpointing of the site holding the most activations saved for backward;
+4. a smaller batch: only activations and temporaries shrink with it, so the cut is the share
+   of them the shortfall is (parameters, gradients and optimizer state stay).
+Without roles (no stack names a phase), the site holding the most is offered instead of
+what is kept, activations are the memory of sites inside a ``forward`` and the batch cut is
+taken over all allocated memory.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 import polars as pl
 
 from traceinsight.analysis.core.base import Result
 from traceinsight.analysis.snapshot.replay import DeviceReplay
+from traceinsight.analysis.snapshot.roles import by_role
 from traceinsight.analysis.snapshot.sites import by_site
 from traceinsight.analysis.snapshot.units import fmt_bytes
+from traceinsight.analysis.snapshot.whatif import WhatIfResult
 
 
 @dataclass(frozen=True)
 class OomFix:
     kind: str  # expandable_segments | free_site | checkpointing | smaller_batch
     text: str
-    frees_bytes: int  # what it gives back (0 for a setting that only reuses reserved memory)
+    frees_bytes: int  # what it gives back (a setting: the reserved-but-free memory it makes usable)
+    covers: bool = True  # frees at least the shortfall on its own
 
 
 @dataclass(frozen=True)
 class OomResult(Result):
     name: ClassVar[str] = "memory_oom"
     device: int = 0
-    ooms: int = 0  # oom events in the trace; the first is explained
+    ooms: int = 0  # oom events in the trace; the last (the one raised) is explained
     idx: int | None = None
     time_us: int | None = None
     request_bytes: int = 0
@@ -53,7 +59,8 @@ class OomResult(Result):
     shortfall_bytes: int = 0
     allocated_bytes: int = 0
     reserved_bytes: int = 0
-    sites: pl.DataFrame | None = None  # held at the OOM: site, bytes, count, in_forward
+    sites: pl.DataFrame | None = None  # held at the OOM: site, bytes, count, in_forward, role
+    roles: pl.DataFrame | None = None  # held at the OOM: role, bytes, count
     fixes: tuple[OomFix, ...] = ()  # every change that covers the shortfall, least intrusive first
     fix: OomFix | None = None
 
@@ -67,7 +74,9 @@ def run(replay: DeviceReplay, *, expandable: bool = False) -> OomResult:
         return OomResult(
             available=False, reason="no out-of-memory event in the trace", device=replay.device
         )
-    first = ooms.row(0, named=True)
+    # The last one is the error that reached the program: earlier ones were caught and retried
+    # (cuDNN tries smaller workspaces when one does not fit; a program may retry a smaller batch).
+    first = ooms.row(ooms.height - 1, named=True)
     idx = int(first["idx"])
     device_free = int(first["device_free_bytes"] or 0)
     request = int(first["size_bytes"] or 0)
@@ -76,7 +85,10 @@ def run(replay: DeviceReplay, *, expandable: bool = False) -> OomResult:
     if request <= device_free:
         # The device had room: a cap refused it. The cap lies below reserved + request; the
         # request fits for certain once this much more of what is reserved is free.
-        limit, limit_bytes = "process_cap", reserved + request - 1
+        # Replayed under the lowest cap possible (the most this process was ever granted): a
+        # setting said to avoid the error must avoid it under any cap the snapshot allows.
+        granted = int(replay.levels.filter(pl.col("idx") <= idx)["reserved_bytes"].max() or 0)  # type: ignore[arg-type]
+        limit, limit_bytes = "process_cap", max(granted, reserved)
         shortfall = max(request - idle, 0)
         limit_text = (
             f"a per-process cap (torch.cuda.set_per_process_memory_fraction, or MIG): the device had "
@@ -91,8 +103,20 @@ def run(replay: DeviceReplay, *, expandable: bool = False) -> OomResult:
             f"the device: {fmt_bytes(device_free)} free (after this process's {fmt_bytes(reserved)} reserved "
             f"and whatever other processes hold) against {fmt_bytes(request)} asked: short by {fmt_bytes(shortfall)}"
         )
-    sites = by_site(replay.alive_at(idx))
-    fixes = _fixes(request, shortfall, allocated, reserved, sites, expandable)
+    held = replay.alive_at(idx)
+    sites = by_site(held)
+    if "role" in held.columns:
+        # the role holding most of each site's memory at the error
+        main_role = (
+            held.group_by("site", "role")
+            .agg(pl.col("size_bytes").sum())
+            .sort(["size_bytes", "role"], descending=[True, False])
+            .group_by("site", maintain_order=True)
+            .first()
+            .select("site", "role")
+        )
+        sites = sites.join(main_role, on="site", how="left", maintain_order="left")
+    fixes = _fixes(request, shortfall, allocated, reserved, held, expandable)
     return OomResult(
         device=replay.device,
         ooms=ooms.height,
@@ -107,8 +131,9 @@ def run(replay: DeviceReplay, *, expandable: bool = False) -> OomResult:
         allocated_bytes=allocated,
         reserved_bytes=reserved,
         sites=sites,
+        roles=by_role(held) if "role" in held.columns else None,
         fixes=tuple(fixes),
-        fix=fixes[0] if fixes else None,
+        fix=next((f for f in fixes if f.covers), None),
     )
 
 
@@ -117,7 +142,7 @@ def _fixes(
     shortfall: int,
     allocated: int,
     reserved: int,
-    sites: pl.DataFrame,
+    held: pl.DataFrame,
     expandable: bool,
 ) -> list[OomFix]:
     fixes: list[OomFix] = []
@@ -128,38 +153,117 @@ def _fixes(
                 "expandable_segments",
                 f"set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: {fmt_bytes(idle)} was reserved but free, more than the "
                 f"{fmt_bytes(request)} asked, only not in one piece",
-                0,
+                idle,
+                covers=True,
             )
         )
     if shortfall == 0:
         return fixes
-    named = sites.filter(~pl.col("site").str.starts_with("("))
-    if not named.is_empty() and int(named["bytes"][0]) >= shortfall:
-        top = named.row(0, named=True)
+    roles = "role" in held.columns and bool((held["role"] != "unknown").any())
+    kept = _top_site(held.filter(pl.col("role") == "kept")) if roles else None
+    if not roles:
+        named = held.filter(pl.col("site").is_not_null() & ~pl.col("site").str.starts_with("("))
+        top_named = _top_site(named)
+        if top_named is not None and top_named[1] >= shortfall:
+            site, site_bytes, count = top_named
+            fixes.append(
+                OomFix(
+                    "free_site",
+                    f"free (or do not keep) the tensors allocated at {site}: {fmt_bytes(site_bytes)} in {count} allocation(s), "
+                    f"the shortfall is {fmt_bytes(shortfall)}",
+                    site_bytes,
+                )
+            )
+    if kept is not None:
+        site, kept_bytes, count = kept
         fixes.append(
             OomFix(
-                "free_site",
-                f"free (or do not keep) the tensors allocated at {top['site']}: {fmt_bytes(top['bytes'])} in {top['count']} allocation(s), the shortfall is {fmt_bytes(shortfall)}",
-                int(top["bytes"]),
+                "free_kept",
+                f"free what is kept from earlier iterations at {site}: {fmt_bytes(kept_bytes)} in {count} allocation(s) "
+                f"still held at the error, made in earlier iterations (the shortfall is {fmt_bytes(shortfall)})",
+                kept_bytes,
+                covers=kept_bytes >= shortfall,
             )
         )
-    forward = int(sites.filter(pl.col("in_forward"))["bytes"].sum())
-    if forward >= shortfall:
+    activations = (
+        held.filter(pl.col("role") == "activation") if roles else held.filter(pl.col("in_forward"))
+    )
+    top = _top_site(activations)
+    if top is not None:
+        site, act_bytes, count = top
         fixes.append(
             OomFix(
                 "checkpointing",
-                f"activation checkpointing (torch.utils.checkpoint) on the forward: activations held {fmt_bytes(forward)}, the shortfall is {fmt_bytes(shortfall)}",
-                forward,
+                f"activation checkpointing (torch.utils.checkpoint) of the forward at {site}: its activations saved for backward held "
+                f"{fmt_bytes(act_bytes)} in {count} allocation(s); recomputing them in backward frees up to that "
+                f"(the shortfall is {fmt_bytes(shortfall)})",
+                act_bytes,
+                covers=act_bytes >= shortfall,
             )
         )
-    if allocated > shortfall:
-        ratio = (allocated - shortfall) / allocated
+    scaling = (
+        int(held.filter(pl.col("role").is_in(["activation", "temporary"]))["size_bytes"].sum())
+        if roles
+        else allocated
+    )
+    if scaling > shortfall:
+        ratio = (scaling - shortfall) / scaling
+        what = (
+            f"activations and temporaries held {fmt_bytes(scaling)} of the {fmt_bytes(allocated)} allocated and must lose "
+            f"{fmt_bytes(shortfall)}; parameters, gradients and optimizer state stay"
+            if roles
+            else f"{fmt_bytes(allocated)} allocated must lose {fmt_bytes(shortfall)}; parameters and optimizer state "
+            "do not shrink with it, so the cut may need to be deeper"
+        )
         fixes.append(
             OomFix(
                 "smaller_batch",
-                f"a batch at most {ratio:.2f}× the current one ({fmt_bytes(allocated)} allocated must lose {fmt_bytes(shortfall)}; "
-                "parameters and optimizer state do not shrink with it, so the cut may need to be deeper)",
+                f"a smaller batch by at least {1 - ratio:.0%}: at most {ratio:.2f}× the current one ({what}; what the rest of the failed step would have needed is not in the trace, so the cut may need to be deeper)",
                 shortfall,
+                covers=True,
+            )
+        )
+    elif roles:
+        fixes.append(
+            OomFix(
+                "smaller_batch",
+                f"no smaller batch fits: activations and temporaries held {fmt_bytes(scaling)}, less than the "
+                f"{fmt_bytes(shortfall)} short; the rest held does not shrink with the batch",
+                scaling,
+                covers=False,
             )
         )
     return fixes
+
+
+def _top_site(held: pl.DataFrame) -> tuple[str, int, int] | None:
+    """The site holding the most of ``held``, with its bytes and allocations."""
+    if held.is_empty():
+        return None
+    top = by_site(held).row(0, named=True)
+    return str(top["site"]), int(top["bytes"]), int(top["count"])
+
+
+def with_allocator_fix(result: OomResult, whatif: WhatIfResult) -> OomResult:
+    """The OOM's fixes with the allocator setting the replay says would not have run out
+    first (fragmentation caused the error), when the replay follows the trace."""
+    if not result.available or not whatif.best_settings or not whatif.limit_bytes:
+        return result
+    runs = whatif.runs
+    if runs is None:
+        return result
+    best = runs.filter(pl.col("settings") == whatif.best_settings)
+    if best.is_empty() or int(best["ooms"][0]) > 0:
+        return result
+    idle = max(result.reserved_bytes - result.allocated_bytes, 0)
+    fix = OomFix(
+        "allocator_setting",
+        f"set PYTORCH_CUDA_ALLOC_CONF={whatif.best_settings}: the trace replayed under it does not run out under the same "
+        f"limit ({fmt_bytes(int(best['peak_reserved_bytes'][0]))} reserved at its peak); fragmentation caused this error, "
+        f"{fmt_bytes(idle)} was reserved but free when it came",
+        idle,
+        covers=True,
+    )
+    others = tuple(f for f in result.fixes if f.kind != "expandable_segments")
+    fixes = (fix, *others)
+    return replace(result, fixes=fixes, fix=fixes[0])

@@ -9,6 +9,7 @@ import polars as pl
 
 from traceinsight.analysis.core.base import Result
 from traceinsight.analysis.snapshot.replay import DeviceReplay
+from traceinsight.analysis.snapshot.roles import by_role
 from traceinsight.analysis.snapshot.sites import by_site
 
 
@@ -29,6 +30,7 @@ class PeakResult(Result):
     end_allocated_bytes: int = 0
     end_reserved_bytes: int = 0
     sites: pl.DataFrame | None = None  # site, bytes, count, in_forward
+    roles: pl.DataFrame | None = None  # role, bytes, count (see roles.py)
 
     def to_polars(self) -> pl.DataFrame:
         return self.sites if self.sites is not None else pl.DataFrame()
@@ -46,6 +48,7 @@ def run(replay: DeviceReplay) -> PeakResult:
             end_allocated_bytes=replay.end_allocated_bytes,
             end_reserved_bytes=replay.end_reserved_bytes,
             sites=by_site(alive),
+            roles=_roles(alive),
         )
     # arg_max gives the first row at the maximum: the moment the peak was first reached.
     top = levels.row(int(levels["allocated_bytes"].arg_max() or 0), named=True)
@@ -55,6 +58,7 @@ def run(replay: DeviceReplay) -> PeakResult:
     peak_bytes = int(top["allocated_bytes"])
     if replay.start_allocated_bytes > peak_bytes:
         peak_idx, peak_bytes = -1, replay.start_allocated_bytes
+    held = replay.alive_at(peak_idx)
     return PeakResult(
         device=replay.device,
         events=levels.height,
@@ -68,5 +72,10 @@ def run(replay: DeviceReplay) -> PeakResult:
         else replay.start_reserved_bytes,
         end_allocated_bytes=replay.end_allocated_bytes,
         end_reserved_bytes=replay.end_reserved_bytes,
-        sites=by_site(replay.alive_at(peak_idx)),
+        sites=by_site(held),
+        roles=_roles(held),
     )
+
+
+def _roles(held: pl.DataFrame) -> pl.DataFrame | None:
+    return by_role(held) if "role" in held.columns else None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
@@ -12,16 +13,17 @@ from traceinsight.analysis.snapshot.compare import SnapshotCompareResult
 from traceinsight.analysis.snapshot.compare import run as compare_peaks
 from traceinsight.analysis.snapshot.fragmentation import FragmentationResult, expandable_on
 from traceinsight.analysis.snapshot.fragmentation import run as run_fragmentation
-from traceinsight.analysis.snapshot.leaks import LeaksResult
+from traceinsight.analysis.snapshot.leaks import LeaksResult, iteration_boundaries
 from traceinsight.analysis.snapshot.leaks import run as run_leaks
-from traceinsight.analysis.snapshot.oom import OomResult
+from traceinsight.analysis.snapshot.oom import OomResult, with_allocator_fix
 from traceinsight.analysis.snapshot.oom import run as run_oom
 from traceinsight.analysis.snapshot.peak import PeakResult
 from traceinsight.analysis.snapshot.peak import run as run_peak
 from traceinsight.analysis.snapshot.replay import default_device, replay
+from traceinsight.analysis.snapshot.roles import with_roles
 from traceinsight.analysis.snapshot.sites import sites
 from traceinsight.analysis.snapshot.timeline import Timeline, timeline
-from traceinsight.analysis.snapshot.whatif import WhatIfResult
+from traceinsight.analysis.snapshot.whatif import WhatIfResult, recorded_settings
 from traceinsight.analysis.snapshot.whatif import run as run_whatif
 from traceinsight.errors import UsageError
 from traceinsight.trace.snapshot.model import MemorySnapshot
@@ -77,17 +79,29 @@ def analyze_snapshot(
         )
     site_table = sites(snapshot)
     replayed = replay(snapshot, chosen, site_table)
+    bounds, method = iteration_boundaries(replayed, iterations)
+    if iterations is None and "equal slices" in method:
+        bounds = []  # slices of time are not iterations: no memory is said to outlive one
+    replayed = dataclasses.replace(replayed, allocations=with_roles(replayed, snapshot, bounds))
     peak_result = run_peak(replayed)
     oom_result = run_oom(replayed, expandable=expandable_on(snapshot, chosen))
     expandable = expandable_on(snapshot, chosen)
     limit = oom_result.limit_bytes if oom_result.available else None
     allocator = run_whatif(snapshot, replayed, expandable, limit)
+    oom_result = with_allocator_fix(oom_result, allocator)
     frag = run_fragmentation(snapshot, replayed, peak_result, oom_result, allocator)
     compared = None
     if compare_with is not None:
         other_device = default_device(compare_with) if device is None else device
         other_peak = run_peak(replay(compare_with, other_device, sites(compare_with)))
-        compared = compare_peaks(snapshot.path, peak_result, compare_with.path, other_peak)
+        compared = compare_peaks(
+            snapshot.path,
+            peak_result,
+            compare_with.path,
+            other_peak,
+            before_settings=_settings(snapshot, chosen),
+            after_settings=_settings(compare_with, other_device),
+        )
     return SnapshotReport(
         path=snapshot.path,
         file_bytes=snapshot.file_bytes,
@@ -105,3 +119,7 @@ def analyze_snapshot(
         compare=compared,
         timeline=timeline(replayed, peak_result.sites, points=points),
     )
+
+
+def _settings(snapshot: MemorySnapshot, device: int) -> str:
+    return recorded_settings(snapshot.allocator_settings, expandable_on(snapshot, device)).label()

@@ -15,6 +15,15 @@ from traceinsight.trace.snapshot.model import MemorySnapshot
 # the interpreter's own library (``/lib/python3.11/``), and C++ frames (``stacks="all"``).
 LIBRARY_PATTERN = r"(^|/)torch/|site-packages/|dist-packages/|^<frozen |/lib/python3\.\d+/|\.(cpp|cc|cu|cuh|h|hpp)$|^\?\?$|^$"
 
+# A Python frame: a ``.py`` file or a ``<frozen ...>``/``<string>`` module; the rest are C++.
+PYTHON_FILE = r"\.py$|^<"
+# C++ frames that name the operation: the dispatcher's entry for an aten op, and the autograd
+# node that ran it.
+ATEN_OP = r"^at::_ops::(\w+)::call\("
+AUTOGRAD_NODE = r"(?:^|::)(\w+Backward\w*)::apply\("
+# C++ frames that only record or allocate (the unwinder, the allocator, tensor factories).
+CPP_PLUMBING = r"^(torch::unwind|torch::CapturedTraceback|torch::cuda::\(anonymous|c10::|at::detail::empty|at::native::empty|at::_ops::empty|at::\(anonymous|std::|__clone|pthread_)"
+
 # The site of allocations made before the recorded trace began: only their free was recorded.
 BEFORE_TRACE = "(allocated before the trace began)"
 # A stack-less allocation (recorded without stacks, or ``context=None``).
@@ -58,6 +67,12 @@ def sites(snapshot: MemorySnapshot) -> pl.DataFrame:
             pl.col("depth").min().alias("library_frames"),
         )
     )
+    python = (
+        marked.filter(pl.col("filename").str.contains(PYTHON_FILE))
+        .group_by("stack_id")
+        .agg((pl.col("label").sort_by("depth").first() + pl.lit(" [library]")).alias("python_site"))
+    )
+    operation = _operations(marked)
     innermost = marked.filter(pl.col("depth") == 0).select(
         "stack_id", (pl.col("label") + pl.lit(" [library]")).alias("library_site")
     )
@@ -72,15 +87,55 @@ def sites(snapshot: MemorySnapshot) -> pl.DataFrame:
     )
     return (
         context.join(user, on="stack_id", how="left")
+        .join(python, on="stack_id", how="left")
+        .join(operation, on="stack_id", how="left")
         .join(innermost, on="stack_id", how="left")
         .select(
             "stack_id",
-            pl.coalesce("user_site", "library_site").alias("site"),
+            pl.coalesce("user_site", "python_site", "operation_site", "library_site").alias("site"),
             pl.coalesce("library_frames", pl.col("depth_count") - 1).alias("library_frames"),
             "in_forward",
         )
         .sort("stack_id")
         .cast(SITE_SCHEMA)
+    )
+
+
+def _operations(marked: pl.DataFrame) -> pl.DataFrame:
+    """Per C++-only stack, the operation it ran: ``aten::OP`` (the outermost dispatcher call:
+    inner ones are the factories and kernels it calls), ``in NODE`` when an autograd node ran it;
+    else the innermost C++ function that is not recording or allocating."""
+    names = marked.select(
+        "stack_id",
+        "depth",
+        pl.col("name").str.extract(ATEN_OP, 1).alias("op"),
+        pl.col("name").str.extract(AUTOGRAD_NODE, 1).alias("node"),
+        pl.when(~pl.col("name").str.contains(CPP_PLUMBING) & (pl.col("name") != ""))
+        .then(pl.col("name").str.replace(r"\(.*$", ""))
+        .alias("function"),
+    )
+    per_stack = names.group_by("stack_id").agg(
+        pl.col("op")
+        .drop_nulls()
+        .sort_by(pl.col("depth").filter(pl.col("op").is_not_null()))
+        .last(),
+        pl.col("node")
+        .drop_nulls()
+        .sort_by(pl.col("depth").filter(pl.col("node").is_not_null()))
+        .first(),
+        pl.col("function")
+        .drop_nulls()
+        .sort_by(pl.col("depth").filter(pl.col("function").is_not_null()))
+        .first(),
+    )
+    named = pl.coalesce(pl.lit("aten::") + pl.col("op"), pl.col("function"))
+    return per_stack.select(
+        "stack_id",
+        pl.when(pl.col("node").is_not_null())
+        .then(pl.coalesce(named, pl.col("node")) + pl.lit(" in ") + pl.col("node"))
+        .otherwise(named)
+        .add(pl.lit(" [C++]"))
+        .alias("operation_site"),
     )
 
 

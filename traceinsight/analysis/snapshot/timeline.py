@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from traceinsight.analysis.snapshot.replay import DeviceReplay, live_at
+from traceinsight.analysis.snapshot.roles import ROLES
 from traceinsight.analysis.snapshot.sites import BEFORE_TRACE
 
 OTHER = "(other sites)"
@@ -25,6 +26,9 @@ class Timeline:
     sites: tuple[str, ...]
     points: pl.DataFrame
     series: pl.DataFrame
+    # the same points stacked by role (roles.py), in ROLES order; empty without roles
+    roles: tuple[str, ...] = ()
+    role_series: pl.DataFrame | None = None
 
 
 def timeline(
@@ -53,5 +57,12 @@ def timeline(
         .otherwise(pl.lit(OTHER))
         .alias("group")
     )
-    series = live_at(grouped, chosen["idx"].to_list(), key="group").rename({"group": "site"})
-    return Timeline((*named, OTHER), chosen, series)
+    at = chosen["idx"].to_list()
+    series = live_at(grouped, at, key="group").rename({"group": "site"})
+    if "role" not in replay.allocations.columns:
+        return Timeline((*named, OTHER), chosen, series)
+    present = set(replay.allocations["role"].unique().to_list())
+    roles = tuple(r for r in ROLES if r in present)
+    return Timeline(
+        (*named, OTHER), chosen, series, roles, live_at(replay.allocations, at, key="role")
+    )

@@ -17,6 +17,7 @@ import polars as pl
 
 from traceinsight.analysis.core.base import Result
 from traceinsight.analysis.snapshot.allocator import (
+    SMALL_BUFFER_BYTES,
     AllocatorSettings,
     SimulatedRun,
     allocation_size,
@@ -84,6 +85,49 @@ def requests(
     return actions, addrs, sizes, streams
 
 
+def start_state(
+    snapshot: MemorySnapshot, replay: DeviceReplay
+) -> tuple[list[tuple[int, int, int, bool]], list[tuple[int, int]]] | None:
+    """The segments reserved before the trace began and the blocks held in them then, when
+    the trace starts in the middle of a run (a history cut short by ``max_entries``): the
+    snapshot's segments that the trace does not reserve, and those it gives back without
+    having reserved them. None when there were none (the whole history), or with expandable
+    segments, whose pages this does not rebuild."""
+    device = replay.device
+    segments = snapshot.segments.filter(pl.col("device") == device)
+    if segments.is_empty() or bool(segments["is_expandable"].any()):
+        return None
+    events = device_events(snapshot.events, device).filter(
+        pl.col("action").is_in(["segment_alloc", "segment_free", "segment_map", "segment_unmap"])
+    )
+    if not events.filter(pl.col("action").is_in(["segment_map", "segment_unmap"])).is_empty():
+        return None
+    made = set(events.filter(pl.col("action") == "segment_alloc")["addr"].to_list())
+    start = [
+        (
+            int(r["address"]),
+            int(r["total_size_bytes"]),
+            int(r["stream"] or 0),
+            r["segment_type"] == "small",
+        )
+        for r in segments.iter_rows(named=True)
+        if r["address"] not in made
+    ]
+    seen: set[int] = set()
+    for r in events.iter_rows(named=True):
+        addr = int(r["addr"] or 0)
+        if r["action"] == "segment_alloc":
+            seen.add(addr)
+        elif addr not in seen:  # freed in the trace, reserved before it
+            size = int(r["size_bytes"] or 0)
+            start.append((addr, size, int(r["stream"] or 0), size <= SMALL_BUFFER_BYTES))
+    if not start:
+        return None
+    before = replay.allocations.filter(pl.col("alloc_idx") < 0)
+    blocks = [(int(a), int(b)) for a, b in zip(before["addr"], before["size_bytes"], strict=True)]
+    return start, blocks
+
+
 def alternatives(recorded: AllocatorSettings, largest_bytes: int) -> list[AllocatorSettings]:
     """The settings to try. A ``max_split_size_mb`` above the largest segment the trace can
     make (``largest_bytes``) never finds a block to keep whole: it would replay as the
@@ -115,15 +159,25 @@ def run(
     )
     largest = allocation_size(round_size(max(trace[2], default=0)))
     tried = [recorded, *alternatives(recorded, largest)]
+    seed = start_state(snapshot, replay)
+    before = int((replay.allocations["alloc_idx"] < 0).sum())
+    actions, addrs, sizes, streams = trace
+    seeded = (actions[before:], addrs[before:], sizes[before:], streams[before:])
+    # The recorded settings replay from the layout the trace started in (the replay check);
+    # the alternatives would not have left that layout, so each replays the trace from an
+    # empty cache, and is weighed against the recorded settings replayed the same way.
     runs = [simulate(*trace, settings=s) for s in tried]
+    fresh = runs[0]
+    if seed is not None and not recorded.expandable_segments:
+        runs[0] = simulate(*seeded, settings=recorded, seed=seed)
     truth = int(replay.levels["reserved_bytes"].max() or 0)  # type: ignore[arg-type]
     base = runs[0]
     error = base.peak_reserved_bytes / truth - 1 if truth else 0.0
     table = _table(runs)
     # Under a limit, running out decides first; then the memory reserved.
     best = min(runs[1:], key=lambda r: (r.ooms > 0, r.peak_reserved_bytes), default=None)
-    saving = base.peak_reserved_bytes - best.peak_reserved_bytes if best else 0
-    avoids_oom = best is not None and base.ooms > 0 and best.ooms == 0
+    saving = fresh.peak_reserved_bytes - best.peak_reserved_bytes if best else 0
+    avoids_oom = best is not None and fresh.ooms > 0 and best.ooms == 0
     recorded_oom = replay.levels.filter(pl.col("action") == "oom").height > 0
     trusted = abs(error) <= MAX_REPLAY_ERROR and (base.ooms > 0) == recorded_oom
     helps = (
@@ -131,7 +185,7 @@ def run(
         and best is not None
         and (
             avoids_oom
-            or (best.ooms <= base.ooms and saving >= MIN_SAVING * base.peak_reserved_bytes)
+            or (best.ooms <= fresh.ooms and saving >= MIN_SAVING * fresh.peak_reserved_bytes)
         )
     )
     return WhatIfResult(
@@ -144,7 +198,14 @@ def run(
         best_settings=best.settings.label() if best and helps else "",
         best_saving_bytes=saving if helps else 0,
         limit_bytes=limit_bytes or 0,
-        advice=_advice(base, best, saving, helps, avoids_oom)
+        advice=_advice(fresh, best, saving, helps, avoids_oom)
+        + (
+            f" (every setting replayed from an empty cache, where the recorded one reserves "
+            f"{fmt_bytes(fresh.peak_reserved_bytes)}: the history is cut short, and the layout it "
+            "started in is the recorded settings' own)"
+            if runs[0] is not fresh
+            else ""
+        )
         if trusted
         else (
             f"no prediction: the replay reserves {fmt_bytes(base.peak_reserved_bytes)} at the peak "

@@ -6,24 +6,32 @@ from html import escape
 
 from traceinsight.analysis.snapshot.report import SnapshotReport
 from traceinsight.render.html.page import facts_html, page, table_html
-from traceinsight.render.snapshot.view import parts
+from traceinsight.render.snapshot.view import parts, title
 from traceinsight.render.svg import _svg, _text, color, legend, nice_max, nice_ticks
 
 GIB = 1 << 30
 
 
-def timeline_svg(report: SnapshotReport, *, width: int = 900, height: int = 260) -> str:
+def timeline_svg(
+    report: SnapshotReport, *, by: str = "site", width: int = 900, height: int = 260
+) -> str:
     """Allocated memory over the trace, stacked by the sites that hold most at the peak (like
-    the active-memory timeline of PyTorch's visualizer), with reserved memory as a line. The
-    x axis is the event order (time is missing in some snapshots and bunched in others)."""
+    the active-memory timeline of PyTorch's visualizer) or, ``by="role"``, by the role memory
+    plays (parameters, gradients, ...), with reserved memory as a line. The x axis is the event
+    order (time is missing in some snapshots and bunched in others)."""
     t = report.timeline
     if t is None or t.points.is_empty():
         return ""
+    groups, series = t.sites, t.series
+    if by == "role":
+        if t.role_series is None or not t.roles:
+            return ""
+        groups, series = t.roles, t.role_series.rename({"role": "site"})
     points = t.points.sort("idx")
     xs = points["idx"].to_list()
     reserved = points["reserved_bytes"].to_list()
     left, right, bottom = 56, 10, 30
-    items = [(site, color(i)) for i, site in enumerate(t.sites)] + [("reserved", "#333")]
+    items = [(site, color(i)) for i, site in enumerate(groups)] + [("reserved", "#333")]
     body, legend_h = legend(items, left, width - right)
     top = legend_h + 8
     height += legend_h
@@ -43,9 +51,9 @@ def timeline_svg(report: SnapshotReport, *, width: int = 900, height: int = 260)
             f"<line x1='{left}' x2='{width - right}' y1='{y:.1f}' y2='{y:.1f}' stroke='#ddd'/>"
         )
         body.append(_text(left - 4, y + 4, f"{tick:g}", "end"))
-    wide = t.series.pivot(on="site", index="idx", values="live_bytes").sort("idx")
+    wide = series.pivot(on="site", index="idx", values="live_bytes").sort("idx")
     below = [0] * len(xs)
-    for i, site in enumerate(t.sites):
+    for i, site in enumerate(groups):
         if site not in wide.columns:
             continue
         values = wide[site].fill_null(0).to_list()
@@ -69,12 +77,15 @@ def timeline_svg(report: SnapshotReport, *, width: int = 900, height: int = 260)
     body.append(
         f"<text x='12' y='{mid:.1f}' text-anchor='middle' class='muted' transform='rotate(-90 12 {mid:.1f})'>GiB</text>"
     )
-    return _svg(width, height, body, "memory over time by allocation site")
+    return _svg(
+        width, height, body, f"memory over time by {'role' if by == 'role' else 'allocation site'}"
+    )
 
 
 def render_html(report: SnapshotReport, top: int = 15) -> str:
     sections: list[str] = []
     svg = timeline_svg(report)
+    by_role = timeline_svg(report, by="role")
     shown = parts(report, top=top)
     for i, part in enumerate(shown):
         html = [
@@ -86,8 +97,13 @@ def render_html(report: SnapshotReport, top: int = 15) -> str:
             html.append(
                 f"<figure><figcaption>Allocated memory by site ({points:,} points)</figcaption>{svg}</figure>"
             )
+            if by_role:
+                html.append(
+                    f"<figure><figcaption>Allocated memory by role ({points:,} points)</figcaption>{by_role}</figure>"
+                )
         if part.rows:
             html.append(table_html(part.columns, part.rows))
         html.extend(f"<p class='note'>{escape(n)}</p>" for n in part.notes)
         sections.append("<section>" + "".join(html) + "</section>")
-    return page(f"Memory snapshot: {report.path}", "".join(sections))
+    heading = title(report) if report.compare is not None else f"Memory snapshot: {report.path}"
+    return page(heading, "".join(sections))

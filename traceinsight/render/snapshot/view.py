@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import polars as pl
+
 from traceinsight.analysis.snapshot.report import SnapshotReport
 from traceinsight.render.units import size
 
@@ -38,8 +40,21 @@ def _share(part: int, whole: int) -> str:
     return f"{100 * part / whole:.1f} %" if whole > 0 else "-"
 
 
+def title(report: SnapshotReport) -> str:
+    """The report's title: the snapshot, or the two runs compared labelled by what differs."""
+    c = report.compare
+    if c is None:
+        return "Memory snapshot"
+    return f"Memory compared: {c.title}"
+
+
 def parts(report: SnapshotReport, *, top: int = TOP_SITES) -> list[Part]:
-    found = [_header(report), _peak(report, top), _leaks(report, top), _fragmentation(report)]
+    found = [_header(report), _peak(report, top)]
+    roles = report.peak.roles
+    # all unknown: no stack names a phase, and a table saying so says nothing
+    if roles is not None and roles.filter(pl.col("role") != "unknown").height:
+        found.append(_roles(report))
+    found += [_leaks(report, top), _fragmentation(report)]
     if report.allocator.available:
         found.append(_allocator(report))
     if report.oom.available:
@@ -63,7 +78,47 @@ def _header(report: SnapshotReport) -> Part:
         ("events traced", f"{report.events:,}"),
         ("distinct stacks", f"{report.stacks:,}"),
     ]
-    return Part("Memory snapshot", facts)
+    if report.compare is not None:
+        c = report.compare
+        facts.append(
+            (
+                "compared with",
+                f"{c.after_path} ({c.differs_by}: {c.before_label} → {c.after_label})",
+            )
+        )
+    return Part(title(report), facts)
+
+
+def _roles(report: SnapshotReport) -> Part:
+    p, o = report.peak, report.oom
+    assert p.roles is not None
+    at_oom: dict[str, int] = {}
+    if o.available and o.roles is not None:
+        at_oom = {r["role"]: r["bytes"] for r in o.roles.iter_rows(named=True)}
+    columns: tuple[str, ...] = ("role", "at the peak", "of peak", "allocations")
+    if o.available:
+        columns += ("at the out-of-memory error",)
+    rows: list[tuple[str, ...]] = []
+    for r in p.roles.iter_rows(named=True):
+        row = (
+            r["role"].replace("_", " "),
+            size(r["bytes"]),
+            _share(r["bytes"], p.peak_allocated_bytes),
+            f"{r['count']:,}",
+        )
+        rows.append(row + ((size(at_oom.get(r["role"], 0)),) if o.available else ()))
+    for role, held in at_oom.items():
+        if role not in set(p.roles["role"].to_list()):
+            rows.append((role.replace("_", " "), size(0), "-", "0", size(held)))
+    return Part(
+        "Roles: what the memory held at the peak was for",
+        columns=columns,
+        rows=rows,
+        notes=[
+            "from the stacks and the phases of each iteration (forward, backward, optimizer); "
+            "kept: held from one iteration to the next and none of the others"
+        ],
+    )
 
 
 def _peak(report: SnapshotReport, top: int) -> Part:
@@ -223,20 +278,37 @@ def _oom(report: SnapshotReport, top: int) -> Part:
         ("allocated / reserved", f"{size(o.allocated_bytes)} / {size(o.reserved_bytes)}"),
     ]
     if o.ooms > 1:
-        facts.append(("out-of-memory events", f"{o.ooms:,} (the first is explained)"))
+        facts.append(
+            (
+                "out-of-memory events",
+                f"{o.ooms:,} (the last is explained: earlier ones were caught and retried, as cuDNN does when a workspace does not fit)",
+            )
+        )
     rows: list[tuple[str, ...]] = []
+    by_role = (
+        o.sites is not None
+        and "role" in o.sites.columns
+        and bool((o.sites["role"] != "unknown").any())
+    )
     if o.sites is not None:
         rows = [
-            (r["site"], size(r["bytes"]), f"{r['count']:,}", "yes" if r["in_forward"] else "")
+            (
+                r["site"],
+                size(r["bytes"]),
+                f"{r['count']:,}",
+                str(r["role"]).replace("_", " ") if by_role else ("yes" if r["in_forward"] else ""),
+            )
             for r in o.sites.head(top).iter_rows(named=True)
         ]
-    notes = [f"{'fix' if i == 0 else 'or'}: {fix.text}" for i, fix in enumerate(o.fixes)] or [
-        "no single change found that covers the shortfall"
-    ]
+    notes = [
+        f"{'fix' if fix is o.fix else ('or' if fix.covers else 'partly')}: {fix.text}; frees {size(fix.frees_bytes)}"
+        + ("" if fix.covers else ", not enough on its own")
+        for fix in o.fixes
+    ] or ["no single change found that covers the shortfall"]
     return Part(
         "Out of memory: what was held when the request failed",
         facts,
-        ("site", "bytes", "allocations", "in forward"),
+        ("site", "bytes", "allocations", "mostly" if by_role else "in forward"),
         rows,
         notes,
     )
@@ -268,9 +340,9 @@ def _compare(report: SnapshotReport, top: int) -> Part:
         ]
     notes = [] if rows else ["no site holds a different amount at the peak"]
     return Part(
-        f"Compared with {c.after_path}: held at the peak, by site",
+        f"Compared: {c.before_label} vs {c.after_label}: held at the peak, by site",
         facts,
-        ("site", "this", "other", "change"),
+        ("site", c.before_label, c.after_label, "change"),
         rows,
         notes,
     )
