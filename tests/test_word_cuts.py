@@ -149,7 +149,7 @@ def _load_path(path: str):  # type: ignore[no-untyped-def]
 
 def _rendered(path: str, width: int) -> str:
     from traceinsight.render.documents import CompileReport
-    from traceinsight.render.kinds import terminal_text
+    from traceinsight.render.report_documents import terminal_text
 
     report = _report(path)
     text = terminal_text(report, width=width)
