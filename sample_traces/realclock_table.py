@@ -67,11 +67,11 @@ def fitted_cost_us(trace: Trace, measured_ns: int) -> float | None:
     """The per-event cost (µs, all classes alike) at which the replay gives ``measured_ns``;
     None when even all host time removed leaves the step above it (nothing to fit: the
     step is the GPU's) or the measured step is at least the traced one."""
-    from traceinsight.analysis.window.realstep import _memory_at, _replayed
+    from traceinsight.analysis.window.realstep import _replayed, memory_at
 
     steps = run_one(trace, "steps").steps  # type: ignore[attr-defined]
     numbers = steady_steps(steps)["step"].to_list()
-    memory = _memory_at(trace)
+    memory = memory_at(trace)
 
     def at(us: float) -> int:
         value = _replayed(trace, numbers, {c: us * 1e3 for c in COST_CLASSES}, memory)

@@ -304,6 +304,12 @@ def apply_all(graph: StepGraph, transformations: tuple[Transformation, ...], d: 
 PROFILER_EVENT_CLASSES = ("op", "runtime", "python", "memory")
 # The profiler's cost is spread over the host time near where it was spent: windows this long.
 PROFILER_COST_WINDOW_NS = 1_000_000
+# What a runtime call (a kernel launch, a copy or memset issued) costs the host at the least
+# without the profiler, its dispatch included: taking the profiler's cost out never leaves a
+# window of host time shorter than its calls at this cost. Below the un-profiled step per launch
+# of every workload recorded for the per-event cost (9.8 µs at the least, an elementwise loop
+# bound by its launches, docs/window.md), so it never holds back more than such a step spends.
+HOST_FLOOR_NS_PER_CALL = 4_000
 
 
 @dataclass(frozen=True)
@@ -319,8 +325,9 @@ class RemoveProfilerCost(Transformation):
     any one span but in the host time close to the event. Each thread's host time is cut into
     windows of ``window_ns``; the cost of the events that start in a window is taken out of
     that window's host time (segments and untraced gaps; not the time of synchronising calls,
-    which wait), each piece shrunk by the same share; what a window cannot hold is taken from
-    the next windows of its thread."""
+    which wait), each piece shrunk by the same share, down to no less than its runtime calls at
+    ``HOST_FLOOR_NS_PER_CALL`` each; what a window cannot hold is taken from the next windows of
+    its thread."""
 
     kind: ClassVar[str] = "profiler_cost"
     per_event_ns: tuple[tuple[str, float], ...]
@@ -359,9 +366,15 @@ class RemoveProfilerCost(Transformation):
         # could not take (their host time was shorter than their cost), cut from this window's
         # host time: carry_w = max(0, carry_{w-1} + cost_w - work_w) (Lindley's recursion,
         # solved with a cumulative minimum), so that no cost is lost while host time follows.
+        # A window keeps at least its runtime calls at their least real cost: where the
+        # profiler's events crowd a window (with_stack's frames around a loop of small ops), the
+        # cost it cannot take there is carried on to the next windows instead of taking the
+        # loop's launches with it.
+        floor = pl.col("n_runtime") * float(HOST_FLOOR_NS_PER_CALL)
         share = (
-            frame.select("pid", "tid", pl.Series("work", np.rint(work_w).astype(np.int64)), cost.alias("cost"))
-            .with_columns(excess=(pl.col("cost") - pl.col("work")).cum_sum().over("pid", "tid"))
+            frame.select("pid", "tid", pl.Series("work", np.rint(work_w).astype(np.int64)), cost.alias("cost"), floor.alias("floor"))
+            .with_columns(room=pl.max_horizontal(pl.col("work") - pl.col("floor"), pl.lit(0.0)))
+            .with_columns(excess=(pl.col("cost") - pl.col("room")).cum_sum().over("pid", "tid"))
             .with_columns(carry=pl.col("excess") - pl.min_horizontal(pl.lit(0.0), pl.col("excess").cum_min().over("pid", "tid")))
             .with_columns(carried_in=pl.col("carry").shift(1, fill_value=0.0).over("pid", "tid"))
             .with_columns(cut=pl.col("cost") + pl.col("carried_in") - pl.col("carry"))
