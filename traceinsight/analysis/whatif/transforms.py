@@ -17,6 +17,7 @@ import polars as pl
 
 from traceinsight.analysis.classify import FAMILIES, classify_names
 from traceinsight.analysis.lib import intervals
+from traceinsight.analysis.lib.host_names import name_matches
 from traceinsight.analysis.whatif.graph import GPU_COMM, SEG_LAUNCH, SEG_SYNC, StepGraph, rows_of
 from traceinsight.analysis.whatif.profiler_windows import windows
 from traceinsight.analysis.whatif.replay import Durations
@@ -41,12 +42,12 @@ def _factor(value: float, what: str) -> float:
 
 
 def name_hits(names: pl.Series, pattern: str) -> np.ndarray:
-    """Whether each of ``names`` matches ``pattern``: the expression runs once per distinct
-    name (a trace repeats a few thousand names over millions of events)."""
-    text = names.cast(pl.String).fill_null("")
-    unique = text.unique()
-    hit = unique.filter(unique.str.contains(_regex(pattern)))
-    out: np.ndarray = text.is_in(hit.implode()).to_numpy()
+    """Whether each of ``names`` matches ``pattern`` (a missing name reads as ""): the
+    expression runs once per distinct name (``name_matches``)."""
+    frame = names.rename("name").to_frame()
+    out: np.ndarray = frame.select(name_matches(frame, _regex(pattern)).fill_null(False)).to_series().to_numpy()
+    if re.search(pattern, ""):
+        out = out | names.is_null().to_numpy()
     return out
 
 
