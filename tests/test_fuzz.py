@@ -95,6 +95,8 @@ def test_structural_mutations(tmp_path: Path, edits: list[tuple[int, str, Any]],
     cuts=st.lists(st.tuples(st.integers(0, len(BASE_BYTES) - 1), st.binary(max_size=4)), min_size=1, max_size=4),
     gz=st.booleans(),
 )
+@example(cuts=[(127, b"\x80")], gz=False)  # a bad UTF-8 byte inside a header string
+@example(cuts=[(BASE_BYTES.index(b'"ph"', 200) + 1, b"\xe6")], gz=False)  # ... in an event's key
 def test_byte_mutations(tmp_path: Path, cuts: list[tuple[int, bytes]], gz: bool) -> None:
     data = bytearray(BASE_BYTES)
     for position, replacement in cuts:

@@ -86,8 +86,9 @@ def split_top_level(path: Path, data: Buffer) -> tuple[dict[str, Any], int, int]
         raise TraceFormatError(path, "not a Chrome trace: 'traceEvents' is not a list")
     try:
         header = {key: msgspec.json.decode(value) for key, value in top.items()}
-    except UnicodeDecodeError as exc:
-        raise TraceFormatError(path, "not valid UTF-8 text in the trace header") from exc
+    except (UnicodeDecodeError, msgspec.DecodeError) as exc:
+        # The Raw pass above checks structure only; strings are checked on this decode.
+        raise TraceFormatError(path, f"not valid JSON in the trace header ({exc})") from exc
     lo = _offset_in(events_raw, data)
     del top, events_raw
     return header, lo[0], lo[1]

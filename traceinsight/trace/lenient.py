@@ -44,6 +44,8 @@ def decode_events(path: Path, buf: Any) -> list[Any]:
         items = msgspec.json.decode(buf, type=list[Any])
     except msgspec.DecodeError as exc:
         raise BadCut from exc
+    except UnicodeDecodeError as exc:  # the loose decode checks strings the typed one skipped
+        raise TraceFormatError(path, "not valid UTF-8 text inside traceEvents") from exc
     coerced = Coerced()
     coerced.extend(_coerce_event(item, coerced) for item in items)
     return coerced
