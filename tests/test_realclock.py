@@ -14,6 +14,7 @@ import pytest
 from traceinsight.analysis.runner import run_one
 from traceinsight.analysis.whatif.shared import recorded
 from traceinsight.analysis.whatif.transforms import RemoveProfilerCost, TransformError, apply_all
+from traceinsight.analysis.whatif.transforms import _segments_in as segments_named
 from traceinsight.analysis.window.realstep import COST_US, DEVICE_TOLERANCE, RealStep
 from traceinsight.analysis.window.spec import WindowResult
 from traceinsight.capture.stepclock import unprofiled
@@ -241,6 +242,33 @@ def test_remove_profiler_cost_never_makes_host_time_negative_and_keeps_the_total
     events = int(graph.host_events.height)
     # every event's 0.5 µs is taken out somewhere on its thread (rounding aside)
     assert taken == pytest.approx(events * 500, rel=0.02)
+
+
+def test_remove_profiler_cost_leaves_a_driver_calls_own_time(tmp_path: Path) -> None:
+    # A 300 µs cudaMalloc among the ops of a host-bound step: the driver's time is not the
+    # profiler's. Only a call's own per-event cost comes out of it; the rest of the cost comes
+    # out of the operators' dispatch around it, so removing the call afterwards saves its time.
+    t = HandMadeTrace()
+    for n in range(3):
+        start = n * 1000.0
+        t.step(n + 1, start, 1000.0)
+        for i in range(60):  # 60 ops of 1 µs, 5 µs apart, before the call; 30 after it
+            t.host("aten::view", start + 1 + i * 5.0, 1.0)
+        t.host("cudaMalloc", start + 310.0, 300.0, cat="cuda_runtime")
+        for i in range(30):
+            t.host("aten::view", start + 620 + i * 10.0, 1.0)
+        t.gpu(ADD, start + 978.0, 10.0)
+    trace = write(t, tmp_path / "m.json")
+    graph, _ = recorded(trace)
+    before = apply_all(graph, ())
+    cost = 2_000.0
+    after = apply_all(graph, (RemoveProfilerCost((("op", cost), ("runtime", cost))),))
+    calls = segments_named(graph, "^cudaMalloc$")
+    assert calls.sum() == 3
+    assert (after.seg_dur_ns[calls] >= before.seg_dur_ns[calls] - cost).all()
+    assert (after.seg_dur_ns[calls] < before.seg_dur_ns[calls]).all()
+    taken = int((before.seg_dur_ns + before.seg_gap_ns).sum() - (after.seg_dur_ns + after.seg_gap_ns).sum())
+    assert taken == pytest.approx(int(graph.host_events.height) * cost, rel=0.02)
 
 
 def test_real_step_to_dict_is_json_safe() -> None:

@@ -18,7 +18,7 @@ import polars as pl
 from traceinsight.analysis.classify import FAMILIES, classify_names
 from traceinsight.analysis.lib import intervals
 from traceinsight.analysis.lib.host_names import name_matches
-from traceinsight.analysis.whatif.graph import GPU_COMM, SEG_LAUNCH, SEG_SYNC, StepGraph, rows_of
+from traceinsight.analysis.whatif.graph import GPU_COMM, SEG_LAUNCH, SEG_RUNTIME, SEG_SYNC, StepGraph, rows_of
 from traceinsight.analysis.whatif.profiler_windows import windows
 from traceinsight.analysis.whatif.replay import Durations
 
@@ -307,7 +307,7 @@ PROFILER_EVENT_CLASSES = ("op", "runtime", "python", "memory")
 PROFILER_COST_WINDOW_NS = 1_000_000
 # What a runtime call (a kernel launch, a copy or memset issued) costs the host at the least
 # without the profiler, its dispatch included: taking the profiler's cost out never leaves a
-# window of host time shorter than its calls at this cost. Below the un-profiled step per launch
+# call shorter than this. Below the un-profiled step per launch
 # of every workload recorded for the per-event cost (9.8 µs at the least, an elementwise loop
 # bound by its launches, docs/window.md), so it never holds back more than such a step spends.
 HOST_FLOOR_NS_PER_CALL = 4_000
@@ -326,9 +326,10 @@ class RemoveProfilerCost(Transformation):
     any one span but in the host time close to the event. Each thread's host time is cut into
     windows of ``window_ns``; the cost of the events that start in a window is taken out of
     that window's host time (segments and untraced gaps; not the time of synchronising calls,
-    which wait), each piece shrunk by the same share, down to no less than its runtime calls at
-    ``HOST_FLOOR_NS_PER_CALL`` each; what a window cannot hold is taken from the next windows of
-    its thread."""
+    which wait), each piece shrunk by the same share. A runtime call's time is the driver's (a
+    ``cudaMalloc``, a ``cudaFree`` that waits, a launch): of it only its own per-event cost can
+    go, and never below ``HOST_FLOOR_NS_PER_CALL``. What a window cannot hold is taken from the
+    next windows of its thread."""
 
     kind: ClassVar[str] = "profiler_cost"
     per_event_ns: tuple[tuple[str, float], ...]
@@ -358,8 +359,15 @@ class RemoveProfilerCost(Transformation):
         for c in PROFILER_EVENT_CLASSES:
             cost = cost + pl.col(f"n_{c}") * costs.get(c, 0.0)
         waits = graph.seg_class == SEG_SYNC
+        # A runtime call's recorded time is the driver's (a cudaMalloc, a cudaFree that waits
+        # for the device, a launch): the profiler adds its per-call cost to it, no more, and
+        # no call is left shorter than HOST_FLOOR_NS_PER_CALL. The rest of the cost is in the
+        # dispatch around the operators: their own segments and the gaps between segments.
+        calls = (graph.seg_class == SEG_LAUNCH) | (graph.seg_class == SEG_RUNTIME)
+        call_cut = np.clip(np.minimum(d.seg_dur_ns - HOST_FLOOR_NS_PER_CALL, costs.get("runtime", 0.0)), 0, None)
+        shrinkable = np.where(waits, 0, np.where(calls, call_cut, d.seg_dur_ns))
         # the host time that can shrink: each segment and the gap before it, by the window it starts in
-        work = np.where(waits, d.seg_gap_ns, d.seg_dur_ns + d.seg_gap_ns)
+        work = d.seg_gap_ns + shrinkable
         counted = found.seg_window >= 0
         # integer ns summed in float64: exact below 2**53 ns (104 days) per window
         work_w = np.bincount(found.seg_window[counted], weights=work[counted], minlength=frame.height)
@@ -367,26 +375,23 @@ class RemoveProfilerCost(Transformation):
         # could not take (their host time was shorter than their cost), cut from this window's
         # host time: carry_w = max(0, carry_{w-1} + cost_w - work_w) (Lindley's recursion,
         # solved with a cumulative minimum), so that no cost is lost while host time follows.
-        # A window keeps at least its runtime calls at their least real cost: where the
-        # profiler's events crowd a window (with_stack's frames around a loop of small ops), the
-        # cost it cannot take there is carried on to the next windows instead of taking the
-        # loop's launches with it.
-        floor = pl.col("n_runtime") * float(HOST_FLOOR_NS_PER_CALL)
+        # Where the profiler's events crowd a window (with_stack's frames around a loop of
+        # small ops), the cost it cannot take there is carried on to the next windows instead
+        # of taking the loop's launches with it.
         share = (
-            frame.select("pid", "tid", pl.Series("work", np.rint(work_w).astype(np.int64)), cost.alias("cost"), floor.alias("floor"))
-            .with_columns(room=pl.max_horizontal(pl.col("work") - pl.col("floor"), pl.lit(0.0)))
+            frame.select("pid", "tid", pl.Series("room", work_w), cost.alias("cost"))
             .with_columns(excess=(pl.col("cost") - pl.col("room")).cum_sum().over("pid", "tid"))
             .with_columns(carry=pl.col("excess") - pl.min_horizontal(pl.lit(0.0), pl.col("excess").cum_min().over("pid", "tid")))
             .with_columns(carried_in=pl.col("carry").shift(1, fill_value=0.0).over("pid", "tid"))
             .with_columns(cut=pl.col("cost") + pl.col("carried_in") - pl.col("carry"))
-            .with_columns(keep=pl.when(pl.col("work") > 0).then((1 - pl.col("cut") / pl.col("work")).clip(0, 1)).otherwise(1.0))
+            .with_columns(keep=pl.when(pl.col("room") > 0).then((1 - pl.col("cut") / pl.col("room")).clip(0, 1)).otherwise(1.0))
         )
         keep_w = share["keep"].fill_null(1.0).to_numpy()
         keep = np.where(counted, keep_w[np.maximum(found.seg_window, 0)], 1.0)
         return replace(
             d,
             seg_gap_ns=np.rint(d.seg_gap_ns * keep).astype(np.int64),
-            seg_dur_ns=np.where(waits, d.seg_dur_ns, np.rint(d.seg_dur_ns * keep).astype(np.int64)),
+            seg_dur_ns=np.rint(d.seg_dur_ns - shrinkable * (1.0 - keep)).astype(np.int64),
         )
 
     def describe(self) -> str:
