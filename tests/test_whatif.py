@@ -37,9 +37,9 @@ HTA = Path(__file__).resolve().parents[2].joinpath("shared/third_party/hta/criti
 H, G, LAUNCH, LAT, SYNC_POST = 100.0, 60.0, 5.0, 3.0, 2.0
 
 
-def scenario(tmp_path: Path, *, sync: bool, steps: int = 6) -> ti.Trace:
+def scenario(tmp_path: Path, *, sync: bool, steps: int = 6, sync_call: str = "cudaDeviceSynchronize") -> ti.Trace:
     """Per step: host work H, launch of a GEMM (G µs, starting LAT after its launch), and with
-    ``sync`` a cudaDeviceSynchronize that returns SYNC_POST after the GEMM ends."""
+    ``sync`` a ``sync_call`` that returns SYNC_POST after the GEMM ends."""
     events = []
     t, gpu_free = 1000.0, 0.0
     for i in range(steps):
@@ -53,10 +53,10 @@ def scenario(tmp_path: Path, *, sync: bool, steps: int = 6) -> ti.Trace:
         t += LAUNCH
         if sync:
             end = max(t, gpu_free) + SYNC_POST
-            events.append(launch("cudaDeviceSynchronize", t, end - t, correlation=1000 + i))
+            events.append(launch(sync_call, t, end - t, correlation=1000 + i))
             t = end
         events.append(op(f"ProfilerStep#{i}", start, t - start, cat="user_annotation"))
-    path = write_trace(tmp_path / f"scenario_{sync}.json", events, baseTimeNanoseconds=0)
+    path = write_trace(tmp_path / f"scenario_{sync}_{sync_call}.json", events, baseTimeNanoseconds=0)
     return ti.load(path, cache=False)
 
 
@@ -79,6 +79,17 @@ def test_serialized_steps(tmp_path: Path) -> None:
     assert _us(removed) == (before, H + LAUNCH)
     # the mean: the first step still holds its whole GEMM, the five others the host's period
     assert _us(removed, None) == (before, pytest.approx((before + 5 * (H + LAUNCH)) / 6, abs=1e-3))
+
+
+def test_cuda_free_waits_for_the_device_like_a_sync(tmp_path: Path) -> None:
+    # cudaFree synchronises the device: its time until the GEMM ends is a wait, which host
+    # work made shorter does not shorten, and removing the call lets the host run ahead
+    trace = scenario(tmp_path, sync=True, sync_call="cudaFree")
+    before = H + LAT + G
+    halved = whatif(trace, [ShrinkHost(None, 0.5)])
+    assert _us(halved) == (before, before - H / 2)
+    assert _us(halved, None) == (before, before - H / 2)
+    assert _us(whatif(trace, [Remove("cudaFree")])) == (before, H + LAUNCH)
 
 
 def test_overlapped_steps(tmp_path: Path) -> None:

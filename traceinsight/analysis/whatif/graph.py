@@ -43,8 +43,14 @@ from traceinsight.trace.model import Trace
 from traceinsight.trace.schema import GPU_WORK_KINDS, PROFILER_STEP_PREFIX
 
 HOST_KINDS = ("cpu_op", "user_annotation", "runtime", "driver", "python")
-# Calls that make the host wait for device work (CUDA and HIP spellings).
-SYNC_NAME = r"(?i)(synchronize|^(cuda|hip)Memcpy(2D|3D|Peer)?$|^cuMemcpy(DtoH|HtoD|DtoD)?(_v2)?$)"
+# Calls that make the host wait for device work (CUDA and HIP spellings). Freeing device or
+# pinned memory waits for the whole device first (cudaFree is an implicit device
+# synchronisation; the stream-ordered cudaFreeAsync is not): a caching allocator emptied in the
+# loop makes each of its cudaFree calls a sync.
+SYNC_NAME = (
+    r"(?i)(synchronize|^(cuda|hip)Memcpy(2D|3D|Peer)?$|^cuMemcpy(DtoH|HtoD|DtoD)?(_v2)?$"
+    r"|^(cuda|hip)Free(Host)?$|^cuMemFree(Host)?(_v2)?$)"
+)
 COPY_CALL = r"(?i)memcpy"
 # Host segment classes (what the time on the critical path was).
 SEG_CPU, SEG_LAUNCH, SEG_SYNC, SEG_RUNTIME = 0, 1, 2, 3
