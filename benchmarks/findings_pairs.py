@@ -103,8 +103,16 @@ def unprofiled_pct() -> dict[str, float]:
     return out
 
 
-def alone(result: FindingsResult, finding_id: str) -> str:
+# Pairs whose change is one lever of the finding's fix: that lever's price is the prediction.
+LEVER_OF = {"bf16 autocast": "bf16 autocast", "TF32": "TF32 matmuls", "TF32 (ResNet-50, cuDNN)": "TF32 matmuls",
+            "bf16 autocast (ResNet-50)": "bf16 autocast"}
+
+
+def alone(result: FindingsResult, finding_id: str, change: str = "") -> str:
     f = next((f for f in (*result.findings, *result.not_material) if f.id == finding_id), None)
+    lever = next((lv for lv in f.levers if lv.label == LEVER_OF.get(change)), None) if f is not None else None
+    if lever is not None:
+        return f"{lever.saving_pct:.1f} % ({lever.label})"
     return "-" if f is None or f.alone_pct is None else f"{f.alone_pct:.1f} %"
 
 
@@ -130,7 +138,7 @@ def main() -> None:
         real = truth.get(name, truth.get(Path(before).name, truth.get(f"{Path(before).name}→{Path(after).name}")))
         listed = replayed if replayed != "-" else pool
         print(
-            f"| {name} | {change} | `{finding}` | {fb.clock} | {alone(fb, finding)} | {listed} | {pool} | "
+            f"| {name} | {change} | `{finding}` | {fb.clock} | {alone(fb, finding, change)} | {listed} | {pool} | "
             f"{'-' if real is None else f'{real:.1f} %'} | "
             f"{'-' if measured is None else f'{measured:.1f} %'} | {steps} | "
             f"`{fb.findings[0].id if fb.findings else '-'}` | {'none' if remains is None else f'{remains:.1f} %'} |"

@@ -38,6 +38,7 @@ from traceinsight.analysis.findings.idle import (
     detect_host_sync,
 )
 from traceinsight.analysis.findings.launches import detect_launch_bound
+from traceinsight.analysis.findings.levers import price_levers
 from traceinsight.analysis.findings.memory_growth import detect_memory_growth
 from traceinsight.analysis.findings.model import (
     Confidence,
@@ -140,6 +141,7 @@ def find(ctx: FindingContext) -> FindingsResult:
     settled, clock = reprice(ctx, settle_all(ctx, estimates), estimates)
     source = clock.source if clock is not None else "traced"
     material, minor = _profiled(ctx, settled.material, source), _profiled(ctx, settled.minor, source)
+    material, minor = price_levers(ctx, material, estimates, clock), price_levers(ctx, minor, estimates, clock)
     if settled.note:
         skipped.append(settled.note if settled.note == FEW_STEPS else settled.note.split(":")[0] + ": savings are the pool estimates")
     if ctx.excluded_window_ns > 0 and ctx.window is not None:

@@ -88,7 +88,7 @@ def clock_of(ctx: FindingContext) -> Clock | None:
     return Clock(source, min(real.step_ns, real.traced_ns), real.traced_ns, min(busy, real.step_ns))
 
 
-def _base(ctx: FindingContext, clock: Clock, after_ns: object) -> tuple[tuple[Transformation, ...], int]:
+def profiler_base(ctx: FindingContext, clock: Clock, after_ns: object) -> tuple[tuple[Transformation, ...], int]:
     """The profiler's cost taken out at the per-event cost that gives the clock's step, and the
     base step it replays to. ``after_ns``: replays a tuple of transformations to a step."""
     memory = memory_at(ctx.trace)
@@ -165,7 +165,7 @@ def reprice(ctx: FindingContext, settled: Settled, estimates: list[Estimate]) ->
         base_ns = rep.before_ns
         if clock.source != "traced":
             try:
-                base, base_ns = _base(ctx, clock, rep.after_ns)
+                base, base_ns = profiler_base(ctx, clock, rep.after_ns)
             except TransformError:
                 base, base_ns = (), 0
         if base_ns > 0:

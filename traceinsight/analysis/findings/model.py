@@ -58,6 +58,18 @@ class Evidence:
 
 
 @dataclass(frozen=True)
+class Lever:
+    """One way to apply a finding's fix where there are several (TF32 matmuls or bf16
+    autocast), priced on its own: what it saves applied alone, on the finding's clock."""
+
+    label: str  # the lever in a few words: "TF32 matmuls", "bf16 autocast"
+    fix: str  # the code change
+    saving_pct: float = 0.0  # of the step (or the window without steps), applied alone
+    saving_ns: int = 0  # per step where the finding is per step, else over the window
+    method: str = ""  # how it was priced
+
+
+@dataclass(frozen=True)
 class Finding:
     id: str
     title: str
@@ -85,6 +97,8 @@ class Finding:
     # The fix only gives back the GPU's idle time (its every claim is idle time): its saving is
     # bounded by the idle time of the step it is priced on.
     host_side: bool = False
+    # The ways to apply the fix, each priced alone (the finding's own saving is the first's).
+    levers: tuple[Lever, ...] = ()
 
     @property
     def memory_text(self) -> str | None:

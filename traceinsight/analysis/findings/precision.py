@@ -17,7 +17,13 @@ from traceinsight.analysis.findings.catalogue import (
 )
 from traceinsight.analysis.findings.context import FindingContext
 from traceinsight.analysis.findings.fixes import scale_names
-from traceinsight.analysis.findings.model import Confidence, Evidence, KernelEvidence, OpEvidence
+from traceinsight.analysis.findings.gemm_rates import fp32_levers, recoverable
+from traceinsight.analysis.findings.model import (
+    Confidence,
+    Evidence,
+    KernelEvidence,
+    OpEvidence,
+)
 from traceinsight.analysis.findings.savings import Estimate, estimate
 
 # Matrix math a batched or padded GEMM call replaces: GEMMs and convolutions (not attention).
@@ -108,33 +114,6 @@ def _gemm_ops(ctx: FindingContext, dtype_classes: tuple[str, ...]) -> pl.DataFra
     )
 
 
-def _recoverable(
-    rows: pl.DataFrame, target_tflops: float, fallback_tflops: float | None
-) -> tuple[float, float]:
-    """(saving ns, share of the time whose FLOPs were known) for kernels rerun at target_tflops.
-
-    Per kernel name: time − max(FLOPs / target rate, calls × GEMM_FLOOR_NS), floored at 0: no
-    GEMM kernel runs faster than the floor however few its FLOPs. Where the FLOPs are unknown,
-    the kernel is assumed to run at ``fallback_tflops`` today (the FLOPs that rate implies)."""
-    flops = pl.col("flops").fill_null(0.0)
-    known = flops > 0
-    implied = pl.col("total_ns") * 1e-9 * (fallback_tflops or 0.0) * 1e12
-    work = pl.when(known).then(flops).otherwise(implied)
-    new_ns = pl.max_horizontal(
-        work / (target_tflops * 1e12) * 1e9, pl.col("calls") * float(GEMM_FLOOR_NS)
-    )
-    saving = (pl.col("total_ns") - new_ns).clip(lower_bound=0)
-    got = rows.select(
-        saving=saving.sum(),
-        known_ns=pl.col("total_ns").filter(known).sum(),
-        all_ns=pl.col("total_ns").sum(),
-    )
-    all_ns = float(got["all_ns"][0] or 0)
-    return float(got["saving"][0] or 0.0), (
-        float(got["known_ns"][0] or 0) / all_ns if all_ns else 0.0
-    )
-
-
 def fp32_target(model: device_model.DeviceModel) -> str | None:
     """The tensor/matrix-core precision the fix moves fp32 matmuls to on this device: TF32
     on NVIDIA Ampere and later, fp16 on Volta/Turing (no TF32 or bf16 there), bf16 on AMD and
@@ -180,7 +159,7 @@ def detect_fp32_no_tensor_cores(ctx: FindingContext) -> Estimate | None:
         )
     else:
         rate = peak * TENSOR_CORE_EFFICIENCY
-        saving, known = _recoverable(rows, rate, None if fp32 is None else fp32 * SIMT_EFFICIENCY)
+        saving, known = recoverable(rows, rate, None if fp32 is None else fp32 * SIMT_EFFICIENCY)
         method = (
             f"fp32 GEMM/conv kernel time ({gemm_ns / 1e6:.2f} ms over the window) minus the same FLOPs at "
             f"{TENSOR_CORE_EFFICIENCY:.0%} of the {label} tensor-core peak ({peak:g} TFLOP/s), per kernel, "
@@ -192,6 +171,7 @@ def detect_fp32_no_tensor_cores(ctx: FindingContext) -> Estimate | None:
             )
             + (". bf16 autocast would save more (its peak is twice TF32's)." if target == "tf32" else ".")
         )
+    levers = fp32_levers(ctx, rows, gemm_ns, target, saving) if peak is not None else ()
     confidence: Confidence = "high" if known >= 0.8 else "medium" if peak is not None else "low"
     reason = (
         f"kernel names show no tensor-core path; FLOPs known for {known:.0%} of the time"
@@ -219,6 +199,7 @@ def detect_fp32_no_tensor_cores(ctx: FindingContext) -> Estimate | None:
         title=f"float32 GEMMs run without tensor cores ({share:.0f} % of GPU kernel time)",
         fix=device_model.matmul_precision_advice(model),
         action=_FP32_ACTION.get(target or "", "reduced-precision matmuls"),
+        levers=levers,
     )
 
 
@@ -254,7 +235,7 @@ def detect_fp64_compute(ctx: FindingContext) -> Estimate | None:
     others = rows.filter(~pl.col("family").is_in(GEMM_FAMILIES))
     fp64 = ctx.peak_tflops("fp64")
     if target is not None:
-        gemm_saving, _ = _recoverable(
+        gemm_saving, _ = recoverable(
             gemms, target * target_eff, None if fp64 is None else fp64 * SIMT_EFFICIENCY
         )
     else:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from traceinsight.analysis.findings.catalogue import CATALOGUE, MATERIALITY_PCT, MEMORY_FINDINGS
 from traceinsight.analysis.findings.context import FindingContext
-from traceinsight.analysis.findings.model import Confidence, Evidence, Finding, Pool
+from traceinsight.analysis.findings.model import Confidence, Evidence, Finding, Lever, Pool
 
 if TYPE_CHECKING:
     from traceinsight.analysis.whatif.transforms import Transformation
@@ -35,6 +35,9 @@ class Estimate:
     # The fix as a change to the step's dependency graph: where the trace replays, the
     # saving is the replayed change of step time (the claims are the fallback).
     transforms: tuple[Transformation, ...] = ()
+    # Ways to apply the fix, each with its own change to the graph (the finding's own
+    # transforms are the first lever's): priced alone when the findings are priced.
+    levers: tuple[tuple[Lever, tuple[Transformation, ...]], ...] = ()
 
 
 def estimate(
@@ -53,6 +56,7 @@ def estimate(
     within: dict[Pool, str] | None = None,
     within_parts: tuple[tuple[Pool, str, int], ...] = (),
     transforms: tuple[Transformation, ...] = (),
+    levers: tuple[tuple[Lever, tuple[Transformation, ...]], ...] = (),
 ) -> Estimate:
     entry = CATALOGUE[finding_id]
     clean = tuple((pool, max(0, int(ns))) for pool, ns in claims.items())
@@ -76,7 +80,7 @@ def estimate(
     nested: tuple[tuple[Pool, str, int | None], ...] = tuple(
         (pool, parent, None) for pool, parent in (within or {}).items()
     )
-    return Estimate(finding, clean, nested + within_parts, transforms)
+    return Estimate(finding, clean, nested + within_parts, transforms, levers)
 
 
 def _nest(estimates: list[Estimate]) -> tuple[list[Estimate], dict[str, list[str]]]:
@@ -101,7 +105,7 @@ def _nest(estimates: list[Estimate]) -> tuple[list[Estimate], dict[str, list[str
             if note not in notes[est.finding.id]:
                 notes[est.finding.id].append(note)
     return [
-        Estimate(e.finding, tuple(claims[e.finding.id].items()), e.within, e.transforms) for e in estimates
+        replace(e, claims=tuple(claims[e.finding.id].items())) for e in estimates
     ], notes
 
 

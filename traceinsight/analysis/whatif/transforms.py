@@ -18,7 +18,14 @@ import polars as pl
 from traceinsight.analysis.classify import FAMILIES, classify_names
 from traceinsight.analysis.lib import intervals
 from traceinsight.analysis.lib.host_names import name_matches
-from traceinsight.analysis.whatif.graph import GPU_COMM, SEG_LAUNCH, SEG_RUNTIME, SEG_SYNC, StepGraph, rows_of
+from traceinsight.analysis.whatif.graph import (
+    GPU_COMM,
+    SEG_LAUNCH,
+    SEG_RUNTIME,
+    SEG_SYNC,
+    StepGraph,
+    rows_of,
+)
 from traceinsight.analysis.whatif.profiler_windows import windows
 from traceinsight.analysis.whatif.replay import Durations
 
