@@ -5,7 +5,7 @@ events around steps that ran unprofiled: ``fix_timings.json``, ``models/*timings
 ``comm/comm_timings.json``), and ``traceinsight diff``'s own figure on the traced steps (1 - the
 ratio of the median kept step device time, after / before). The prediction is the finding's
 saving applied alone, on the clock ``analyze`` prices on (the un-profiled step where it has one:
-``findings.clock``), and, beside it, what the finding lists (only what it adds to the findings
+``findings.price.clock``), and, beside it, what the finding lists (only what it adds to the findings
 ranked above it, so that the list adds up) and the pool formula it falls back to.
 Prints the Markdown table of docs/findings.md:
 

@@ -42,12 +42,12 @@ _FINDINGS = (
 )
 # Module → the tests run against each of its mutants (fast ones; they stop at the first failure).
 TARGETS: dict[str, tuple[str, ...]] = {
-    "traceinsight/analysis/findings/idle.py": _FINDINGS,
-    "traceinsight/analysis/findings/savings.py": _FINDINGS,
-    "traceinsight/analysis/findings/transfers.py": _FINDINGS,
-    "traceinsight/analysis/findings/training.py": _FINDINGS,
-    "traceinsight/analysis/findings/syncs.py": _FINDINGS,
-    "traceinsight/analysis/findings/precision.py": _FINDINGS,
+    "traceinsight/analysis/findings/detect/idle.py": _FINDINGS,
+    "traceinsight/analysis/findings/price/savings.py": _FINDINGS,
+    "traceinsight/analysis/findings/detect/transfers.py": _FINDINGS,
+    "traceinsight/analysis/findings/detect/training.py": _FINDINGS,
+    "traceinsight/analysis/findings/read/syncs.py": _FINDINGS,
+    "traceinsight/analysis/findings/detect/precision.py": _FINDINGS,
     "traceinsight/analysis/findings/catalogue.py": _FINDINGS,
     "traceinsight/analysis/lib/stats.py": (
         "tests/test_stats_edges.py",

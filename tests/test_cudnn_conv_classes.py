@@ -10,7 +10,7 @@ import pytest
 
 from traceinsight.analysis.classify.kernels import classify
 from traceinsight.analysis.findings import FindingsResult
-from traceinsight.analysis.findings.precision import detect_fp32_no_tensor_cores
+from traceinsight.analysis.findings.detect.precision import detect_fp32_no_tensor_cores
 from traceinsight.analysis.report import analyze
 from traceinsight.trace.loader import load
 

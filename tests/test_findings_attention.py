@@ -17,13 +17,14 @@ import pytest
 
 from tests.handmade import HandMadeTrace, kernel, launch, op, write_trace
 from traceinsight.analysis.device import model as device_model
-from traceinsight.analysis.findings import DETECTORS, FindingsResult, replayed
-from traceinsight.analysis.findings.attention import (
+from traceinsight.analysis.findings import DETECTORS, FindingsResult
+from traceinsight.analysis.findings.detect.attention import (
     FUSED_ATTENTION_EFFICIENCY,
     MAX_KERNELS_BETWEEN,
     attention_fix,
     detect_eager_attention,
 )
+from traceinsight.analysis.findings.price import replayed
 from traceinsight.analysis.report import analyze
 from traceinsight.analysis.whatif.fuse_kernels import FuseKernels
 from traceinsight.analysis.whatif.model import whatif

@@ -12,8 +12,8 @@ import pytest
 
 from traceinsight.analysis.core.base import AnalysisConfig
 from traceinsight.analysis.findings import FindingsResult
-from traceinsight.analysis.findings.context import FindingContext
-from traceinsight.analysis.findings.repeats import find_loops
+from traceinsight.analysis.findings.detect.repeats import find_loops
+from traceinsight.analysis.findings.read.context import FindingContext
 from traceinsight.analysis.report import analyze
 from traceinsight.trace.loader import load
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from traceinsight.analysis.findings.catalogue import MATERIALITY_PCT
-from traceinsight.analysis.findings.collectives import comm_kernels, host_calls
-from traceinsight.analysis.findings.comm import detect_allreduce_per_parameter
+from traceinsight.analysis.findings.detect.comm import detect_allreduce_per_parameter
+from traceinsight.analysis.findings.read.collectives import comm_kernels, host_calls
 from traceinsight.analysis.whatif.transforms import ScaleKernels
 from traceinsight.trace.loader import load
 

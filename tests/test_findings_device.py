@@ -11,8 +11,8 @@ from typing import Any
 import polars as pl
 import pytest
 
-from traceinsight.analysis.findings.headline import _bound_clause
-from traceinsight.analysis.findings.precision import misaligned_dims
+from traceinsight.analysis.findings.detect.precision import misaligned_dims
+from traceinsight.analysis.findings.verdict.headline import _bound_clause
 from traceinsight.analysis.sections.bound import BoundResult
 from traceinsight.trace.loader import load
 from traceinsight.trace.model import Trace

@@ -281,7 +281,7 @@ def test_evidence_names_the_rank_of_a_job_member(tmp_path: Path) -> None:
 
 
 def test_only_device_to_pageable_copies_block_the_host(tmp_path: Path) -> None:
-    from traceinsight.analysis.findings.syncs import blocking_spans
+    from traceinsight.analysis.findings.read.syncs import blocking_spans
 
     t = HandMadeTrace()
     t.step(1, 0, 1000)
@@ -323,7 +323,7 @@ def test_only_device_to_pageable_copies_block_the_host(tmp_path: Path) -> None:
 
 
 def test_misaligned_dims_read_all_three_operands_of_addmm() -> None:
-    from traceinsight.analysis.findings.precision import misaligned_dims
+    from traceinsight.analysis.findings.detect.precision import misaligned_dims
 
     # bias first: the weight's output dimension is the third operand
     assert misaligned_dims("aten::addmm", "[[50257],[4096,768],[768,50257]]", 8) == [50257]
@@ -348,13 +348,13 @@ def test_misaligned_dims_read_all_three_operands_of_addmm() -> None:
 def test_largest_output_dimension_is_a_vocabulary_only_where_it_widens_four_times(
     name: str, shapes: str, vocab: int | None
 ) -> None:
-    from traceinsight.analysis.findings.precision import _largest_n
+    from traceinsight.analysis.findings.detect.precision import _largest_n
 
     assert _largest_n(pl.DataFrame({"name": [name], "shapes": [shapes]})) == vocab
 
 
 def test_vocabulary_fix_pads_to_a_multiple_of_64_and_other_dims_to_the_dtype_multiple() -> None:
-    from traceinsight.analysis.findings.precision import _misaligned_fix
+    from traceinsight.analysis.findings.detect.precision import _misaligned_fix
 
     bad = pl.DataFrame(
         {
@@ -441,7 +441,7 @@ def test_fp64_saving_replayed_is_the_kernel_at_the_tf32_rate(tmp_path: Path) -> 
 
 
 def test_the_last_operand_of_each_matmul_decides_the_widest_output() -> None:
-    from traceinsight.analysis.findings.precision import _largest_n
+    from traceinsight.analysis.findings.detect.precision import _largest_n
 
     ops = pl.DataFrame(
         {

@@ -14,8 +14,8 @@ import pytest
 
 from traceinsight.analysis.findings import find
 from traceinsight.analysis.findings.catalogue import BANDWIDTH_EFFICIENCY, MATERIALITY_PCT
-from traceinsight.analysis.findings.chains import find_chains
-from traceinsight.analysis.findings.fusion import detect_unfused_elementwise
+from traceinsight.analysis.findings.detect.fusion import detect_unfused_elementwise
+from traceinsight.analysis.findings.read.chains import find_chains
 from traceinsight.analysis.whatif.fuse import FuseChains
 from traceinsight.analysis.whatif.graph import build as build_graph
 from traceinsight.analysis.whatif.model import whatif

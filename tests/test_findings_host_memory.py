@@ -8,8 +8,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from traceinsight.analysis.findings.headline import headline
-from traceinsight.analysis.findings.preprocessing import MIN_GAP_NS, detect_host_preprocessing
+from traceinsight.analysis.findings.detect.preprocessing import (
+    MIN_GAP_NS,
+    detect_host_preprocessing,
+)
+from traceinsight.analysis.findings.verdict.headline import headline
 from traceinsight.analysis.report import analyze
 from traceinsight.analysis.whatif.model import whatif
 from traceinsight.render.sections.findings import saving_text

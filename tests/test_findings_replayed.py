@@ -11,7 +11,8 @@ from collections.abc import Callable
 import pytest
 
 from traceinsight.analysis.diff.compare import DiffOptions, diff_traces
-from traceinsight.analysis.findings import DETECTORS, FindingsResult, find, replayed
+from traceinsight.analysis.findings import DETECTORS, FindingsResult, find
+from traceinsight.analysis.findings.price import replayed
 from traceinsight.analysis.report import analyze
 from traceinsight.analysis.whatif import shared
 from traceinsight.analysis.whatif.model import whatif

@@ -12,7 +12,7 @@ import pytest
 
 from traceinsight.analysis.diff.compare import DiffOptions, DiffResult, diff_traces
 from traceinsight.analysis.findings import CATALOGUE, FindingsResult, find
-from traceinsight.analysis.findings.context import DYNAMO_INTERNAL
+from traceinsight.analysis.findings.read.context import DYNAMO_INTERNAL
 from traceinsight.render import envelope
 
 from .conftest import SAMPLES_DIR, sample_names

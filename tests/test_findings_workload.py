@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from traceinsight.analysis.findings.workload import DECODE_MIN_REPEATS, detect
+from traceinsight.analysis.findings.read.workload import DECODE_MIN_REPEATS, detect
 from traceinsight.trace.loader import load
 from traceinsight.trace.model import Trace
 
@@ -131,7 +131,7 @@ def test_decode_eager_saving_within_1_5x_of_the_graph_replay_measured() -> None:
     f = by_id(r, "launch_bound")
     assert measured / 1.5 <= f.saving_pct <= measured * 1.5, (f.saving_pct, measured)
     # The graph replay (no launch calls, no per-token host work) also predicts it.
-    from traceinsight.analysis.findings import launches
+    from traceinsight.analysis.findings.detect import launches
     from traceinsight.analysis.whatif.model import whatif
 
     from .findings_helpers import context

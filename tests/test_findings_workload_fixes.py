@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from traceinsight.analysis.findings.advice import (
+from traceinsight.analysis.findings.detect.advice import (
     communication_advice,
     host_work_advice,
     preprocessing_advice,
     sync_advice,
 )
-from traceinsight.analysis.findings.workload import Workload, detect
+from traceinsight.analysis.findings.read.workload import Workload, detect
 from traceinsight.trace.loader import load
 
 from .conftest import ROOT

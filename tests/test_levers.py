@@ -13,8 +13,8 @@ import polars as pl
 import pytest
 
 from traceinsight.analysis.findings import FindingsResult
-from traceinsight.analysis.findings.gemm_rates import fp32_levers
 from traceinsight.analysis.findings.model import Finding
+from traceinsight.analysis.findings.price.gemm_rates import fp32_levers
 from traceinsight.analysis.report import analyze
 from traceinsight.render.formats import render_text
 from traceinsight.trace.loader import load

@@ -8,9 +8,9 @@ from typing import Any
 import polars as pl
 import pytest
 
-from traceinsight.analysis.findings.headline import Finding as Clause
-from traceinsight.analysis.findings.headline import compose, headline, is_internal
 from traceinsight.analysis.findings.model import Finding, FindingsResult
+from traceinsight.analysis.findings.verdict.headline import Finding as Clause
+from traceinsight.analysis.findings.verdict.headline import compose, headline, is_internal
 from traceinsight.analysis.sections.breakdown import BreakdownResult
 from traceinsight.analysis.sections.gaps import GapsResult
 from traceinsight.analysis.sections.overview import DeviceOverview, OverviewResult

@@ -22,8 +22,8 @@ import pytest
 from rich.console import Console
 
 from traceinsight.analysis.findings.catalogue import MEMORY_FINDINGS
-from traceinsight.analysis.findings.headline import lead_findings
 from traceinsight.analysis.findings.model import FindingsResult
+from traceinsight.analysis.findings.verdict.headline import lead_findings
 from traceinsight.analysis.sections.breakdown import BreakdownResult
 from traceinsight.analysis.sections.steps import StepsResult
 from traceinsight.api import compare, diff

@@ -13,8 +13,8 @@ from typing import Any
 import polars as pl
 import pytest
 
-from traceinsight.analysis.findings.headline import headline
 from traceinsight.analysis.findings.model import Evidence, Finding, FindingsResult, RegionEvidence
+from traceinsight.analysis.findings.verdict.headline import headline
 from traceinsight.analysis.lib.words import count, run_labels
 from traceinsight.analysis.sections.breakdown import BreakdownResult
 from traceinsight.analysis.sections.ops import OpsResult

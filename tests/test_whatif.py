@@ -56,7 +56,8 @@ def scenario(tmp_path: Path, *, sync: bool, steps: int = 6, sync_call: str = "cu
             events.append(launch(sync_call, t, end - t, correlation=1000 + i))
             t = end
         events.append(op(f"ProfilerStep#{i}", start, t - start, cat="user_annotation"))
-    path = write_trace(tmp_path / f"scenario_{sync}_{sync_call}.json", events, baseTimeNanoseconds=0)
+    suffix = "" if sync_call == "cudaDeviceSynchronize" else f"_{sync_call}"
+    path = write_trace(tmp_path / f"scenario_{sync}{suffix}.json", events, baseTimeNanoseconds=0)
     return ti.load(path, cache=False)
 
 

@@ -25,7 +25,7 @@ from traceinsight.trace.model import Trace
 from traceinsight.version import __version__
 
 if TYPE_CHECKING:
-    from traceinsight.analysis.findings.headline import Headline
+    from traceinsight.analysis.findings.verdict.headline import Headline
 
 # Version of the JSON report's layout (top-level keys); each section carries its own.
 REPORT_SCHEMA_VERSION = 1
@@ -96,7 +96,7 @@ class Report:
 
     @cached_property
     def headline(self) -> Headline:
-        from traceinsight.analysis.findings.headline import headline
+        from traceinsight.analysis.findings.verdict.headline import headline
 
         return headline(self.sections)
 

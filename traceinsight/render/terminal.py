@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from traceinsight.analysis.core.base import Result
-from traceinsight.analysis.findings.headline import Headline
+from traceinsight.analysis.findings.verdict.headline import Headline
 from traceinsight.analysis.report import Report
 from traceinsight.render import generic
 from traceinsight.render.fit import Col, FitTable, Kind

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from traceinsight.analysis.core.base import NO_INPUTS, AnalysisConfig, AnalysisSpec, Inputs
-from traceinsight.analysis.findings import find
-from traceinsight.analysis.findings.context import FindingContext
 from traceinsight.analysis.findings.model import FindingsResult
+from traceinsight.analysis.findings.read.context import FindingContext
+from traceinsight.analysis.findings.verdict.rank import find
 from traceinsight.analysis.sections.bound import BoundResult
 from traceinsight.analysis.sections.breakdown import BreakdownResult
 from traceinsight.analysis.sections.compile import CompileResult

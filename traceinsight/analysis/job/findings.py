@@ -16,7 +16,7 @@ from typing import ClassVar
 import polars as pl
 
 from traceinsight.analysis.classify import collective_of
-from traceinsight.analysis.findings.comm_fixes import MIXED_FIX_SHARE, job_exposed_fix
+from traceinsight.analysis.findings.detect.comm_fixes import MIXED_FIX_SHARE, job_exposed_fix
 from traceinsight.analysis.findings.model import (
     Confidence,
     Finding,

@@ -15,9 +15,9 @@ import re
 
 import polars as pl
 
-from traceinsight.analysis.findings.context import FindingContext
 from traceinsight.analysis.findings.model import Evidence, OpEvidence
-from traceinsight.analysis.findings.savings import Estimate, estimate
+from traceinsight.analysis.findings.price.savings import Estimate, estimate
+from traceinsight.analysis.findings.read.context import FindingContext
 from traceinsight.analysis.lib.host_tree import innermost_op
 from traceinsight.analysis.sections.memory import ALLOCATION_HELPERS, LeakSuspect
 from traceinsight.analysis.sections.memory import _events as memory_events

@@ -19,11 +19,11 @@ from typing import Any
 import polars as pl
 
 from traceinsight.analysis.core.base import R, Result
-from traceinsight.analysis.findings import HOST_TIME_FINDINGS
 from traceinsight.analysis.findings.catalogue import ACTION, MEMORY_FINDINGS
-from traceinsight.analysis.findings.context import DYNAMO_INTERNAL
 from traceinsight.analysis.findings.model import Finding as FindingModel
 from traceinsight.analysis.findings.model import FindingsResult
+from traceinsight.analysis.findings.read.context import DYNAMO_INTERNAL
+from traceinsight.analysis.findings.verdict.rank import HOST_TIME_FINDINGS
 from traceinsight.analysis.lib.words import count
 from traceinsight.analysis.sections.bound import BoundResult
 from traceinsight.analysis.sections.breakdown import BreakdownResult, group_of

@@ -26,10 +26,10 @@ import polars as pl
 from traceinsight.analysis.classify import with_classes
 from traceinsight.analysis.device import model as device_model
 from traceinsight.analysis.findings.catalogue import BANDWIDTH_EFFICIENCY, SIMT_EFFICIENCY
-from traceinsight.analysis.findings.chains import MEMORY_FAMILIES
-from traceinsight.analysis.findings.context import FindingContext
 from traceinsight.analysis.findings.model import Evidence, KernelEvidence, OpEvidence
-from traceinsight.analysis.findings.savings import Estimate, estimate
+from traceinsight.analysis.findings.price.savings import Estimate, estimate
+from traceinsight.analysis.findings.read.chains import MEMORY_FAMILIES
+from traceinsight.analysis.findings.read.context import FindingContext
 from traceinsight.analysis.whatif.fuse_kernels import FuseKernels
 
 SOFTMAX_OPS = ("aten::softmax", "aten::_softmax", "aten::_safe_softmax")

@@ -26,10 +26,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from traceinsight.analysis.findings.catalogue import MATERIALITY_PCT
-from traceinsight.analysis.findings.context import FindingContext
 from traceinsight.analysis.findings.model import Finding
-from traceinsight.analysis.findings.replayed import Settled, check
-from traceinsight.analysis.findings.savings import Estimate
+from traceinsight.analysis.findings.price.replayed import Settled, check
+from traceinsight.analysis.findings.price.savings import Estimate
+from traceinsight.analysis.findings.read.context import FindingContext
 from traceinsight.analysis.whatif.transforms import (
     RemoveProfilerCost,
     Transformation,

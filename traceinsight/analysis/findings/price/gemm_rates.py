@@ -10,9 +10,9 @@ from traceinsight.analysis.findings.catalogue import (
     SIMT_EFFICIENCY,
     TENSOR_CORE_EFFICIENCY,
 )
-from traceinsight.analysis.findings.context import FindingContext
-from traceinsight.analysis.findings.fixes import scale_names
 from traceinsight.analysis.findings.model import Lever
+from traceinsight.analysis.findings.price.fixes import scale_names
+from traceinsight.analysis.findings.read.context import FindingContext
 from traceinsight.analysis.whatif.transforms import Transformation
 
 

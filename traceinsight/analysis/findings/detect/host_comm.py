@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import polars as pl
 
-from traceinsight.analysis.findings import collectives as C
-from traceinsight.analysis.findings import comm
 from traceinsight.analysis.findings.catalogue import MATERIALITY_PCT
-from traceinsight.analysis.findings.context import FindingContext
-from traceinsight.analysis.findings.idle import HOST_CAUSES
+from traceinsight.analysis.findings.detect import comm
+from traceinsight.analysis.findings.detect.idle import HOST_CAUSES
 from traceinsight.analysis.findings.model import (
     Evidence,
     Finding,
@@ -22,7 +20,9 @@ from traceinsight.analysis.findings.model import (
     Pool,
     RegionEvidence,
 )
-from traceinsight.analysis.findings.savings import Estimate, estimate
+from traceinsight.analysis.findings.price.savings import Estimate, estimate
+from traceinsight.analysis.findings.read import collectives as C
+from traceinsight.analysis.findings.read.context import FindingContext
 from traceinsight.analysis.lib import intervals
 from traceinsight.analysis.lib.timeline import busy_intervals
 

@@ -22,16 +22,16 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from traceinsight.analysis.findings.advice import preprocessing_advice
-from traceinsight.analysis.findings.context import (
+from traceinsight.analysis.findings.detect.advice import preprocessing_advice
+from traceinsight.analysis.findings.detect.transfers import SELF_COPYING_OPS, SOURCE_OPS
+from traceinsight.analysis.findings.model import Evidence, Pool, RegionEvidence
+from traceinsight.analysis.findings.price.savings import Estimate, estimate
+from traceinsight.analysis.findings.read.context import (
     DYNAMO_INTERNAL,
     FRAME,
     LIBRARY_FRAME,
     FindingContext,
 )
-from traceinsight.analysis.findings.model import Evidence, Pool, RegionEvidence
-from traceinsight.analysis.findings.savings import Estimate, estimate
-from traceinsight.analysis.findings.transfers import SELF_COPYING_OPS, SOURCE_OPS
 from traceinsight.analysis.lib.lineage import climb, names_at
 from traceinsight.analysis.lib.timeline import step_spans
 from traceinsight.analysis.whatif.host_windows import ShrinkHostWindows

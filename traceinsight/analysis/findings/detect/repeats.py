@@ -15,9 +15,9 @@ import numpy as np
 import polars as pl
 
 from traceinsight.analysis.findings.catalogue import REPEAT_MAX_PERIOD, REPEAT_MIN
-from traceinsight.analysis.findings.context import DYNAMO_INTERNAL, FindingContext
 from traceinsight.analysis.findings.model import Evidence, OpEvidence
-from traceinsight.analysis.findings.savings import Estimate, estimate
+from traceinsight.analysis.findings.price.savings import Estimate, estimate
+from traceinsight.analysis.findings.read.context import DYNAMO_INTERNAL, FindingContext
 from traceinsight.analysis.lib import intervals
 from traceinsight.analysis.lib.host_names import name_matches
 from traceinsight.analysis.sections.breakdown import busy_intervals

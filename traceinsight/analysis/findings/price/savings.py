@@ -14,8 +14,8 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from traceinsight.analysis.findings.catalogue import CATALOGUE, MATERIALITY_PCT, MEMORY_FINDINGS
-from traceinsight.analysis.findings.context import FindingContext
 from traceinsight.analysis.findings.model import Confidence, Evidence, Finding, Lever, Pool
+from traceinsight.analysis.findings.read.context import FindingContext
 
 if TYPE_CHECKING:
     from traceinsight.analysis.whatif.transforms import Transformation

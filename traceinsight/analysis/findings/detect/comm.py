@@ -2,7 +2,7 @@
 the collective and the framework that issued it), exposed all-to-all, one all-reduce per
 parameter, and collectives run on the host (gloo).
 
-The figures come from :mod:`.collectives`; the fix texts from what the trace shows: DDP's
+The figures come from :mod:`..read.collectives`; the fix texts from what the trace shows: DDP's
 reducer, FSDP's spans, TorchRec's or a mixture-of-experts layer's all-to-all.
 """
 
@@ -13,13 +13,13 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from traceinsight.analysis.findings import collectives as C
-from traceinsight.analysis.findings.advice import communication_advice
-from traceinsight.analysis.findings.comm_fixes import all_to_all_fix, mixed_fix
-from traceinsight.analysis.findings.context import FindingContext
-from traceinsight.analysis.findings.idle import HOST_CAUSES
+from traceinsight.analysis.findings.detect.advice import communication_advice
+from traceinsight.analysis.findings.detect.comm_fixes import all_to_all_fix, mixed_fix
+from traceinsight.analysis.findings.detect.idle import HOST_CAUSES
 from traceinsight.analysis.findings.model import Evidence, KernelEvidence, Pool, RegionEvidence
-from traceinsight.analysis.findings.savings import Estimate, estimate
+from traceinsight.analysis.findings.price.savings import Estimate, estimate
+from traceinsight.analysis.findings.read import collectives as C
+from traceinsight.analysis.findings.read.context import FindingContext
 from traceinsight.analysis.lib import intervals
 from traceinsight.analysis.lib.timeline import busy_intervals, gpu_work
 from traceinsight.analysis.whatif.transforms import OverlapComm, ScaleKernels, Transformation

@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from traceinsight.analysis.findings.clock import Clock, profiler_base
-from traceinsight.analysis.findings.context import FindingContext
 from traceinsight.analysis.findings.model import Finding
-from traceinsight.analysis.findings.replayed import check
-from traceinsight.analysis.findings.savings import Estimate
+from traceinsight.analysis.findings.price.clock import Clock, profiler_base
+from traceinsight.analysis.findings.price.replayed import check
+from traceinsight.analysis.findings.price.savings import Estimate
+from traceinsight.analysis.findings.read.context import FindingContext
 from traceinsight.analysis.whatif.transforms import Transformation, TransformError
 
 

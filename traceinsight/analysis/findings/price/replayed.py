@@ -20,9 +20,9 @@ import numpy as np
 import polars as pl
 
 from traceinsight.analysis.findings.catalogue import MATERIALITY_PCT
-from traceinsight.analysis.findings.context import FindingContext
 from traceinsight.analysis.findings.model import Confidence, Finding
-from traceinsight.analysis.findings.savings import Estimate, settle
+from traceinsight.analysis.findings.price.savings import Estimate, settle
+from traceinsight.analysis.findings.read.context import FindingContext
 from traceinsight.analysis.lib.timeline import device_step_spans
 from traceinsight.analysis.whatif.graph import GPU_COMM, NEG, StepGraph
 from traceinsight.analysis.whatif.model import TOLERANCE, validation
@@ -258,7 +258,7 @@ def settle_all(ctx: FindingContext, estimates: list[Estimate]) -> Settled:
     rest_material, rest_minor = settle(ctx, [e for e in estimates if e.finding.id not in replayed_ids])
     rest = [_fallback(f, failed[f.id]) if f.id in failed else f for f in (*rest_material, *rest_minor)]
     material, minor = _split([*out, *rest])
-    # the saving of doing them all is priced where they are composed (findings.clock)
+    # the saving of doing them all is priced where they are composed (findings.price.clock)
     total = sum(f.saving_pct for f in material)
     return Settled(material, minor, round(min(total, 100.0), 3), replayed=True)
 

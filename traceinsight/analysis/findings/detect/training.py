@@ -8,14 +8,12 @@ import polars as pl
 
 from traceinsight.analysis.classify import with_classes
 from traceinsight.analysis.device import model as device_model
-from traceinsight.analysis.findings.advice import memory_pressure_advice
 from traceinsight.analysis.findings.catalogue import (
     BANDWIDTH_EFFICIENCY,
     FUSED_ADAM_BYTES_PER_PARAM,
     MEMORY_PRESSURE_SHARE,
 )
-from traceinsight.analysis.findings.context import FindingContext
-from traceinsight.analysis.findings.fixes import exact_names, no_host_time_in
+from traceinsight.analysis.findings.detect.advice import memory_pressure_advice
 from traceinsight.analysis.findings.model import (
     Confidence,
     Evidence,
@@ -23,7 +21,9 @@ from traceinsight.analysis.findings.model import (
     Pool,
     RegionEvidence,
 )
-from traceinsight.analysis.findings.savings import Estimate, estimate
+from traceinsight.analysis.findings.price.fixes import exact_names, no_host_time_in
+from traceinsight.analysis.findings.price.savings import Estimate, estimate
+from traceinsight.analysis.findings.read.context import FindingContext
 from traceinsight.analysis.lib.host_names import name_matches
 from traceinsight.analysis.whatif.copies import ScaleLaunchedIn
 

@@ -16,10 +16,14 @@ import polars as pl
 
 from traceinsight.analysis.core.base import AnalysisConfig, Result
 from traceinsight.analysis.device import model as device_model
-from traceinsight.analysis.findings.steady import excluded_busy_ns, excluded_idle_ns, steady_gaps
-from traceinsight.analysis.findings.syncs import SYNC_GAP_SCHEMA, sync_opened_gaps
-from traceinsight.analysis.findings.workload import Workload
-from traceinsight.analysis.findings.workload import detect as detect_workload
+from traceinsight.analysis.findings.read.steady import (
+    excluded_busy_ns,
+    excluded_idle_ns,
+    steady_gaps,
+)
+from traceinsight.analysis.findings.read.syncs import SYNC_GAP_SCHEMA, sync_opened_gaps
+from traceinsight.analysis.findings.read.workload import Workload
+from traceinsight.analysis.findings.read.workload import detect as detect_workload
 from traceinsight.analysis.sections.bound import BoundResult
 from traceinsight.analysis.sections.breakdown import BreakdownResult
 from traceinsight.analysis.sections.compile import CompileResult
@@ -72,9 +76,9 @@ class FindingContext:
     excluded_idle_ns: int = 0
     excluded_busy_ns: dict[str, int] = field(default_factory=dict)
     # Savings of findings that carry transformations from the replayed graph where the trace
-    # replays (``findings.replayed``); False: the pool estimates only.
+    # replays (``findings.price.replayed``); False: the pool estimates only.
     replay: bool = True
-    # Price on the un-profiled step where the window has one (``findings.clock``); False: on the
+    # Price on the un-profiled step where the window has one (``findings.price.clock``); False: on the
     # traced step.
     clock: bool = True
 

@@ -9,22 +9,17 @@ import polars as pl
 
 from traceinsight.analysis.classify import MATRIX_FAMILIES, with_classes
 from traceinsight.analysis.device import model as device_model
-from traceinsight.analysis.findings.attention import find_subgraph, touches
 from traceinsight.analysis.findings.catalogue import (
     GEMM_FLOOR_NS,
     SIMT_EFFICIENCY,
     TENSOR_CORE_EFFICIENCY,
 )
-from traceinsight.analysis.findings.context import FindingContext
-from traceinsight.analysis.findings.fixes import scale_names
-from traceinsight.analysis.findings.gemm_rates import fp32_levers, recoverable
-from traceinsight.analysis.findings.model import (
-    Confidence,
-    Evidence,
-    KernelEvidence,
-    OpEvidence,
-)
-from traceinsight.analysis.findings.savings import Estimate, estimate
+from traceinsight.analysis.findings.detect.attention import find_subgraph, touches
+from traceinsight.analysis.findings.model import Confidence, Evidence, KernelEvidence, OpEvidence
+from traceinsight.analysis.findings.price.fixes import scale_names
+from traceinsight.analysis.findings.price.gemm_rates import fp32_levers, recoverable
+from traceinsight.analysis.findings.price.savings import Estimate, estimate
+from traceinsight.analysis.findings.read.context import FindingContext
 
 # Matrix math a batched or padded GEMM call replaces: GEMMs and convolutions (not attention).
 GEMM_FAMILIES = tuple(f for f in MATRIX_FAMILIES if not f.startswith("attention"))

@@ -7,19 +7,19 @@ import re
 
 import polars as pl
 
-from traceinsight.analysis.findings.advice import host_work_advice, sync_advice
-from traceinsight.analysis.findings.alloc_cost import allocating_ops, warm_allocations
-from traceinsight.analysis.findings.collectives import BACKEND_SPAN, C10D_OP
-from traceinsight.analysis.findings.context import DYNAMO_INTERNAL, FindingContext
-from traceinsight.analysis.findings.fixes import exact_names, no_host_time_in
+from traceinsight.analysis.findings.detect.advice import host_work_advice, sync_advice
 from traceinsight.analysis.findings.model import (
     Evidence,
     OpEvidence,
     Pool,
     RegionEvidence,
 )
-from traceinsight.analysis.findings.savings import Estimate, estimate
-from traceinsight.analysis.findings.syncs import blocking_spans
+from traceinsight.analysis.findings.price.alloc_cost import allocating_ops, warm_allocations
+from traceinsight.analysis.findings.price.fixes import exact_names, no_host_time_in
+from traceinsight.analysis.findings.price.savings import Estimate, estimate
+from traceinsight.analysis.findings.read.collectives import BACKEND_SPAN, C10D_OP
+from traceinsight.analysis.findings.read.context import DYNAMO_INTERNAL, FindingContext
+from traceinsight.analysis.findings.read.syncs import blocking_spans
 from traceinsight.analysis.lib import intervals
 from traceinsight.analysis.lib.host_names import ALLOCATOR_CALLS
 from traceinsight.analysis.sections.breakdown import busy_intervals

@@ -11,10 +11,10 @@ from traceinsight.analysis.findings.catalogue import (
     SMALL_GEMM_RUN,
     TENSOR_CORE_EFFICIENCY,
 )
-from traceinsight.analysis.findings.context import FindingContext
+from traceinsight.analysis.findings.detect.precision import GEMM_FAMILIES
 from traceinsight.analysis.findings.model import Evidence, KernelEvidence, OpEvidence
-from traceinsight.analysis.findings.precision import GEMM_FAMILIES
-from traceinsight.analysis.findings.savings import Estimate, estimate
+from traceinsight.analysis.findings.price.savings import Estimate, estimate
+from traceinsight.analysis.findings.read.context import FindingContext
 
 
 def _flops_per_call(ctx: FindingContext) -> pl.DataFrame:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import polars as pl
 
 from traceinsight.analysis.findings.catalogue import PINNED_GBPS
-from traceinsight.analysis.findings.context import FindingContext
 from traceinsight.analysis.findings.model import Evidence, KernelEvidence, OpEvidence, Pool
-from traceinsight.analysis.findings.savings import Estimate, estimate
+from traceinsight.analysis.findings.price.savings import Estimate, estimate
+from traceinsight.analysis.findings.read.context import FindingContext
 from traceinsight.analysis.lib.lineage import NONE, climb, ids_at, names_at
 from traceinsight.analysis.sections.gaps import DATA_LOADING_PATTERN
 from traceinsight.analysis.whatif.copies import PinCopies

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import polars as pl
 
-from traceinsight.analysis.findings.advice import launch_advice
 from traceinsight.analysis.findings.catalogue import LAUNCH_SHORT_PCT
-from traceinsight.analysis.findings.context import DYNAMO_INTERNAL, FindingContext
-from traceinsight.analysis.findings.fixes import no_host_time_in
+from traceinsight.analysis.findings.detect.advice import launch_advice
 from traceinsight.analysis.findings.model import Evidence, KernelEvidence, OpEvidence
-from traceinsight.analysis.findings.savings import Estimate, estimate
+from traceinsight.analysis.findings.price.fixes import no_host_time_in
+from traceinsight.analysis.findings.price.savings import Estimate, estimate
+from traceinsight.analysis.findings.read.context import DYNAMO_INTERNAL, FindingContext
 from traceinsight.analysis.whatif.copies import CollapseEagerLaunches
 from traceinsight.analysis.whatif.transforms import CollapseLaunches, ShrinkHost, Transformation
 from traceinsight.trace.model import Trace

@@ -21,9 +21,9 @@ import re
 import polars as pl
 
 from traceinsight.analysis.classify import with_classes
-from traceinsight.analysis.findings.context import FindingContext
 from traceinsight.analysis.findings.model import Confidence, Evidence, KernelEvidence, OpEvidence
-from traceinsight.analysis.findings.savings import Estimate, estimate
+from traceinsight.analysis.findings.price.savings import Estimate, estimate
+from traceinsight.analysis.findings.read.context import FindingContext
 from traceinsight.analysis.whatif.model import whatif
 from traceinsight.analysis.whatif.spans import RemoveSpans
 from traceinsight.analysis.whatif.transforms import ScaleKernels, Transformation

@@ -19,9 +19,7 @@ from __future__ import annotations
 import polars as pl
 
 from traceinsight.analysis.findings.catalogue import BANDWIDTH_EFFICIENCY
-from traceinsight.analysis.findings.chains import MIN_CHAIN_KERNELS, MIN_OCCURRENCES, find_chains
-from traceinsight.analysis.findings.context import FindingContext
-from traceinsight.analysis.findings.launches import launch_waits
+from traceinsight.analysis.findings.detect.launches import launch_waits
 from traceinsight.analysis.findings.model import (
     Confidence,
     Evidence,
@@ -29,7 +27,13 @@ from traceinsight.analysis.findings.model import (
     OpEvidence,
     Pool,
 )
-from traceinsight.analysis.findings.savings import Estimate, estimate
+from traceinsight.analysis.findings.price.savings import Estimate, estimate
+from traceinsight.analysis.findings.read.chains import (
+    MIN_CHAIN_KERNELS,
+    MIN_OCCURRENCES,
+    find_chains,
+)
+from traceinsight.analysis.findings.read.context import FindingContext
 from traceinsight.analysis.whatif.fuse import FuseChains
 
 # What the chain does, from its kernels' and ops' names, for the fused kernel to name.

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import polars as pl
 
-from traceinsight.analysis.findings.context import FindingContext
 from traceinsight.analysis.findings.model import Evidence, OpEvidence, RegionEvidence
-from traceinsight.analysis.findings.savings import Estimate, estimate
+from traceinsight.analysis.findings.price.savings import Estimate, estimate
+from traceinsight.analysis.findings.read.context import FindingContext
 from traceinsight.analysis.lib import intervals
 from traceinsight.analysis.sections.breakdown import busy_intervals
 from traceinsight.analysis.whatif.repeats import DispatchOnly

@@ -1,11 +1,11 @@
 """Fix texts that depend on what the device can do (from the device model) and on what the
-program does (training, inference, decoding: :mod:`.workload`), for findings whose catalogue
+program does (training, inference, decoding: :mod:`..read.workload`), for findings whose catalogue
 text assumes a CUDA device or a training loop."""
 
 from __future__ import annotations
 
 from traceinsight.analysis.device import model as device_model
-from traceinsight.analysis.findings.workload import Workload
+from traceinsight.analysis.findings.read.workload import Workload
 
 
 def _graphs(model: device_model.DeviceModel) -> str | None:
