@@ -52,7 +52,11 @@ def _calls(ctx: FindingContext) -> pl.DataFrame:
     return (
         ctx.trace.events.select("id", "kind", *THREAD, "parent", "step", "ts_ns", "end_ns", "name")
         .filter((pl.col("kind") == "cpu_op") & pl.col("step").is_not_null() & pl.col("parent").is_not_null())
-        .select(pl.col("id").cast(pl.Int64), *THREAD, "parent", "step", "ts_ns", "end_ns", pl.col("name").cast(pl.String))
+        .select(
+            pl.col("id").cast(pl.Int64), *THREAD, "parent", "step", "ts_ns", "end_ns",
+            # equal names have equal codes: the loop search compares integers, not strings
+            pl.col("name").to_physical().cast(pl.Int64).alias("code"), pl.col("name").cast(pl.String),
+        )
         .join(launched.select(pl.col("id").cast(pl.Int64), pl.col("kernels").cast(pl.Int64)), on="id", how="left")
         .with_columns(pl.col("kernels").fill_null(0))
         .sort([*THREAD, "parent", "ts_ns"])
@@ -76,48 +80,55 @@ def find_loops(ctx: FindingContext) -> pl.DataFrame:
     # internals): matched once per distinct name, not once per period over every call.
     barred_expr = name_matches(calls, NOT_LOOPS) | name_matches(calls, DYNAMO_INTERNAL.pattern)
     calls = calls.with_columns(gid=changed.cast(pl.Int64).cum_sum(), barred=barred_expr)
-    taken: set[int] = set()
+    # In arrays: per period, the calls no shorter loop took, compared with the call ``period``
+    # places on (same name, same thread and parent); a run of r matches covers r + period calls,
+    # (r + period) / period items. The last ``period`` calls of a group never match, so a run
+    # (counted by non-matches) never spans two groups.
+    code = calls["code"].to_numpy()
+    gid = calls["gid"].to_numpy()
+    barred_all = calls["barred"].to_numpy()
+    kernels_all = calls["kernels"].to_numpy()
+    starts_all, ends_all = calls["ts_ns"].to_numpy(), calls["end_ns"].to_numpy()
+    pids_all, tids_all, steps_all = calls["pid"].to_numpy(), calls["tid"].to_numpy(), calls["step"].to_numpy()
+    names_all = calls["name"]
+    taken = np.zeros(calls.height, dtype=bool)
     for period in range(1, REPEAT_MAX_PERIOD + 1):
-        free = calls.filter(~pl.col("id").is_in(list(taken))).with_row_index("i")
-        same = (
-            (pl.col("name") == pl.col("name").shift(-period)) & (pl.col("gid") == pl.col("gid").shift(-period))
-        ).fill_null(False)
-        # a run of r matches covers r + period calls: (r + period) / period items. The last
-        # ``period`` calls of a group never match, so a run id (a cumulative count of
-        # non-matches) never spans two groups.
-        runs = (
-            free.with_columns(same=same)
-            .with_columns(run=(~pl.col("same")).cast(pl.Int64).cum_sum())
-            .filter(pl.col("same"))
-            .group_by([*group, "run"])
-            .agg(pl.len().alias("r"), pl.col("i").min().alias("i"))
-            .with_columns(repeats=(pl.col("r") + period) // period)
-            .filter(pl.col("repeats") >= REPEAT_MIN)
-            .sort("i")
-        )
-        if runs.height == 0:
+        free = np.flatnonzero(~taken)
+        n = free.size
+        if n <= period:
+            break
+        c, g = code[free], gid[free]
+        same = np.zeros(n, dtype=bool)
+        same[: n - period] = (c[:-period] == c[period:]) & (g[:-period] == g[period:])
+        matched = np.flatnonzero(same)
+        if matched.size == 0:
+            continue
+        run = np.cumsum(~same)[matched]
+        _, first, r = np.unique(run, return_index=True, return_counts=True)
+        repeats_of = (r + period) // period
+        long_enough = repeats_of >= REPEAT_MIN
+        if not long_enough.any():
             continue
         # Per call, once a period (not per candidate run): whether it may be a loop's item
         # and the kernels up to it.
-        names = free["name"]
-        barred = free["barred"].to_numpy()
-        launched = np.concatenate([[0], np.cumsum(free["kernels"].to_numpy())])
-        ids, starts, ends = free["id"].to_numpy(), free["ts_ns"].to_numpy(), free["end_ns"].to_numpy()
-        pids, tids, steps = free["pid"].to_numpy(), free["tid"].to_numpy(), free["step"].to_numpy()
-        for i, repeats in runs.select("i", "repeats").iter_rows():
-            stop = min(int(i) + int(repeats) * period, free.height)
+        barred = barred_all[free]
+        launched = np.concatenate([[0], np.cumsum(kernels_all[free])])
+        for i, repeats in zip(matched[first][long_enough].tolist(), repeats_of[long_enough].tolist(), strict=True):
+            stop = min(i + repeats * period, n)
             if barred[i : i + period].any():
                 continue
             kernels = int(launched[stop] - launched[i])
             if kernels < repeats:
                 continue  # items that launch nothing (views, metadata) cost no launch
+            rows_of_loop = free[i:stop]
+            head = int(rows_of_loop[0])
             rows.append({
-                "pid": int(pids[i]), "tid": int(tids[i]), "step": int(steps[i]),
-                "start_ns": int(starts[i:stop].min()), "end_ns": int(ends[i:stop].max()),
+                "pid": int(pids_all[head]), "tid": int(tids_all[head]), "step": int(steps_all[head]),
+                "start_ns": int(starts_all[rows_of_loop].min()), "end_ns": int(ends_all[rows_of_loop].max()),
                 "period": period, "repeats": int(repeats),
-                "ops": " → ".join(names.slice(i, period).to_list()), "kernels": kernels,
+                "ops": " → ".join(names_all.gather(rows_of_loop[:period]).to_list()), "kernels": kernels,
             })
-            taken.update(ids[i:stop].tolist())
+            taken[rows_of_loop] = True
     return pl.DataFrame(rows, schema=RUN_SCHEMA) if rows else pl.DataFrame(schema=RUN_SCHEMA)
 
 
