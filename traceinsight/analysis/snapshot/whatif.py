@@ -22,8 +22,8 @@ from traceinsight.analysis.snapshot.allocator import (
     SimulatedRun,
     allocation_size,
     round_size,
-    simulate,
 )
+from traceinsight.analysis.snapshot.allocator_runs import simulate, simulate_each
 from traceinsight.analysis.snapshot.replay import DeviceReplay, device_events
 from traceinsight.analysis.snapshot.units import fmt_bytes
 from traceinsight.trace.snapshot.model import MemorySnapshot
@@ -166,7 +166,7 @@ def run(
     # The recorded settings replay from the layout the trace started in (the replay check);
     # the alternatives would not have left that layout, so each replays the trace from an
     # empty cache, and is weighed against the recorded settings replayed the same way.
-    runs = [simulate(*trace, settings=s) for s in tried]
+    runs = simulate_each(trace, tried)
     fresh = runs[0]
     if seed is not None and not recorded.expandable_segments:
         runs[0] = simulate(*seeded, settings=recorded, seed=seed)
