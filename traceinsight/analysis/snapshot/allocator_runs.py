@@ -13,8 +13,8 @@ out of memory, or a replay under a limit, is replayed whole under each setting.
 from __future__ import annotations
 
 from array import array
+from collections.abc import Sequence
 from dataclasses import replace
-from itertools import compress
 
 import numpy as np
 import polars as pl
@@ -28,15 +28,24 @@ from traceinsight.analysis.snapshot.allocator import (
     _Block,
 )
 
-Trace = tuple[list[int], list[int], list[int], list[int]]  # actions, addrs, sizes, streams
+# actions, addrs, sizes, streams (``array('q')``: 8 bytes a value, where a list holds an int
+# object per value)
+Trace = tuple["array[int]", "array[int]", "array[int]", "array[int]"]
 Seed = tuple[list[tuple[int, int, int, bool]], list[tuple[int, int]]]
 
 
+def ints(values: np.ndarray) -> array[int]:
+    """A numpy column as machine ints the replay iterates at C speed."""
+    out: array[int] = array("q")
+    out.frombytes(np.ascontiguousarray(values, dtype=np.int64).tobytes())
+    return out
+
+
 def simulate(
-    actions: list[int],
-    addrs: list[int],
-    sizes: list[int],
-    streams: list[int],
+    actions: Sequence[int],
+    addrs: Sequence[int],
+    sizes: Sequence[int],
+    streams: Sequence[int],
     settings: AllocatorSettings,
     seed: Seed | None = None,
     levels: array[int] | None = None,
@@ -90,7 +99,7 @@ def simulate_each(trace: Trace, settings: list[AllocatorSettings]) -> list[Simul
     # A request that ran out of memory when recorded (action 2) is served and let go within
     # its event: the peak it makes is not among the levels after each event.
     shared = len(settings) > 1 and all(map(_pools_apart, settings)) and 2 not in trace[0]
-    if not shared or not trace[0]:
+    if not shared or not len(trace[0]):
         return [simulate(*trace, settings=s) for s in settings]
     small = _small_mask(trace)
     if small.all() or not small.any():
@@ -132,11 +141,8 @@ def _small_mask(trace: Trace) -> np.ndarray:
     """Which events are the small pool's: a request by its size, a release by the last request
     made at its address (the block it gives back; one released with none before is dropped by
     either pool)."""
-    actions, addrs, sizes, _ = trace
-    frame = pl.DataFrame(
-        {"action": actions, "addr": addrs, "size": sizes},
-        schema={"action": pl.Int8, "addr": pl.Int64, "size": pl.Int64},
-    ).with_row_index("at")
+    actions, addrs, sizes, _ = (np.frombuffer(column, dtype=np.int64) for column in trace)
+    frame = pl.DataFrame({"action": actions, "addr": addrs, "size": sizes}).with_row_index("at")
     made = pl.when(pl.col("action") == 1).then(pl.col("size") <= SMALL_SIZE_BYTES)
     small = frame.select(
         pl.when(pl.col("action") == 0)
@@ -148,14 +154,10 @@ def _small_mask(trace: Trace) -> np.ndarray:
 
 
 def _part(trace: Trace, mask: np.ndarray) -> Trace:
-    keep = mask.tolist()
-    actions, addrs, sizes, streams = trace
-    return (
-        list(compress(actions, keep)),
-        list(compress(addrs, keep)),
-        list(compress(sizes, keep)),
-        list(compress(streams, keep)),
+    actions, addrs, sizes, streams = (
+        ints(np.frombuffer(column, dtype=np.int64)[mask]) for column in trace
     )
+    return actions, addrs, sizes, streams
 
 
 def _peak_of_sum(
