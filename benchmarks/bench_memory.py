@@ -13,7 +13,10 @@ Python process so that its peak RSS is its own, it measures:
 - ``command``: ``traceinsight memory FILE -f json -o ...`` end to end (load, every answer, the
   report rendered and written), in the process, as a user runs it.
 
-Seconds leave out the imports; peak RSS (in MB, and as a ratio to the file's size) includes them.
+Seconds (wall clock, and the CPU time of the process, all its threads) leave out the imports;
+peak RSS (in MB, and as a ratio to the file's size) includes them. The machine's one-minute
+load average when each step ended is printed beside it: on a machine other work keeps busy the
+wall seconds grow with it, the CPU seconds much less.
 
     python benchmarks/bench_memory.py --target-mb 200
     python benchmarks/bench_memory.py --snapshot path/to/snapshot.pickle[.gz]
@@ -46,6 +49,7 @@ if mode != "pickle":
 if mode == "command":
     import tempfile, traceinsight.cli.app
 start = time.perf_counter()
+cpu_start = time.process_time()
 if mode == "pickle":
     import gzip
     with open(path, "rb") as probe:
@@ -68,6 +72,7 @@ else:
         report = traceinsight.analyze_memory_snapshot(snap)
         n = report.events
 elapsed = time.perf_counter() - start
+cpu = time.process_time() - cpu_start
 # VmHWM is this process's own peak; ru_maxrss keeps the parent's across exec on Linux, so a run
 # that has just synthesised the pickle would report the parent's peak for every child
 try:
@@ -75,7 +80,7 @@ try:
         peak = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmHWM:"))
 except (OSError, StopIteration):
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-print(json.dumps({"seconds": elapsed, "peak_rss_bytes": peak, "events": n}))
+print(json.dumps({"seconds": elapsed, "cpu_seconds": cpu, "peak_rss_bytes": peak, "events": n, "load_average": os.getloadavg()[0]}))
 """
 
 
@@ -279,13 +284,16 @@ def main(argv: list[str] | None = None) -> int:
             synthesise(path, args.target_mb)
     size = path.stat().st_size
     print(f"{path}: {size / MB:,.1f} MB")
-    print(f"{'mode':<8} {'events':>11} {'seconds':>8} {'peak RSS MB':>12} {'RSS / file':>11}")
+    print(
+        f"{'mode':<8} {'events':>11} {'seconds':>8} {'CPU s':>8} {'peak RSS MB':>12} {'RSS / file':>11} {'load':>6}"
+    )
     for mode in args.modes.split(","):
         runs = [measure(mode, path) for _ in range(max(args.repeat, 1))]
         best = min(runs, key=lambda r: r["seconds"])
         rss = max(r["peak_rss_bytes"] for r in runs)
         print(
-            f"{mode:<8} {best['events']:>11,} {best['seconds']:>8.2f} {rss / MB:>12,.0f} {rss / size:>10.2f}x"
+            f"{mode:<8} {best['events']:>11,} {best['seconds']:>8.2f} {best['cpu_seconds']:>8.2f} "
+            f"{rss / MB:>12,.0f} {rss / size:>10.2f}x {best['load_average']:>6.1f}"
         )
     return 0
 

@@ -106,7 +106,7 @@ class _Block:
         self.next: _Block | None = None
         self.free = True
         self.freed_at = 0
-        self.key = (size, addr)
+        self.key = 0
 
 
 class _Segment:
@@ -120,6 +120,11 @@ class _Segment:
         self.expandable = expandable
 
 
+# A free block's place in its pool: (size, addr) as one int, which sorts and compares faster
+# than a tuple (the replay spends most of its time keeping pools sorted).
+_KEY_SHIFT = 64
+
+
 class _Pool:
     """The free blocks of one pool (small or large) on one stream, sorted by (size, addr)."""
 
@@ -127,13 +132,13 @@ class _Pool:
 
     def __init__(self, small: bool) -> None:
         self.small = small
-        self.keys: list[tuple[int, int]] = []
-        self.blocks: dict[tuple[int, int], _Block] = {}
+        self.keys: list[int] = []
+        self.blocks: dict[int, _Block] = {}
 
     def add(self, block: _Block) -> None:
-        block.key = (block.size, block.addr)
-        insort(self.keys, block.key)
-        self.blocks[block.key] = block
+        key = block.key = block.size << _KEY_SHIFT | block.addr
+        insort(self.keys, key)
+        self.blocks[key] = block
 
     def remove(self, block: _Block) -> None:
         del self.keys[bisect_left(self.keys, block.key)]
@@ -148,6 +153,8 @@ class Simulator:
         self.max_split = settings.max_split_bytes or NO_LIMIT
         self.limit = settings.limit_bytes or NO_LIMIT
         self.pools: dict[tuple[bool, int], _Pool] = {}
+        self.small_pools: dict[int, _Pool] = {}  # the same pools by stream, for the hot path
+        self.large_pools: dict[int, _Pool] = {}
         self.expandable: dict[tuple[bool, int], _Segment] = {}
         self.tails: dict[int, _Block] = {}  # id(expandable segment) -> its last block
         self.next_addr = 0
@@ -167,11 +174,23 @@ class Simulator:
 
     def malloc(self, size: int, stream: int) -> _Block | None:
         """The block serving a request, or None when it cannot be served under the limit."""
+        # Called for every request of the trace: the rounding, the pool, the best fit and the
+        # split are written out here rather than called.
         self.clock += 1
-        size = round_size(size)
+        size = (
+            MIN_BLOCK_BYTES
+            if size < MIN_BLOCK_BYTES
+            else -(-size // MIN_BLOCK_BYTES) * MIN_BLOCK_BYTES
+        )
         small = size <= SMALL_SIZE_BYTES
-        pool = self._pool(small, stream)
-        block = self._best_fit(pool, size)
+        pool = (self.small_pools if small else self.large_pools).get(stream)
+        if pool is None:
+            pool = self._pool(small, stream)
+        keys = pool.keys
+        at = bisect_left(keys, size << _KEY_SHIFT)
+        block = pool.blocks[keys[at]] if at < len(keys) else None
+        if block is not None and self.max_split < NO_LIMIT:
+            block = self._fits_split_rule(block, size)
         if block is None:
             block = self._grow(pool, small, stream, size)
             if block is None:
@@ -180,16 +199,24 @@ class Simulator:
                     self.first_oom = size
                 return None
         else:
-            pool.remove(block)
-        if self._should_split(block, size, small):
-            rest = _Block(block.addr + size, block.size - size, block.segment)
-            rest.prev, rest.next = block, block.next
-            if block.next is not None:
-                block.next.prev = rest
+            del keys[at]
+            del pool.blocks[block.key]
+        remaining = block.size - size
+        segment = block.segment
+        if (
+            remaining >= MIN_BLOCK_BYTES
+            if small or segment.expandable
+            else size < self.max_split and remaining > SMALL_SIZE_BYTES
+        ):
+            rest = _Block(block.addr + size, remaining, segment)
+            after = block.next
+            rest.prev, rest.next = block, after
+            if after is not None:
+                after.prev = rest
             block.next = rest
             block.size = size
-            if self.tails.get(id(block.segment)) is block:
-                self.tails[id(block.segment)] = rest
+            if segment.expandable and self.tails.get(id(segment)) is block:
+                self.tails[id(segment)] = rest
             pool.add(rest)
         block.free = False
         self.allocated += block.size
@@ -203,10 +230,13 @@ class Simulator:
         block.free = True
         block.freed_at = self.clock
         pool = block.segment.pool
-        for neighbour in (block.prev, block.next):
-            if neighbour is not None and neighbour.free:
-                pool.remove(neighbour)
-                self._merge(block, neighbour)
+        before, after = block.prev, block.next
+        if before is not None and before.free:
+            pool.remove(before)
+            self._merge(block, before)
+        if after is not None and after.free:
+            pool.remove(after)
+            self._merge(block, after)
         pool.add(block)
 
     def seed(
@@ -256,24 +286,20 @@ class Simulator:
     # -- decisions ------------------------------------------------------------------------
 
     def _best_fit(self, pool: _Pool, size: int) -> _Block | None:
-        at = bisect_left(pool.keys, (size, -1))
+        at = bisect_left(pool.keys, size << _KEY_SHIFT)
         if at == len(pool.keys):
             return None
         block = pool.blocks[pool.keys[at]]
-        if self.max_split < NO_LIMIT:
-            # An oversize block is not split for a small request, and is rounded up to
-            # serve a big one only within 20 MiB.
-            if size < self.max_split and block.size >= self.max_split:
-                return None
-            if size >= self.max_split and block.size >= size + LARGE_BUFFER_BYTES:
-                return None
-        return block
+        return block if self.max_split >= NO_LIMIT else self._fits_split_rule(block, size)
 
-    def _should_split(self, block: _Block, size: int, small: bool) -> bool:
-        remaining = block.size - size
-        if small or block.segment.expandable:
-            return remaining >= MIN_BLOCK_BYTES
-        return size < self.max_split and remaining > SMALL_SIZE_BYTES
+    def _fits_split_rule(self, block: _Block, size: int) -> _Block | None:
+        # An oversize block is not split for a small request, and is rounded up to serve a
+        # big one only within 20 MiB.
+        if size < self.max_split and block.size >= self.max_split:
+            return None
+        if size >= self.max_split and block.size >= size + LARGE_BUFFER_BYTES:
+            return None
+        return block
 
     def _grow(self, pool: _Pool, small: bool, stream: int, size: int) -> _Block | None:
         """A new segment (or more pages of the expandable one) holding a free block that fits."""
@@ -352,7 +378,7 @@ class Simulator:
             block.next = other.next
             if other.next is not None:
                 other.next.prev = block
-            if self.tails.get(id(block.segment)) is other:
+            if block.segment.expandable and self.tails.get(id(block.segment)) is other:
                 self.tails[id(block.segment)] = block
         block.size += other.size
 
@@ -425,6 +451,7 @@ class Simulator:
         pool = self.pools.get((small, stream))
         if pool is None:
             pool = self.pools[(small, stream)] = _Pool(small)
+            (self.small_pools if small else self.large_pools)[stream] = pool
         return pool
 
     def result(self) -> SimulatedRun:
@@ -440,37 +467,3 @@ class Simulator:
             ooms=self.ooms,
             first_oom_request_bytes=self.first_oom,
         )
-
-
-def simulate(
-    actions: list[int],
-    addrs: list[int],
-    sizes: list[int],
-    streams: list[int],
-    settings: AllocatorSettings,
-    seed: tuple[list[tuple[int, int, int, bool]], list[tuple[int, int]]] | None = None,
-) -> SimulatedRun:
-    """Replay requests (action 1, by address and size), releases (action 0, by address) and
-    requests that ran out of memory when recorded (action 2: tried, and let go if served, as
-    the program stopped using it when it failed). ``seed``: the segments and blocks held
-    before the trace began (see :meth:`Simulator.seed`); their blocks are then not among the
-    requests."""
-    sim = Simulator(settings)
-    live: dict[int, _Block] = {}
-    if seed is not None:
-        live = sim.seed(*seed)
-    malloc, free = sim.malloc, sim.free
-    for action, addr, size, stream in zip(actions, addrs, sizes, streams, strict=True):
-        if action == 1:
-            block = malloc(size, stream)
-            if block is not None:
-                live[addr] = block
-        elif action == 2:
-            block = malloc(size, stream)
-            if block is not None:
-                free(block)
-        else:
-            gone = live.pop(addr, None)
-            if gone is not None:
-                free(gone)
-    return sim.result()

@@ -59,9 +59,19 @@ def iteration_boundaries(
     replay: DeviceReplay, iterations: int | None = None
 ) -> tuple[list[int], str]:
     """The last event index of each iteration, and how the iterations were found."""
+    bounds, method, _ = find_iterations(replay, iterations)
+    return bounds, method
+
+
+def find_iterations(
+    replay: DeviceReplay, iterations: int | None = None
+) -> tuple[list[int], str, int | None]:
+    """:func:`iteration_boundaries`, and the first event of the first whole iteration when
+    they were found from a marker allocation (what comes before it came before the loop, or
+    is a step cut short by the trace's start); None for slices of time."""
     levels = replay.levels
     if levels.is_empty():
-        return [], "no recorded trace"
+        return [], "no recorded trace", None
     if iterations is None:
         starts, marker_site = _repeating_starts(replay.allocations)
         # Whole iterations only: from one marker to the next. What follows the last marker
@@ -71,12 +81,14 @@ def iteration_boundaries(
             return (
                 bounds,
                 f"{len(bounds)} whole iterations, each starting at an allocation at {marker_site} (the earliest site allocating once per iteration at a steady pace); the events after the last one are left out",
+                starts[0],
             )
         iterations = DEFAULT_SLICES
     slices = max(1, min(iterations, levels.height))
     return (
         _equal_slices(levels, slices),
         f"{slices} equal slices of {'time' if levels['time_us'].null_count() == 0 else 'event order'}",
+        None,
     )
 
 

@@ -10,8 +10,8 @@ least to the most intrusive, each with the memory it frees (``covers``: enough o
    the memory reserved but free already exceeds the request;
 2. freeing what is kept from earlier iterations (the ``kept`` role, by site: a leak, a cache);
 3. activation checkpointing of the site holding the most activations saved for backward;
-4. a smaller batch: only activations and temporaries shrink with it, so the cut is the share
-   of them the shortfall is (parameters, gradients and optimizer state stay).
+4. a smaller batch: assuming activation and temporary memory proportional to the batch (and
+   nothing else shrinking with it), batch × (1 - shortfall / their bytes), rounded down.
 Without roles (no stack names a phase), the site holding the most is offered instead of
 what is kept, activations are the memory of sites inside a ``forward`` and the batch cut is
 taken over all allocated memory.
@@ -19,6 +19,7 @@ taken over all allocated memory.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
@@ -207,18 +208,22 @@ def _fixes(
         else allocated
     )
     if scaling > shortfall:
-        ratio = (scaling - shortfall) / scaling
+        # Rounded down: the batch given must fit under the assumption, not nearly fit.
+        ratio = math.floor((scaling - shortfall) / scaling * 100) / 100
         what = (
-            f"activations and temporaries held {fmt_bytes(scaling)} of the {fmt_bytes(allocated)} allocated and must lose "
-            f"{fmt_bytes(shortfall)}; parameters, gradients and optimizer state stay"
+            f"assuming activation and temporary memory proportional to the batch: they held {fmt_bytes(scaling)} "
+            f"of the {fmt_bytes(allocated)} allocated and must lose {fmt_bytes(shortfall)}; parameters, gradients "
+            "and optimizer state do not shrink"
             if roles
-            else f"{fmt_bytes(allocated)} allocated must lose {fmt_bytes(shortfall)}; parameters and optimizer state "
-            "do not shrink with it, so the cut may need to be deeper"
+            else f"assuming all {fmt_bytes(allocated)} allocated proportional to the batch (no roles known), it must "
+            f"lose {fmt_bytes(shortfall)}; parameters and optimizer state do not shrink with it, so the cut may "
+            "need to be deeper"
         )
         fixes.append(
             OomFix(
                 "smaller_batch",
-                f"a smaller batch by at least {1 - ratio:.0%}: at most {ratio:.2f}× the current one ({what}; what the rest of the failed step would have needed is not in the trace, so the cut may need to be deeper)",
+                f"a smaller batch: batch × {ratio:.2f} or smaller ({1 - ratio:.0%} less at least; {what}; what the rest "
+                "of the failed step would have needed is not in the trace, so the cut may need to be deeper)",
                 shortfall,
                 covers=True,
             )
@@ -228,7 +233,8 @@ def _fixes(
             OomFix(
                 "smaller_batch",
                 f"no smaller batch fits: activations and temporaries held {fmt_bytes(scaling)}, less than the "
-                f"{fmt_bytes(shortfall)} short; the rest held does not shrink with the batch",
+                f"{fmt_bytes(shortfall)} short; the rest held does not shrink with the batch (taking activation "
+                "and temporary memory as proportional to the batch)",
                 scaling,
                 covers=False,
             )

@@ -13,7 +13,7 @@ from traceinsight.analysis.snapshot.compare import SnapshotCompareResult
 from traceinsight.analysis.snapshot.compare import run as compare_peaks
 from traceinsight.analysis.snapshot.fragmentation import FragmentationResult, expandable_on
 from traceinsight.analysis.snapshot.fragmentation import run as run_fragmentation
-from traceinsight.analysis.snapshot.leaks import LeaksResult, iteration_boundaries
+from traceinsight.analysis.snapshot.leaks import LeaksResult, find_iterations
 from traceinsight.analysis.snapshot.leaks import run as run_leaks
 from traceinsight.analysis.snapshot.oom import OomResult, with_allocator_fix
 from traceinsight.analysis.snapshot.oom import run as run_oom
@@ -79,10 +79,12 @@ def analyze_snapshot(
         )
     site_table = sites(snapshot)
     replayed = replay(snapshot, chosen, site_table)
-    bounds, method = iteration_boundaries(replayed, iterations)
+    bounds, method, loop_start = find_iterations(replayed, iterations)
     if iterations is None and "equal slices" in method:
         bounds = []  # slices of time are not iterations: no memory is said to outlive one
-    replayed = dataclasses.replace(replayed, allocations=with_roles(replayed, snapshot, bounds))
+    replayed = dataclasses.replace(
+        replayed, allocations=with_roles(replayed, snapshot, bounds, loop_start=loop_start)
+    )
     peak_result = run_peak(replayed)
     oom_result = run_oom(replayed, expandable=expandable_on(snapshot, chosen))
     expandable = expandable_on(snapshot, chosen)

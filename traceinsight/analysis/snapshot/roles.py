@@ -84,8 +84,14 @@ def with_roles(
     replay: DeviceReplay,
     snapshot: MemorySnapshot,
     boundaries: list[int] | tuple[int, ...],
+    *,
+    loop_start: int | None = None,
 ) -> pl.DataFrame:
-    """``replay.allocations`` with ``alloc_phase``, ``free_phase`` and ``role`` columns."""
+    """``replay.allocations`` with ``alloc_phase``, ``free_phase`` and ``role`` columns.
+
+    ``boundaries``: the last event of each iteration; ``loop_start``: the first event of the
+    first whole iteration when they come from a marker allocation (:func:`find_iterations`),
+    which can fall in the middle of a step."""
     phases = stack_phases(snapshot)
     has_stacks = not phases.is_empty()
     stackless = pl.lit("backward" if has_stacks else None, pl.String)
@@ -101,6 +107,7 @@ def with_roles(
     steps = optimizer_ends(tagged)
     if steps:
         boundaries = steps
+        loop_start = None  # the loop starts with the first phase, below
     free_phase = tagged.filter(pl.col("action") == "free_completed").select(
         pl.col("idx").alias("free_idx"), pl.col("phase").alias("free_phase")
     )
@@ -119,6 +126,10 @@ def with_roles(
     )
     first_phase = allocations.filter(pl.col("alloc_phase").is_not_null())["alloc_idx"].min()
     first = int(first_phase) if first_phase is not None else -1  # type: ignore[arg-type]
+    # Before the loop: before the first phase of a step, or before the first whole iteration
+    # the marker allocations show (whatever the phase its stack names: a model built inside a
+    # module's call still comes before the loop).
+    start = first if loop_start is None else loop_start
     edges = pl.Series("edges", list(boundaries), dtype=pl.Int64)
     iteration = allocations.select(
         edges.search_sorted(allocations["alloc_idx"], side="left").alias("alloc_it"),
@@ -132,7 +143,18 @@ def with_roles(
         .otherwise(pl.col("free_it") > pl.col("alloc_it"))
     )
     unfinished = pl.col("free_idx").is_null() & ~survives
-    freed_in_backward = (pl.col("free_phase") == "backward") & ~survives
+    # An iteration found from a marker allocation can begin in the middle of a step: memory
+    # freed by the backward of the iteration after its own was still saved for that backward.
+    later = 0 if loop_start is None else 1
+    freed_in_backward = (pl.col("free_phase") == "backward") & (
+        pl.col("free_it") <= pl.col("alloc_it") + later
+    )
+    # Made before the loop and held through its first iteration: the model's parameters and
+    # buffers (or state loaded before training), never kept from earlier iterations.
+    held_on = pl.col("free_idx").is_null()
+    if boundaries:
+        held_on = held_on | (pl.col("free_idx") > boundaries[0])
+    before_loop = (pl.col("alloc_idx") < start) & held_on
     phase = pl.col("alloc_phase")
     role = (
         pl.when(pl.col("alloc_idx") < 0)
@@ -141,10 +163,12 @@ def with_roles(
         .then(pl.when(survives).then(pl.lit("optimizer_state")).otherwise(pl.lit("temporary")))
         .when(phase == "backward")
         .then(
-            pl.when(freed_in_backward & ~unfinished)
+            pl.when(freed_in_backward & ~survives & ~unfinished)
             .then(pl.lit("temporary"))
             .otherwise(pl.lit("gradient"))
         )
+        .when(before_loop)
+        .then(pl.lit("parameter"))
         .when(phase == "forward")
         .then(
             # an unfinished iteration's forward: held for its backward
@@ -154,8 +178,6 @@ def with_roles(
             .then(pl.lit("kept"))
             .otherwise(pl.lit("temporary"))
         )
-        .when((survives | unfinished) & (pl.col("alloc_idx") < first))
-        .then(pl.lit("parameter"))
         .when(survives)
         .then(pl.lit("kept"))
         .when(freed_in_backward)

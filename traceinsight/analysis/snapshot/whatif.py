@@ -22,8 +22,8 @@ from traceinsight.analysis.snapshot.allocator import (
     SimulatedRun,
     allocation_size,
     round_size,
-    simulate,
 )
+from traceinsight.analysis.snapshot.allocator_runs import Trace, ints, simulate, simulate_each
 from traceinsight.analysis.snapshot.replay import DeviceReplay, device_events
 from traceinsight.analysis.snapshot.units import fmt_bytes
 from traceinsight.trace.snapshot.model import MemorySnapshot
@@ -68,20 +68,33 @@ def recorded_settings(settings: dict[str, Any], expandable: bool) -> AllocatorSe
     )
 
 
-def requests(
-    snapshot: MemorySnapshot, replay: DeviceReplay
-) -> tuple[list[int], list[int], list[int], list[int]]:
+def requests(snapshot: MemorySnapshot, replay: DeviceReplay) -> Trace:
     """The trace as the allocator saw it: blocks held before it began first (as requests at
-    its start), then each ``alloc`` (1) and ``free_completed`` (0) in order."""
+    its start), then each ``alloc`` (1) and ``free_completed`` (0) in order. Machine ints
+    (``array``), not lists: a list holds an int object per value, several times the memory
+    on a trace of millions of requests, and the replay is where the answers peak."""
     before = replay.allocations.filter(pl.col("alloc_idx") < 0)
     events = device_events(snapshot.events, replay.device).filter(
         pl.col("action").is_in(["alloc", "free_completed", "oom"])
     )
     code = pl.col("action").replace_strict({"alloc": 1, "free_completed": 0, "oom": 2})
-    actions = [1] * before.height + events.select(code)["action"].to_list()
-    addrs = before["addr"].to_list() + events["addr"].to_list()
-    sizes = before["size_bytes"].to_list() + events["size_bytes"].fill_null(0).to_list()
-    streams = [0] * before.height + events["stream"].fill_null(0).to_list()
+    columns = pl.concat(
+        [
+            before.select(
+                pl.lit(1, pl.Int64).alias("action"),
+                pl.col("addr").fill_null(0),
+                pl.col("size_bytes").fill_null(0),
+                pl.lit(0, pl.Int64).alias("stream"),
+            ),
+            events.select(
+                code.cast(pl.Int64).alias("action"),
+                pl.col("addr").fill_null(0),
+                pl.col("size_bytes").fill_null(0),
+                pl.col("stream").fill_null(0),
+            ),
+        ]
+    )
+    actions, addrs, sizes, streams = (ints(columns[name].to_numpy()) for name in columns.columns)
     return actions, addrs, sizes, streams
 
 
@@ -157,7 +170,7 @@ def run(
     recorded = replace(
         recorded_settings(snapshot.allocator_settings, expandable), limit_bytes=limit_bytes
     )
-    largest = allocation_size(round_size(max(trace[2], default=0)))
+    largest = allocation_size(round_size(max(trace[2], default=0)))  # at C speed on an array
     tried = [recorded, *alternatives(recorded, largest)]
     seed = start_state(snapshot, replay)
     before = int((replay.allocations["alloc_idx"] < 0).sum())
@@ -166,7 +179,7 @@ def run(
     # The recorded settings replay from the layout the trace started in (the replay check);
     # the alternatives would not have left that layout, so each replays the trace from an
     # empty cache, and is weighed against the recorded settings replayed the same way.
-    runs = [simulate(*trace, settings=s) for s in tried]
+    runs = simulate_each(trace, tried)
     fresh = runs[0]
     if seed is not None and not recorded.expandable_segments:
         runs[0] = simulate(*seeded, settings=recorded, seed=seed)
