@@ -20,7 +20,9 @@ def tests(session: nox.Session) -> None:
     """The test suite (CPU only; GPU tests are skipped without CUDA), one worker per core.
 
     Files go to workers whole (``--dist loadfile``): a file's tests share the traces they load.
-    ``nox -s tests -- tests/test_x.py`` runs some files; ``-- -n 0`` runs in one process."""
+    ``nox -s tests -- tests/unit`` runs one folder (``unit``: hand-made traces; ``integration``:
+    recorded traces; ``processes``: tests that start processes), ``-- tests/unit/test_x.py``
+    some files; ``-- -n 0`` runs in one process."""
     session.install("-e", ".[dev,docs,mcp]", TORCH_SPEC, "nvidia-ml-py")
     session.run("python", "-m", "pytest", "-n", "auto", "--dist", "loadfile", *session.posargs)
 
@@ -31,7 +33,7 @@ def ray(session: nox.Session) -> None:
     session.install("-e", ".[dev,ray]")
     # Here a missing Ray is a failure, not a skip.
     session.env["TRACEINSIGHT_REQUIRE_RAY"] = "1"
-    session.run("python", "-m", "pytest", "tests/test_engine.py", *session.posargs)
+    session.run("python", "-m", "pytest", "tests/processes/test_engine.py", *session.posargs)
 
 
 @nox.session

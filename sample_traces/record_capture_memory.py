@@ -1,6 +1,6 @@
 """Record `traceinsight capture --memory` on a CUDA machine, three times: a training-like script
 that keeps a 64 MiB tensor per step and then finishes, raises, or runs out of memory. Each run
-writes its trace and, beside it, NAME.memory.pickle (tests/test_memory_capture_recorded.py
+writes its trace and, beside it, NAME.memory.pickle (tests/integration/test_memory_capture_recorded.py
 checks them against what the script did).
 
     python3 sample_traces/record_capture_memory.py --out sample_traces/memory/capture

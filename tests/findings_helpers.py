@@ -39,7 +39,7 @@ def context(trace: Trace, **override: Any) -> FindingContext:
 
 def findings(trace: Trace, **override: Any) -> FindingsResult:
     """The findings of a hand-made trace with their pool estimates (``replay=True`` for the
-    replayed savings, which tests/test_findings_replayed.py checks)."""
+    replayed savings, which tests/integration/test_findings_replayed.py checks)."""
     override.setdefault("replay", False)
     # a hand-made trace has no profiler cost: its savings are priced on the traced step
     override.setdefault("clock", False)

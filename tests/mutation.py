@@ -33,12 +33,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "build" / "mutation"
 
-_NUMBERS = "tests/test_reported_numbers.py"
+_NUMBERS = "tests/unit/test_reported_numbers.py"
 _FINDINGS = (
-    "tests/test_findings_edges.py",
-    "tests/test_findings_evidence.py",
+    "tests/unit/test_findings_edges.py",
+    "tests/unit/test_findings_evidence.py",
     _NUMBERS,
-    "tests/test_findings_handmade.py",
+    "tests/unit/test_findings_handmade.py",
 )
 # Module → the tests run against each of its mutants (fast ones; they stop at the first failure).
 TARGETS: dict[str, tuple[str, ...]] = {
@@ -50,34 +50,34 @@ TARGETS: dict[str, tuple[str, ...]] = {
     "traceinsight/analysis/findings/detect/precision.py": _FINDINGS,
     "traceinsight/analysis/findings/catalogue.py": _FINDINGS,
     "traceinsight/analysis/lib/stats.py": (
-        "tests/test_stats_edges.py",
-        "tests/test_stats.py",
+        "tests/unit/test_stats_edges.py",
+        "tests/unit/test_stats.py",
         _NUMBERS,
     ),
     "traceinsight/analysis/sections/gaps.py": (
         _NUMBERS,
-        "tests/test_findings_edges.py",
-        "tests/test_gaps.py",
+        "tests/unit/test_findings_edges.py",
+        "tests/integration/test_gaps.py",
     ),
     "traceinsight/trace/link.py": (
-        "tests/test_nesting.py",
+        "tests/unit/test_nesting.py",
         _NUMBERS,
-        "tests/test_steps.py",
-        "tests/test_loader.py",
+        "tests/integration/test_steps.py",
+        "tests/integration/test_loader.py",
     ),
     "traceinsight/trace/nesting.py": (
-        "tests/test_nesting.py",
+        "tests/unit/test_nesting.py",
         _NUMBERS,
-        "tests/test_steps.py",
-        "tests/test_loader.py",
+        "tests/integration/test_steps.py",
+        "tests/integration/test_loader.py",
     ),
     "traceinsight/analysis/cost/args.py": (
-        "tests/test_cost_args.py",
-        "tests/test_costmodel.py",
+        "tests/unit/test_cost_args.py",
+        "tests/unit/test_costmodel.py",
         _NUMBERS,
     ),
-    "traceinsight/analysis/cost/formulas.py": ("tests/test_costmodel.py",),
-    "traceinsight/analysis/sections/steps.py": ("tests/test_steps.py",),
+    "traceinsight/analysis/cost/formulas.py": ("tests/unit/test_costmodel.py",),
+    "traceinsight/analysis/sections/steps.py": ("tests/integration/test_steps.py",),
 }
 # Operators left out: replacements that only produce code which crashes at once (an arithmetic
 # operator swapped for a shift or xor, ``<`` for ``is``) or that needs no test to tell apart

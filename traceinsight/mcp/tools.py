@@ -1,6 +1,6 @@
 """The tools, resources and prompt of ``traceinsight mcp``, each a thin call into
 ``answers.py``. Descriptions say what each answer measures and its limits, as the docs do,
-so that an assistant picks the right tool; ``tests/test_mcp.py`` fails on a tool or a
+so that an assistant picks the right tool; ``tests/processes/test_mcp.py`` fails on a tool or a
 parameter without one."""
 
 from __future__ import annotations

@@ -1,0 +1,1 @@
+"""Unit tests: small hand-made traces and in-memory inputs, fast."""
