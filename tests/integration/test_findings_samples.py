@@ -186,10 +186,11 @@ def test_before_after_pairs(sample_trace, result, before: str, after: str, findi
     assert change.before_saving_pct == pytest.approx(found.saving_pct, abs=1e-3)
     pair = before.removeprefix("fix_").removesuffix("_before")
     if pair in NOT_LEADING:
-        # Launch-bound recordings: the fix's effect is within the step's noise, and the
-        # finding says it is small; launch overhead rightly leads.
+        # Launch-bound recordings: the fix's effect on the traced steps is within their noise
+        # (23 % without the profiler, which the finding is priced on), and launch overhead
+        # rightly leads, above the fix's finding.
         assert ids(result(before))[0] == "launch_bound"
-        assert found.saving_pct < 10.0 and abs(measured_pct) < 10.0
+        assert found.saving_pct < by_id(result(before), "launch_bound").saving_pct and abs(measured_pct) < 10.0
     else:
         assert result(before).findings[0].id == LED_BY.get(pair, finding)
         alone = found.alone_pct if found.alone_pct is not None else found.saving_pct
