@@ -6,7 +6,7 @@ import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from traceinsight.render.html.timeline import per_bin
+from traceinsight.analysis.lib.timeline_bins import per_bin
 from traceinsight.render.perfetto_export import Slice, assign_lanes
 from traceinsight.render.svg import nice_ticks
 
