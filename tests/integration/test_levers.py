@@ -62,5 +62,5 @@ def test_one_precision_path_has_no_levers(sample_trace) -> None:  # type: ignore
     # Volta/Turing: fp16 is the only tensor-core path, so there is nothing to choose between
     ctx = context(load(CAUSES / "precision_fp32.json.gz"))
     rows = pl.DataFrame({"name": ["k"], "total_ns": [1_000_000], "calls": [1], "flops": [1e9]})
-    assert fp32_levers(ctx, rows, 1_000_000, "fp16", 500_000.0) == ()
-    assert len(fp32_levers(ctx, rows, 1_000_000, "tf32", 500_000.0)) == 2
+    assert fp32_levers(ctx, rows, 1_000_000, "fp16", 500_000.0, ()) == ()
+    assert len(fp32_levers(ctx, rows, 1_000_000, "tf32", 500_000.0, ())) == 2

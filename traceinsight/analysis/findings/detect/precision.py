@@ -166,7 +166,8 @@ def detect_fp32_no_tensor_cores(ctx: FindingContext) -> Estimate | None:
             )
             + (". bf16 autocast would save more (its peak is twice TF32's)." if target == "tf32" else ".")
         )
-    levers = fp32_levers(ctx, rows, gemm_ns, target, saving) if peak is not None else ()
+    tf32 = scale_names(rows["name"].to_list(), gemm_ns - saving, gemm_ns)
+    levers = fp32_levers(ctx, rows, gemm_ns, target, saving, tf32) if peak is not None else ()
     confidence: Confidence = "high" if known >= 0.8 else "medium" if peak is not None else "low"
     reason = (
         f"kernel names show no tensor-core path; FLOPs known for {known:.0%} of the time"
@@ -186,7 +187,7 @@ def detect_fp32_no_tensor_cores(ctx: FindingContext) -> Estimate | None:
         ctx,
         "fp32_no_tensor_cores",
         {"compute": saving},
-        transforms=scale_names(rows["name"].to_list(), gemm_ns - saving, gemm_ns),
+        transforms=tf32,
         confidence=confidence,
         confidence_reason=reason,
         method=method,

@@ -27,7 +27,7 @@ import numpy as np
 
 from traceinsight.analysis.findings.catalogue import MATERIALITY_PCT
 from traceinsight.analysis.findings.model import Finding
-from traceinsight.analysis.findings.price.replayed import Settled, check
+from traceinsight.analysis.findings.price.replayed import Replay, Settled, check
 from traceinsight.analysis.findings.price.savings import Estimate
 from traceinsight.analysis.findings.read.context import FindingContext
 from traceinsight.analysis.whatif.transforms import (
@@ -112,6 +112,18 @@ def profiler_base(ctx: FindingContext, clock: Clock, after_ns: object) -> tuple[
     return at(float(np.clip(cost, lo_c, hi_c)))
 
 
+def replay_base(ctx: FindingContext, clock: Clock | None, rep: Replay) -> tuple[tuple[Transformation, ...], int]:
+    """What every finding is replayed on top of, and the step it replays to: the profiler's
+    cost taken out where the clock is not the traced step; ``((), 0)`` where that base cannot
+    be replayed."""
+    if clock is None or clock.source == "traced":
+        return (), rep.before_ns
+    try:
+        return profiler_base(ctx, clock, rep.after_ns)
+    except TransformError:
+        return (), 0
+
+
 def _cap(saved_ns: int, left_ns: int, idle_left_ns: int, host_side: bool) -> tuple[int, str | None]:
     bound = min(left_ns, idle_left_ns) if host_side else left_ns
     if saved_ns <= bound:
@@ -161,13 +173,7 @@ def reprice(ctx: FindingContext, settled: Settled, estimates: list[Estimate]) ->
     if settled.replayed:
         rep, _ = check(ctx)
     if rep is not None:
-        base: tuple[Transformation, ...] = ()
-        base_ns = rep.before_ns
-        if clock.source != "traced":
-            try:
-                base, base_ns = profiler_base(ctx, clock, rep.after_ns)
-            except TransformError:
-                base, base_ns = (), 0
+        base, base_ns = replay_base(ctx, clock, rep)
         if base_ns > 0:
             applied: tuple[Transformation, ...] = base
             above: dict[str, list[str]] = {}

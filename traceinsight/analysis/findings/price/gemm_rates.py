@@ -52,22 +52,23 @@ BF16_FIX = "torch.autocast('cuda', dtype=torch.bfloat16) around the forward pass
 
 
 def fp32_levers(
-    ctx: FindingContext, rows: pl.DataFrame, gemm_ns: int, target: str | None, tf32_saving: float
+    ctx: FindingContext, rows: pl.DataFrame, gemm_ns: int, target: str | None, tf32_saving: float,
+    tf32: tuple[Transformation, ...],
 ) -> tuple[tuple[Lever, tuple[Transformation, ...]], ...]:
     """TF32 and bf16 autocast, each priced on its own, where the device has both: the same
     fp32 GEMM and convolution kernels rerun at each precision's tensor-core rate. bf16 also
     halves the bytes of the elementwise work on its tensors; that part is not counted, so the
-    bf16 lever is a floor of what autocast gives."""
+    bf16 lever is a floor of what autocast gives. ``tf32``: the finding's own change (the TF32
+    path, saving ``tf32_saving``)."""
     bf16 = ctx.peak_tflops("bf16")
     if target != "tf32" or bf16 is None or gemm_ns <= 0:
         return ()
     fp32 = ctx.peak_tflops("fp32")
     bf16_saving, _ = recoverable(rows, bf16 * TENSOR_CORE_EFFICIENCY, None if fp32 is None else fp32 * SIMT_EFFICIENCY)
-    names = rows["name"].to_list()
     return (
         (Lever("TF32 matmuls", TF32_FIX, saving_ns=round(tf32_saving), method="fp32 GEMM/conv kernels at the TF32 tensor-core rate"),
-         scale_names(names, gemm_ns - tf32_saving, gemm_ns)),
+         tf32),
         (Lever("bf16 autocast", BF16_FIX, saving_ns=round(bf16_saving),
                method="fp32 GEMM/conv kernels at the bf16 tensor-core rate (the elementwise work's halved bytes not counted)"),
-         scale_names(names, gemm_ns - bf16_saving, gemm_ns)),
+         scale_names(rows["name"].to_list(), gemm_ns - bf16_saving, gemm_ns)),
     )

@@ -14,11 +14,11 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from traceinsight.analysis.findings.model import Finding
-from traceinsight.analysis.findings.price.clock import Clock, profiler_base
+from traceinsight.analysis.findings.price.clock import Clock, replay_base
 from traceinsight.analysis.findings.price.replayed import check
 from traceinsight.analysis.findings.price.savings import Estimate
 from traceinsight.analysis.findings.read.context import FindingContext
-from traceinsight.analysis.whatif.transforms import Transformation, TransformError
+from traceinsight.analysis.whatif.transforms import Transformation
 
 
 def price_levers(ctx: FindingContext, findings: list[Finding], estimates: list[Estimate], clock: Clock | None) -> list[Finding]:
@@ -57,13 +57,7 @@ def _replayed_alone(ctx: FindingContext, clock: Clock | None) -> Callable[[tuple
     rep, _ = check(ctx)
     if rep is None:
         return None
-    base: tuple[Transformation, ...] = ()
-    base_ns = rep.before_ns
-    if clock is not None and clock.source != "traced":
-        try:
-            base, base_ns = profiler_base(ctx, clock, rep.after_ns)
-        except TransformError:
-            return None
+    base, base_ns = replay_base(ctx, clock, rep)
     if base_ns <= 0:
         return None
     scale = (clock.step_ns / base_ns) if clock is not None else 1.0

@@ -55,7 +55,7 @@ class Settled:
 
 
 @dataclass(frozen=True)
-class _Replay:
+class Replay:
     graph: StepGraph
     steps: list[int]  # the steady steps the medians are over; empty: the whole trace
     before_ns: int  # median steady step (or the whole trace), replayed as recorded
@@ -94,7 +94,7 @@ def _steady_steps(ctx: FindingContext, graph: StepGraph) -> list[int]:
     return [int(s) for s in kept if s in in_graph] or [int(s) for s in sorted(in_graph)]
 
 
-def check(ctx: FindingContext) -> tuple[_Replay | None, str | None]:
+def check(ctx: FindingContext) -> tuple[Replay | None, str | None]:
     """The replay to read savings from, or None with why the trace does not replay."""
     graph, tl = recorded(ctx.trace)
     if graph.gpu_nodes == 0:
@@ -124,7 +124,7 @@ def check(ctx: FindingContext) -> tuple[_Replay | None, str | None]:
     steps = _steady_steps(ctx, graph)
     if graph.steps.height and len(steps) < MIN_STEADY_STEPS:
         return None, FEW_STEPS
-    return _Replay(graph, steps, _length(graph, tl, steps)), None
+    return Replay(graph, steps, _length(graph, tl, steps)), None
 
 
 def _nested_in(est: Estimate, parent: str) -> bool:
@@ -135,7 +135,7 @@ def _describe(transforms: tuple[Transformation, ...]) -> str:
     return "; ".join(t.describe() for t in transforms)
 
 
-def _per_step_ns(ctx: FindingContext, f: Finding, rep: _Replay, saved: int, pct: float) -> int:
+def _per_step_ns(ctx: FindingContext, f: Finding, rep: Replay, saved: int, pct: float) -> int:
     """``saving_ns`` as the finding model defines it: per step where the trace has steps. Steps
     the replay windows itself (ProfilerStep) give the replayed step's saving; steps the graph
     does not window (loop iterations found without ProfilerStep) give the replayed share of the
@@ -148,7 +148,7 @@ def _per_step_ns(ctx: FindingContext, f: Finding, rep: _Replay, saved: int, pct:
 
 
 def _replayed(
-    ctx: FindingContext, f: Finding, rep: _Replay, est: Estimate, after_ns: int, first: list[str], capped: bool = False
+    ctx: FindingContext, f: Finding, rep: Replay, est: Estimate, after_ns: int, first: list[str], capped: bool = False
 ) -> Finding:
     saved = max(rep.before_ns - after_ns, 0)
     pct = 100.0 * saved / rep.before_ns if rep.before_ns > 0 else 0.0
