@@ -222,7 +222,13 @@ def decode_chunks(
                 start = plan.lo if index == 0 else plan.cuts[index - 1][1]
                 opener = b"" if index == 0 else b"["
                 rest = view[start : plan.hi] if not opener else opener + bytes(view[start : plan.hi])
-                yield decode_events(path, rest)
+                try:
+                    tail_events = decode_events(path, rest)
+                except BadCut as exc:
+                    # The array's bounds are known, so no cut is left to blame: the bytes
+                    # between them are not JSON.
+                    raise TraceFormatError(path, "not valid JSON inside traceEvents") from exc
+                yield tail_events
                 return
             decoded += len(events)
             done = len(data) if index == plan.pieces - 1 else plan.end(index)

@@ -43,8 +43,12 @@ def decode_events(path: Path, buf: Any) -> list[Any]:
     try:
         items = msgspec.json.decode(buf, type=list[Any])
     except msgspec.DecodeError as exc:
+        # The loose decode checks strings the typed one skipped; msgspec reports a bad byte
+        # there as a DecodeError (older versions: UnicodeDecodeError), which no cut explains.
+        if "UTF-8" in str(exc):
+            raise TraceFormatError(path, "not valid UTF-8 text inside traceEvents") from exc
         raise BadCut from exc
-    except UnicodeDecodeError as exc:  # the loose decode checks strings the typed one skipped
+    except UnicodeDecodeError as exc:
         raise TraceFormatError(path, "not valid UTF-8 text inside traceEvents") from exc
     coerced = Coerced()
     coerced.extend(_coerce_event(item, coerced) for item in items)
