@@ -247,6 +247,9 @@ CATALOGUE: dict[str, Entry] = {e.id: e for e in _ENTRIES}
 
 # A finding saving less than this share of the analysed time is listed as not material.
 MATERIALITY_PCT = 1.0
+# A finding saving at least this share can lead the verdict ("fix first"); a cause in the code
+# is listed before the launch-bound residual priced after it only from this size on.
+LEAD_SAVING_PCT = 2.0
 # Findings whose cost is memory, not time: no time saving is claimed, they are listed (after
 # the time findings) whatever their size, with their memory figure instead of a saving.
 MEMORY_FINDINGS = frozenset({"memory_pressure", "memory_growth"})

@@ -108,7 +108,10 @@ def _summary(result: FindingsResult) -> str:
     unit = f"{count(result.steps, 'step')} of {ns(result.step_ns)}" if result.step_ns and result.steps else f"a {ns(result.window_ns)} window"
     if result.step_ns and result.steps and result.clock != "traced" and result.step_ns < (result.traced_step_ns or 0):
         unit += f" without the profiler ({result.clock}; traced {ns(result.traced_step_ns or result.step_ns)})"
-    head = f"{len(result.findings)} finding(s) over {unit}, largest saving first"
+    savings = [f.saving_pct for f in result.findings]
+    # a cause in the code is listed before the launch-bound residual priced after it
+    order = "largest saving first" if savings == sorted(savings, reverse=True) else "causes in the code first, then largest saving"
+    head = f"{len(result.findings)} finding(s) over {unit}, {order}"
     if result.findings:
         head += f"; each counts what it adds to those above it: all together {result.total_saving_pct:.1f} %"
     return head

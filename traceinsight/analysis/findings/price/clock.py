@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from traceinsight.analysis.findings.catalogue import MATERIALITY_PCT
+from traceinsight.analysis.findings.catalogue import LEAD_SAVING_PCT, MATERIALITY_PCT
 from traceinsight.analysis.findings.model import Finding
 from traceinsight.analysis.findings.price.replayed import Replay, Settled, check
 from traceinsight.analysis.findings.price.savings import Estimate
@@ -136,10 +136,12 @@ def _cap(saved_ns: int, left_ns: int, idle_left_ns: int, host_side: bool) -> tup
 RESIDUAL = "launch_bound"
 
 
-def _causes_first(ordered: list[Finding], by_id: dict[str, Estimate]) -> list[Finding]:
+def _causes_first(ordered: list[Finding], by_id: dict[str, Estimate], min_pct: float = 0.0) -> list[Finding]:
     """``ordered`` with each finding whose time is part of a wider one's (``within``: a cause in
     the host code inside launch_bound's idle) priced just before that wider one: the wider
-    finding is the residual, what its fix adds once the causes are fixed."""
+    finding is the residual, what its fix adds once the causes are fixed. ``min_pct`` (the
+    listing): only causes saving at least this share, and not on low confidence, move ahead; a
+    cause too small or too uncertain to lead the verdict keeps its place by saving."""
     out: list[Finding] = []
     placed: set[str] = set()
     for f in ordered:
@@ -149,7 +151,13 @@ def _causes_first(ordered: list[Finding], by_id: dict[str, Estimate]) -> list[Fi
             est = by_id.get(c.id)
             # Host-code causes only (a loop, the allocator, a sync): a kernel-side finding
             # nested in the same idle (fusion) keeps its rank against launch_bound.
-            if c.id not in placed and est is not None and _host_side(est) and any(p == f.id == RESIDUAL for _, p, _ in est.within):
+            if (
+                c.id not in placed
+                and (min_pct <= 0 or (c.saving_pct >= min_pct and c.confidence != "low"))
+                and est is not None
+                and _host_side(est)
+                and any(p == f.id == RESIDUAL for _, p, _ in est.within)
+            ):
                 out.append(c)
                 placed.add(c.id)
         out.append(f)
@@ -220,7 +228,7 @@ def reprice(ctx: FindingContext, settled: Settled, estimates: list[Estimate]) ->
             how = base_note
             ahead = above[f.id]
             overlap = (
-                f"replayed after the fixes of {', '.join(ahead)} (ranked above it): only what it adds is counted"
+                f"replayed after the fixes of {', '.join(ahead)}: only what it adds is counted"
                 + (" (capped at what it saves alone: the rest needs both fixes)" if f.id in capped else "")
                 if ahead else None
             )
@@ -260,7 +268,10 @@ def reprice(ctx: FindingContext, settled: Settled, estimates: list[Estimate]) ->
                 method=f"{f.method}. Priced {notes}" if notes else f.method,
             )
         )
-    ordered_out = sorted(out, key=lambda f: (-f.saving_pct, f.id))
+    # Listed as priced: largest saving first, except that a cause in the host code comes before
+    # the residual it was priced ahead of (launch_bound counts only what fewer launches add once
+    # the causes are fixed, so listing it first would read as the bigger fix it is not).
+    ordered_out = _causes_first(sorted(out, key=lambda f: (-f.saving_pct, f.id)), by_id, LEAD_SAVING_PCT)
     material = [f for f in ordered_out if f.material]
     minor = [f for f in ordered_out if not f.material]
     listed = sum(f.saving_pct for f in material if f.per_step)

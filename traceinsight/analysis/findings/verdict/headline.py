@@ -19,7 +19,7 @@ from typing import Any
 import polars as pl
 
 from traceinsight.analysis.core.base import R, Result
-from traceinsight.analysis.findings.catalogue import ACTION, MEMORY_FINDINGS
+from traceinsight.analysis.findings.catalogue import ACTION, LEAD_SAVING_PCT, MEMORY_FINDINGS
 from traceinsight.analysis.findings.model import Finding as FindingModel
 from traceinsight.analysis.findings.model import FindingsResult
 from traceinsight.analysis.findings.read.context import DYNAMO_INTERNAL
@@ -61,7 +61,6 @@ NEGLIGIBLE_IDLE_PCT = 5.0
 MINOR_GROUP_PCT = 0.5
 # Findings that lead the verdict: at most this many, each saving at least this share.
 TOP_FINDINGS = 3
-LEAD_SAVING_PCT = 2.0
 # Host ops are named in a verdict without GPU work only when their self time is at least this
 # share of the window.
 HOST_OPS_MIN_PCT = 5.0
@@ -294,12 +293,13 @@ def _overhead_clause(window: WindowResult | None, findings: FindingsResult | Non
 
 def lead_findings(findings: FindingsResult) -> list[FindingModel]:
     """The findings the verdict names: the panel's first ones, in the panel's order (largest
-    saving first), each saving at least ``LEAD_SAVING_PCT``. No finding is passed over: the
-    first fix the verdict names is the first of the findings panel."""
+    saving first, a cause in the code before the launch-bound residual priced after it), each
+    saving at least ``LEAD_SAVING_PCT``. No finding is passed over: the first fix the verdict
+    names is the first of the findings panel."""
     leading = []
     for f in findings.findings:
         if f.saving_pct < LEAD_SAVING_PCT:
-            break  # the panel is in saving order: none after this one leads either
+            break  # only causes of at least this size move up: none after this one leads either
         leading.append(f)
     return leading[:TOP_FINDINGS]
 
