@@ -73,6 +73,12 @@ def test_repeated_launches_leads_on_the_step_without_the_profiler() -> None:
 def test_compile_not_applied_leads_when_nothing_generated_runs() -> None:
     before = findings("cause_compile_eager_before")
     assert _ids(before)[0] == "compile_not_applied"
+    # Inductor still dispatches its GEMMs and attention through ATen: kept in the replay, the
+    # price meets the fix timed without the profiler (45.3 %, 5.22 -> 2.85 ms); dropping their
+    # dispatch too priced it at 79 %
+    measured = next(t for t in json.loads((CAUSES / "cause_timings.json").read_text()) if t["pair"] == "compile_eager")
+    lead = before.findings[0]
+    assert measured["saving_pct"] / 1.5 <= lead.saving_pct <= measured["saving_pct"] * 1.5, lead.saving_pct
     # launch_bound is the residual: what it adds once the regions run compiled
     lb = next(f for f in before.findings if f.id == "launch_bound")
     assert lb.saving_pct < before.findings[0].saving_pct

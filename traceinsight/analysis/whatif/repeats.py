@@ -82,15 +82,22 @@ class CollapseSpans(Transformation):
 @dataclass(frozen=True)
 class DispatchOnly(Transformation):
     """Inside spans matching ``region``, the host's own work other than launch calls and syncs
-    takes no time: generated code launches the kernels without the eager dispatcher."""
+    takes no time: generated code launches the kernels without the eager dispatcher. Inside
+    ops matching ``extern`` (when given) the host's time stays whole: generated code still
+    calls those through the dispatcher (Inductor's extern kernels: GEMMs, convolutions,
+    attention)."""
 
     kind: ClassVar[str] = "dispatch_only"
     region: str
+    extern: str | None = None
 
     def apply(self, graph: StepGraph, d: Durations) -> Durations:
         inside = _segments_in(graph, self.region)
         keep = (graph.seg_class == SEG_LAUNCH) | (graph.seg_class == SEG_SYNC)
+        if self.extern is not None:
+            keep = keep | _segments_in(graph, self.extern)
         return scale_host(d, inside & ~keep, 0.0)
 
     def describe(self) -> str:
-        return f"host time in {self.region} but its launch calls → 0"
+        kept = f" and the dispatch of {self.extern}" if self.extern is not None else ""
+        return f"host time in {self.region} but its launch calls{kept} → 0"

@@ -91,6 +91,15 @@ def detect_compile_in_window(ctx: FindingContext) -> Estimate | None:
 
 # Torch-Compiled Region spans: what Dynamo runs for a compiled frame (its guards, then the graph).
 COMPILED_REGION = r"^Torch-Compiled Region"
+# What Inductor's generated code still calls through ATen ("extern kernels" and fallbacks): the
+# library GEMMs, convolutions (forward and backward) and fused attention. Their dispatch stays
+# when the region is compiled; the pointwise and reduction ops around them become Triton
+# kernels, launched without the dispatcher. On cause_compile_eager (BERT at batch 1 under
+# backend="eager") the Inductor run's trace holds only aten::mm, bmm and addmm.
+EXTERN_OPS = (
+    r"^aten::(mm|addmm|bmm|baddbmm|_?convolution|(cudnn_|miopen_)convolution|convolution_backward"
+    r"|_scaled_dot_product_\w+|_flash_attention_\w+|_efficient_attention_\w+)$"
+)
 
 
 def detect_compile_not_applied(ctx: FindingContext) -> Estimate | None:
@@ -123,13 +132,14 @@ def detect_compile_not_applied(ctx: FindingContext) -> Estimate | None:
         "compile_not_applied",
         {"idle": idle_ns},
         within={"idle": "launch_bound"},
-        transforms=(DispatchOnly(COMPILED_REGION),),
+        transforms=(DispatchOnly(COMPILED_REGION, EXTERN_OPS),),
         confidence="high",
         confidence_reason=f"{c.regions_per_step:.1f} compiled region(s) per step run {kernels:.0f} kernels, none "
         "generated (no Triton kernel, no compiled graph called, no CUDA graph): the ops run eagerly",
         method="replayed as Inductor would run the regions: the host's dispatch inside them gone, "
-        "each launch call kept (fusion, which would also cut launches and kernel time, is not counted); "
-        "the pool estimate is the GPU's idle while the regions ran",
+        "each launch call kept, and the GEMMs, convolutions and attention kept whole (Inductor still "
+        "calls those through ATen); fusion, which would also cut launches and kernel time, is not "
+        "counted; the pool estimate is the GPU's idle while the regions ran",
         evidence=Evidence(
             regions=tuple(
                 RegionEvidence(name=str(r["name"]), calls=round(float(r["calls_per_step"]) * max(c.steps, 1)),
