@@ -44,11 +44,6 @@ from traceinsight.analysis.window.realstep import (
     steady_steps,
 )
 
-# The profiler's cost is searched until the replayed base step is this close to the clock's,
-# in at most this many replays.
-BASE_TOLERANCE = 0.01
-BASE_ITERATIONS = 6
-
 
 @dataclass(frozen=True)
 class Clock:
