@@ -22,11 +22,20 @@ def allocating_ops(events: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
     ops = events.filter(pl.col("kind") == "cpu_op").select(
         "id", *THREAD, "ts_ns", "end_ns", "dur_ns", pl.col("name").cast(pl.String), pl.col("input_dims").cast(pl.String)
     )
-    # the op directly around each allocator call
+    # the op directly around each allocator call is the one priced (an op around it is priced
+    # through it: scaling both would count the nested time twice) ...
     hit = calls.select(pl.col("parent").alias("id"), pl.col("dur_ns").alias("alloc_ns")).group_by("id").agg(pl.col("alloc_ns").sum())
     marked = ops.join(hit, on="id", how="left").with_columns(alloc=pl.col("alloc_ns").is_not_null())
     key = ["name", "input_dims"]
-    warm = marked.filter(~pl.col("alloc")).group_by(key).agg(pl.col("dur_ns").mean().alias("warm_ns"))
+    # ... and no op with an allocator call anywhere inside it is a warm call (aten::pow calls
+    # the inner aten::pow that allocates; counted warm, the outer one made every allocating
+    # call look cheaper than the cached ones, and none was priced)
+    cold = _around(events, calls).select("id").unique()
+    warm = (
+        marked.join(cold, on="id", how="anti")
+        .group_by(key)
+        .agg(pl.col("dur_ns").mean().alias("warm_ns"))
+    )
     return (
         marked.filter(pl.col("alloc"))
         .join(warm, on=key, how="inner")
@@ -44,6 +53,18 @@ def allocating_ops(events: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
         .filter(pl.col("factor") < 1.0)
         .sort(key)
     )
+
+
+def _around(events: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
+    """(id, alloc_ns) for each op an allocator call lies inside, at any depth: the calls'
+    parents, then theirs, up the tree (one join per level, as deep as the tree)."""
+    parents = events.select("id", "parent").filter(pl.col("parent").is_not_null())
+    level = calls.select(pl.col("parent").alias("id"), pl.col("dur_ns").alias("alloc_ns")).filter(pl.col("id").is_not_null())
+    found = [level]
+    while level.height:
+        level = level.join(parents, on="id", how="inner").select(pl.col("parent").alias("id"), "alloc_ns")
+        found.append(level)
+    return pl.concat(found)
 
 
 def warm_allocations(slow: pl.DataFrame) -> tuple[CollapseSpans, ...]:
