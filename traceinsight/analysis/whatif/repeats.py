@@ -101,3 +101,9 @@ class DispatchOnly(Transformation):
     def describe(self) -> str:
         kept = f" and the dispatch of {self.extern}" if self.extern is not None else ""
         return f"host time in {self.region} but its launch calls{kept} → 0"
+
+    def to_dict(self) -> dict[str, object]:
+        out = super().to_dict()
+        if self.extern is None:
+            out.pop("extern")
+        return out
