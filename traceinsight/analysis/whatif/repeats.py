@@ -90,6 +90,7 @@ class DispatchOnly(Transformation):
     kind: ClassVar[str] = "dispatch_only"
     region: str
     extern: str | None = None
+    extern_what: str = ""  # what ``extern`` matches, in words, for the description
 
     def apply(self, graph: StepGraph, d: Durations) -> Durations:
         inside = _segments_in(graph, self.region)
@@ -99,11 +100,12 @@ class DispatchOnly(Transformation):
         return scale_host(d, inside & ~keep, 0.0)
 
     def describe(self) -> str:
-        kept = f" and the dispatch of {self.extern}" if self.extern is not None else ""
+        kept = f" and the dispatch of {self.extern_what or self.extern}" if self.extern is not None else ""
         return f"host time in {self.region} but its launch calls{kept} → 0"
 
     def to_dict(self) -> dict[str, object]:
         out = super().to_dict()
         if self.extern is None:
             out.pop("extern")
+        out.pop("extern_what")
         return out

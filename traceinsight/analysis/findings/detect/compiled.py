@@ -132,7 +132,7 @@ def detect_compile_not_applied(ctx: FindingContext) -> Estimate | None:
         "compile_not_applied",
         {"idle": idle_ns},
         within={"idle": "launch_bound"},
-        transforms=(DispatchOnly(COMPILED_REGION, EXTERN_OPS),),
+        transforms=(DispatchOnly(COMPILED_REGION, EXTERN_OPS, "the GEMMs, convolutions and attention"),),
         confidence="high",
         confidence_reason=f"{c.regions_per_step:.1f} compiled region(s) per step run {kernels:.0f} kernels, none "
         "generated (no Triton kernel, no compiled graph called, no CUDA graph): the ops run eagerly",
