@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import fcntl
 import json
 import os
+import select
 import shutil
-import subprocess
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -42,53 +44,73 @@ class BrowserError(RuntimeError):
     pass
 
 
+def _high(fd: int) -> int:
+    """``fd`` moved to a descriptor of 10 or above (closed on exec), the original closed."""
+    moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10)
+    os.close(fd)
+    return moved
+
+
 class Browser:
     """A headless Chromium at ``binary``, its profile in ``profile``; ``close()`` ends it."""
 
     def __init__(self, binary: str, profile: Path, *flags: str) -> None:
-        to_browser_r, self._to_browser = os.pipe()
-        self._from_browser, from_browser_w = os.pipe()
-
-        def child_fds() -> None:
-            # The protocol's descriptors must be 3 (commands in) and 4 (answers out) in the
-            # browser; copied out of the way first, in case a pipe already sits on 3 or 4.
-            commands, answers = os.dup(to_browser_r), os.dup(from_browser_w)
-            os.dup2(commands, 3)
-            os.dup2(answers, 4)
-
+        # Our ends and the browser's, all kept off descriptors 3 and 4, which the browser's
+        # ends are copied onto in the child (posix_spawn runs no Python there, unlike a
+        # preexec_fn, which may hang in a process with threads, as an xdist worker is).
+        to_browser_r, self._to_browser = (_high(fd) for fd in os.pipe())
+        self._from_browser, from_browser_w = (_high(fd) for fd in os.pipe())
         cmd = [binary, "--headless", "--remote-debugging-pipe", f"--user-data-dir={profile}", *flags, "about:blank"]
-        self.process = subprocess.Popen(
+        self.pid = os.posix_spawnp(
+            binary,
             cmd,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            preexec_fn=child_fds,
-            pass_fds=(3, 4),  # kept open when the others close, after child_fds
+            os.environ,
+            file_actions=[
+                (os.POSIX_SPAWN_DUP2, to_browser_r, 3),  # commands in
+                (os.POSIX_SPAWN_DUP2, from_browser_w, 4),  # answers out
+                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+                (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
+            ],
         )
         os.close(to_browser_r)
         os.close(from_browser_w)
         self._buffer = b""
         self._next_id = 0
         self._events: list[dict[str, Any]] = []
+        self.exit_status: int | None = None
+
+    def _reap(self, timeout_s: float) -> bool:
+        """Whether the browser has exited (waited for up to ``timeout_s``)."""
+        deadline = time.monotonic() + timeout_s
+        while self.exit_status is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.exit_status = os.waitstatus_to_exitcode(status)
+            elif time.monotonic() > deadline:
+                return False
+            else:
+                time.sleep(0.05)
+        return True
 
     def close(self) -> None:
         with contextlib.suppress(BrowserError, OSError):
             self.send("Browser.close")
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        if not self._reap(10):
+            os.kill(self.pid, signal.SIGKILL)
+            self._reap(10)
         os.close(self._to_browser)
         os.close(self._from_browser)
 
     def _read_message(self, deadline: float) -> dict[str, Any]:
         while b"\0" not in self._buffer:
-            if time.monotonic() > deadline:
+            ready, _, _ = select.select([self._from_browser], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
                 raise BrowserError("no answer from Chromium in time")
             chunk = os.read(self._from_browser, 1 << 20)
             if not chunk:
-                raise BrowserError(f"Chromium closed the pipe (exit {self.process.poll()})")
+                self._reap(1)
+                raise BrowserError(f"Chromium closed the pipe (exit {self.exit_status})")
             self._buffer += chunk
         message, self._buffer = self._buffer.split(b"\0", 1)
         return json.loads(message)  # type: ignore[no-any-return]
