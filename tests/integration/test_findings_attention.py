@@ -15,6 +15,7 @@ from typing import Any
 import polars as pl
 import pytest
 
+from tests.analyses import analysed
 from tests.findings_helpers import by_id, context, findings, write_h200
 from tests.handmade import HandMadeTrace, kernel, launch, op, write_trace
 from traceinsight.analysis.device import model as device_model
@@ -26,7 +27,6 @@ from traceinsight.analysis.findings.detect.attention import (
     detect_eager_attention,
 )
 from traceinsight.analysis.findings.price import replayed
-from traceinsight.analysis.report import analyze
 from traceinsight.analysis.whatif.fuse_kernels import FuseKernels
 from traceinsight.analysis.whatif.model import whatif
 from traceinsight.trace.loader import load
@@ -49,7 +49,7 @@ BF16 = "c10::BFloat16"
 
 @functools.cache
 def _model(name: str) -> FindingsResult:
-    result = analyze(load(MODELS / f"model_{name}.json.gz", cache=False)).sections["findings"]
+    result = analysed(MODELS / f"model_{name}.json.gz").sections["findings"]  # the run's one analysis
     assert isinstance(result, FindingsResult)
     return result
 
@@ -309,7 +309,7 @@ def test_fused_attention_traces_are_not_named(name: str) -> None:
     path = TRACELENS / name
     if not path.exists():
         pytest.skip(f"{path} is not here (third-party traces live in ../shared)")
-    result = analyze(load(path, cache=False)).sections["findings"]
+    result = analysed(path).sections["findings"]
     assert isinstance(result, FindingsResult)
     assert by_id(result, "eager_attention") is None
 
@@ -320,7 +320,7 @@ def test_xdit_names_only_the_t5_text_encoders_written_out_attention() -> None:
     path = TRACELENS / "xdit_flux_aiter_sage" / "profile_trace_rank_0.json.gz"
     if not path.exists():
         pytest.skip(f"{path} is not here (third-party traces live in ../shared)")
-    result = analyze(load(path, cache=False)).sections["findings"]
+    result = analysed(path).sections["findings"]
     assert isinstance(result, FindingsResult)
     f = by_id(result, "eager_attention")
     assert f is not None and f.saving_pct < 5

@@ -13,10 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.analyses import analysed
 from traceinsight.analysis.findings import FindingsResult
 from traceinsight.analysis.findings.model import Finding
-from traceinsight.analysis.report import analyze
-from traceinsight.trace.loader import load
 
 COMM = Path(__file__).resolve().parents[2] / "sample_traces" / "comm"
 TIMINGS = json.loads((COMM / "comm_timings.json").read_text())
@@ -30,7 +29,7 @@ def measured_pct(pair: str) -> float:
 
 @functools.cache
 def _findings(name: str) -> FindingsResult:
-    result = analyze(load(COMM / f"{name}.json.gz", cache=False)).sections["findings"]
+    result = analysed(COMM / f"{name}.json.gz").sections["findings"]  # the run's one analysis
     assert isinstance(result, FindingsResult)
     return result
 

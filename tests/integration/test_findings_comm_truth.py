@@ -13,10 +13,9 @@ from typing import Any
 
 import pytest
 
+from tests.analyses import analysed
 from tests.findings_helpers import by_id
 from traceinsight.analysis.findings import FindingsResult
-from traceinsight.analysis.report import analyze
-from traceinsight.trace.loader import load
 
 CATALOGUE = Path(__file__).resolve().parents[2] / "sample_traces" / "catalogue"
 TIMINGS = json.loads((CATALOGUE / "timings.json").read_text())
@@ -29,7 +28,7 @@ def measured_ms(pair: str, side: str, rank: int) -> float:
 
 @functools.cache
 def result(name: str) -> FindingsResult:
-    report = analyze(load(CATALOGUE / f"{name}.json.gz", cache=False))
+    report = analysed(CATALOGUE / f"{name}.json.gz")  # the run's one analysis (tests/analyses.py)
     found = report.sections["findings"]
     assert isinstance(found, FindingsResult)
     return found
@@ -86,7 +85,7 @@ def hta(name: str) -> Path:
 
 @pytest.mark.parametrize("rank", [0, 1])
 def test_sampled_rank_all_to_all_gets_the_embedding_fix(rank: int) -> None:
-    found = analyze(load(hta(f"sampled_rank-{rank}.json.gz"), cache=False)).sections["findings"]
+    found = analysed(hta(f"sampled_rank-{rank}.json.gz")).sections["findings"]
     assert isinstance(found, FindingsResult)
     a2a = by_id(found, "exposed_all_to_all")
     # Named with its breakdown share (claim_pct: exposed all-to-all time, 8-14 % of the
@@ -123,7 +122,7 @@ def test_collectives_nothing_waits_on_keep_their_exposed_share() -> None:
     path = HTA.parent / "tracelens" / "mi300_resnet_act_checkpoint.json.gz"
     if not path.exists():
         pytest.skip("third-party traces not present")
-    found = analyze(load(path, cache=False)).sections["findings"]
+    found = analysed(path).sections["findings"]
     assert isinstance(found, FindingsResult)
     f = by_id(found, "exposed_communication")
     assert f is not None and f.material and f.saving_pct > 20

@@ -10,12 +10,12 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.conftest import SAMPLES_DIR
+from tests.analyses import analysed
+from tests.conftest import SAMPLES_DIR, sample_path
 from tests.findings_helpers import by_id, context, ids
 from traceinsight.analysis.diff.compare import DiffOptions, diff_traces
 from traceinsight.analysis.findings import DETECTORS, FindingsResult, find
 from traceinsight.analysis.findings.price import replayed
-from traceinsight.analysis.report import analyze
 from traceinsight.analysis.whatif import shared
 from traceinsight.analysis.whatif.model import whatif
 from traceinsight.analysis.whatif.transforms import ShrinkHost
@@ -214,10 +214,10 @@ def test_a_trace_whose_device_work_no_launch_links_is_not_replayed(tmp_path) -> 
 
 
 
-def test_replayed_saving_of_loop_iterations_is_per_iteration(sample_trace: object) -> None:
+def test_replayed_saving_of_loop_iterations_is_per_iteration() -> None:
     # decode_eager has no ProfilerStep: 80 iterations of one forward stand in for steps, while
     # the replay windows the whole trace. Its per-step saving is a share of one iteration.
-    report = analyze(sample_trace("decode/decode_eager"))  # type: ignore[operator]
+    report = analysed(sample_path("decode/decode_eager"))
     result = report.findings
     assert result.steps == 80 and result.replayed
     step_ns = result.step_ns

@@ -6,7 +6,6 @@ import importlib.util
 import re
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 import pytest
 
@@ -56,12 +55,13 @@ def documented_keys(doc: str) -> dict[str, set[str]]:
     return keys
 
 
-def test_documented_keys_match_a_real_json_report(sample_trace: Any) -> None:
-    from traceinsight.analysis.report import analyze
+def test_documented_keys_match_a_real_json_report() -> None:
+    from tests.analyses import analysed
+    from tests.conftest import sample_path
     from traceinsight.render.envelope import document
 
     keys = documented_keys((DOCS / "report.md").read_text(encoding="utf-8"))
-    data = document(analyze(sample_trace("train_eager")))
+    data = document(analysed(sample_path("train_eager")))  # the run's one analysis
     sections = data["sections"]
     assert set(data) - set(sections) == keys[""] - {"<section name>"}
     for name in sections:

@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Any
 
 import polars as pl
 import pytest
 
+from tests.analyses import analysed
+from tests.conftest import sample_path
 from tests.findings_helpers import by_id, findings, write_h200
 from tests.handmade import HandMadeTrace
 from traceinsight.analysis.findings.model import FindingsResult
 from traceinsight.analysis.report import Report, analyze
 from traceinsight.analysis.window.spec import WindowResult
-from traceinsight.trace.loader import load
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACELENS = ROOT.parent / "shared" / "third_party" / "tracelens"
@@ -27,7 +27,7 @@ ADD = "vectorized_elementwise_kernel<4, AddFunctor<float>>"
 def _report(path: Path) -> Report:
     if not path.exists():
         pytest.skip(f"{path} is not here (third-party traces live in ../shared)")
-    return analyze(load(path, cache=False))
+    return analysed(path)  # the run's one analysis (tests/analyses.py)
 
 
 def window_of(report: Report) -> WindowResult:
@@ -176,8 +176,8 @@ def test_a_single_step_is_said(tmp_path: Path) -> None:
     assert flag is not None and flag.title == "a single step" and not flag.limits
 
 
-def test_with_stack_overhead_is_flagged_and_lowers_host_findings(sample_trace: Any) -> None:
-    report = analyze(sample_trace("train_with_stack"))
+def test_with_stack_overhead_is_flagged_and_lowers_host_findings() -> None:
+    report = analysed(sample_path("train_with_stack"))
     flag = window_of(report).flag("profiler_overhead")
     assert flag is not None and "with_stack=True" in flag.evidence
     python = report.sections["window"].to_dict()["flags"]
@@ -187,24 +187,24 @@ def test_with_stack_overhead_is_flagged_and_lowers_host_findings(sample_trace: A
             assert f.confidence != "high" and "inflated by the profiler" in f.confidence_reason
 
 
-def test_profile_memory_is_flagged_and_steady_samples_are_steady(sample_trace: Any) -> None:
-    eager = window_of(analyze(sample_trace("train_eager")))
+def test_profile_memory_is_flagged_and_steady_samples_are_steady() -> None:
+    eager = window_of(analysed(sample_path("train_eager")))
     flag = eager.flag("profiler_overhead")
     assert flag is not None and "profile_memory=True" in flag.evidence
     assert eager.steady
-    assert window_of(analyze(sample_trace("tiny_kernels"))).steady
+    assert window_of(analysed(sample_path("tiny_kernels"))).steady
     # CUDA-graph replays dispatch their nodes a few µs apart: that is no untraced work.
-    assert window_of(analyze(sample_trace("fix_launch_after"))).steady
-    assert window_of(analyze(sample_trace("train_cudagraphs"))).steady
+    assert window_of(analysed(sample_path("fix_launch_after"))).steady
+    assert window_of(analysed(sample_path("train_cudagraphs"))).steady
 
 
 # -- regions when the host runs ahead ------------------------------------------------------
 
 
-def test_regions_are_not_charged_for_the_queue_ahead_of_them(sample_trace: Any) -> None:
+def test_regions_are_not_charged_for_the_queue_ahead_of_them() -> None:
     # train_eager: the host runs ahead, so Optimizer.step begins on the host while the backward
     # pass is still queued; its own kernels take ~0.34 ms.
-    bound = analyze(sample_trace("train_eager")).sections["bound"].regions  # type: ignore[attr-defined]
+    bound = analysed(sample_path("train_eager")).sections["bound"].regions  # type: ignore[attr-defined]
     step = bound.filter(pl.col("name").str.starts_with("Optimizer.step"))
     assert step.height >= 3
     assert (step["dur_ns"] <= 2 * step["kernel_ns"]).all(), step.select("dur_ns", "kernel_ns")
@@ -213,11 +213,11 @@ def test_regions_are_not_charged_for_the_queue_ahead_of_them(sample_trace: Any) 
     assert ops["dur_ns"].max() < steps["dur_ns"].min()
 
 
-def test_an_optimizer_step_inside_start_up_is_no_fusion_saving(sample_trace: Any) -> None:
+def test_an_optimizer_step_inside_start_up_is_no_fusion_saving() -> None:
     # train_compiled_with_compile: the first (compiling) step's Optimizer.step holds one-time
     # idle; fusing the optimizer would not save it. Warm, the same step (train_compiled)
     # costs ~1.5 %.
-    report = analyze(sample_trace("train_compiled_with_compile"))
+    report = analysed(sample_path("train_compiled_with_compile"))
     assert report.findings is not None
     unfused = by_id(report.findings, "unfused_optimizer")
     assert unfused is None or unfused.saving_pct < 5
@@ -284,9 +284,9 @@ def test_host_findings_are_lowered_when_the_estimated_cost_is_a_tenth_of_the_ste
     assert flag is not None and overhead_lowers_host_findings(flag) is lowered
 
 
-def test_decode_loop_profiler_cost_lowers_launch_bound_and_says_why(sample_trace: Any) -> None:
+def test_decode_loop_profiler_cost_lowers_launch_bound_and_says_why() -> None:
     # decode_eager: timed without the profiler at 5.45 ms per iteration (decode_timings.json)
-    report = analyze(sample_trace("decode/decode_eager"))
+    report = analysed(sample_path("decode/decode_eager"))
     window = window_of(report)
     flag = window.flag("profiler_overhead")
     assert flag is not None

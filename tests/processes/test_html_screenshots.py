@@ -4,7 +4,8 @@ out within the window (no chart or table wider than the page, nothing scrolls th
 that no value is squeezed to a letter or two a line or runs out of its cell, that tables fit
 their cards whole at 1440 px, and that chart text stays readable on a phone: at least 9 px high
 as drawn (charts scroll inside their card rather than shrink), labels apart and inside the chart,
-and that a verdict is said once (no bullet repeating its paragraph)."""
+and that a verdict is said once (no bullet repeating its paragraph). One Chromium serves the
+module's pages (the ``browser`` fixture), each page in a tab of its own."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.processes.test_html_browser import ARTIFACTS, SAMPLES, run_browser, sample_html
+from tests.chromium import Browser, Page
+from tests.processes.test_html_browser import ARTIFACTS, SAMPLES, sample_html, screenshot
 
 WIDTHS = (1440, 1280, 1024, 390)
 
@@ -78,9 +80,9 @@ window.addEventListener('load', () => {
 });
 </script>"""
 
-# Headless Chromium lays a page out at least 500 px wide however narrow its window (a screenshot
-# is cropped to the window afterwards), so the probe measures the page in a frame of the exact
-# width; the frame's document is the page's own (srcdoc), so the probe's findings can be read.
+# Headless Chromium started with a narrow --window-size lays a page out at least 500 px wide,
+# so the probe measures the page in a frame of the exact width, whatever the window; the frame's
+# document is the page's own (srcdoc), so the probe's findings can be read.
 FRAME = """<!DOCTYPE html><html><body style="margin:0">
 <iframe id="page" style="border:0;width:{width}px;height:3200px" srcdoc="{page}"></iframe>
 <script>
@@ -94,47 +96,46 @@ window.addEventListener('load', () => {{
 </script></body></html>"""
 
 
-def _shoot(page_html: str, stem: str, tmp_path: Path) -> None:
+def _shoot(browser: Browser, page_html: str, stem: str, tmp_path: Path) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
     page = tmp_path / f"{stem}.html"
     page.write_text(page_html, encoding="utf-8")
     for width in WIDTHS:
         shot = ARTIFACTS / f"{stem}_{width}.png"
-        shot.unlink(missing_ok=True)
-        done = run_browser(page, f"--screenshot={shot}", f"--window-size={width},3200")
-        assert done.returncode == 0, done.stderr[-2000:]
+        screenshot(browser, page, shot, width, 3200)
         assert shot.exists() and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         probe = tmp_path / f"{stem}_{width}_probe.html"
         framed = escape(page_html.replace("</body>", WIDTH_PROBE + "</body>"), quote=True)
         probe.write_text(FRAME.format(width=width, page=framed), encoding="utf-8")
-        dom = run_browser(probe, "--dump-dom", f"--window-size={width},3200", "--virtual-time-budget=5000")
-        match = re.search(r"<pre id=\"wide\">(.*?)</pre>", dom.stdout, re.S)
+        with Page(browser, probe, width, 3200) as tab:
+            dom = tab.dom_when("#wide")
+        match = re.search(r"<pre id=\"wide\">(.*?)</pre>", dom, re.S)
         assert match is not None, "probe output missing"
         assert match.group(1).strip() == "", f"{stem} at {width} px: {unescape(match.group(1))}"
 
 
 @pytest.mark.parametrize("name", ["train_eager", "regimes", "fix_tf32_before", "train_compiled"])
-def test_analyze_page_screenshots(name: str, tmp_path: Path) -> None:
-    _shoot(sample_html(name), f"analyze_{name}", tmp_path)
+def test_analyze_page_screenshots(name: str, browser: Browser, tmp_path: Path) -> None:
+    _shoot(browser, sample_html(name), f"analyze_{name}", tmp_path)
 
 
 @pytest.mark.parametrize(("before", "after"), [("amp_off", "amp_on"), ("dataloader_w0", "dataloader_w4")])
-def test_diff_page_screenshots(before: str, after: str, tmp_path: Path) -> None:
+def test_diff_page_screenshots(before: str, after: str, browser: Browser, tmp_path: Path) -> None:
     from traceinsight.api import diff
     from traceinsight.render.diff.html import render_diff_html
 
     result = diff(SAMPLES / f"{before}.json.gz", SAMPLES / f"{after}.json.gz", label_before=before, label_after=after)
-    _shoot(render_diff_html(result), f"diff_{before}_{after}", tmp_path)
+    _shoot(browser, render_diff_html(result), f"diff_{before}_{after}", tmp_path)
 
 
-def test_compare_and_job_page_screenshots(tmp_path: Path) -> None:
+def test_compare_and_job_page_screenshots(browser: Browser, tmp_path: Path) -> None:
     from traceinsight.api import analyze, compare, load_job
     from traceinsight.render.formats import render
 
     series = compare([SAMPLES / "fix_tf32_before.json.gz", SAMPLES / "fix_tf32_after.json.gz"])
-    _shoot(render(series, "html"), "compare_fix_tf32", tmp_path)
+    _shoot(browser, render(series, "html"), "compare_fix_tf32", tmp_path)
     job = analyze(load_job([SAMPLES / f"job_straggler.rank{i}.json.gz" for i in range(4)]))
-    _shoot(render(job, "html"), "job_straggler", tmp_path)
+    _shoot(browser, render(job, "html"), "job_straggler", tmp_path)
 
 
 def test_diff_page_opens_with_its_verdict_and_cards() -> None:
