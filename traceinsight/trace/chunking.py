@@ -226,8 +226,9 @@ def decode_chunks(
                     tail_events = decode_events(path, rest)
                 except BadCut as exc:
                     # The array's bounds are known, so no cut is left to blame: the bytes
-                    # between them are not JSON.
-                    raise TraceFormatError(path, "not valid JSON inside traceEvents") from exc
+                    # between them are not JSON, or not UTF-8 text.
+                    what = "UTF-8 text" if "UTF-8" in str(exc.__cause__) else "JSON"
+                    raise TraceFormatError(path, f"not valid {what} inside traceEvents") from exc
                 yield tail_events
                 return
             decoded += len(events)

@@ -43,12 +43,10 @@ def decode_events(path: Path, buf: Any) -> list[Any]:
     try:
         items = msgspec.json.decode(buf, type=list[Any])
     except msgspec.DecodeError as exc:
-        # The loose decode checks strings the typed one skipped; msgspec reports a bad byte
-        # there as a DecodeError (older versions: UnicodeDecodeError), which no cut explains.
-        if "UTF-8" in str(exc):
-            raise TraceFormatError(path, "not valid UTF-8 text inside traceEvents") from exc
+        # also a bad UTF-8 byte in a string the typed decode skipped (msgspec 0.23); a cut
+        # through a multi-byte character reads the same, so the caller decides
         raise BadCut from exc
-    except UnicodeDecodeError as exc:
+    except UnicodeDecodeError as exc:  # older msgspec: the same bad byte
         raise TraceFormatError(path, "not valid UTF-8 text inside traceEvents") from exc
     coerced = Coerced()
     coerced.extend(_coerce_event(item, coerced) for item in items)
