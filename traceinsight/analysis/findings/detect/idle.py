@@ -343,7 +343,7 @@ def detect_allocator_churn(ctx: FindingContext) -> Estimate | None:
     if calls.height == 0:
         return None
     host_ns = int(calls["dur_ns"].sum())
-    slow = allocating_ops(ev, calls)
+    slow = allocating_ops(ctx.trace, calls)
     # Only the part of those calls during which the device sat idle costs time: cudaFree
     # waits for the device, and a blocked host launches nothing meanwhile.
     spans = calls.select(pl.col("ts_ns").alias("start_ns"), "end_ns")

@@ -9,16 +9,20 @@ of call of the same operator, so the cached calls say what the allocating ones w
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
+from traceinsight.analysis.lib.lineage import climb, ids_at, parent_rows
 from traceinsight.analysis.whatif.repeats import CollapseSpans
+from traceinsight.trace.model import Trace
 
 THREAD = ["pid", "tid"]
 
 
-def allocating_ops(events: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
+def allocating_ops(trace: Trace, calls: pl.DataFrame) -> pl.DataFrame:
     """Per (operator, input shapes) with calls that allocated and calls that did not: the
     allocating calls' spans, their mean host time, and the mean of the cached ones."""
+    events = trace.events
     ops = events.filter(pl.col("kind") == "cpu_op").select(
         "id", *THREAD, "ts_ns", "end_ns", "dur_ns", pl.col("name").cast(pl.String), pl.col("input_dims").cast(pl.String)
     )
@@ -30,7 +34,7 @@ def allocating_ops(events: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
     # ... and no op with an allocator call anywhere inside it is a warm call (aten::pow calls
     # the inner aten::pow that allocates; counted warm, the outer one made every allocating
     # call look cheaper than the cached ones, and none was priced)
-    cold = _around(events, calls).select("id").unique()
+    cold = _around(trace, calls)
     warm = (
         marked.join(cold, on="id", how="anti")
         .group_by(key)
@@ -55,16 +59,17 @@ def allocating_ops(events: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _around(events: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
-    """(id, alloc_ns) for each op an allocator call lies inside, at any depth: the calls'
-    parents, then theirs, up the tree (one join per level, as deep as the tree)."""
-    parents = events.select("id", "parent").filter(pl.col("parent").is_not_null())
-    level = calls.select(pl.col("parent").alias("id"), pl.col("dur_ns").alias("alloc_ns")).filter(pl.col("id").is_not_null())
-    found = [level]
-    while level.height:
-        level = level.join(parents, on="id", how="inner").select(pl.col("parent").alias("id"), "alloc_ns")
-        found.append(level)
-    return pl.concat(found)
+def _around(trace: Trace, calls: pl.DataFrame) -> pl.DataFrame:
+    """The ids of every op an allocator call lies inside, at any depth (the calls' parents,
+    then theirs, up to the root)."""
+    rows = parent_rows(trace, climb(trace, calls["id"], 0)[0])
+    found = []
+    while (rows >= 0).any():
+        rows = rows[rows >= 0]
+        found.append(rows)
+        rows = parent_rows(trace, rows)
+    every = np.unique(np.concatenate(found)) if found else np.zeros(0, dtype=np.int64)
+    return pl.DataFrame({"id": ids_at(trace, every)})
 
 
 def warm_allocations(slow: pl.DataFrame) -> tuple[CollapseSpans, ...]:
