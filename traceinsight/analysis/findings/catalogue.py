@@ -250,6 +250,11 @@ MATERIALITY_PCT = 1.0
 # A finding saving at least this share can lead the verdict ("fix first"); a cause in the code
 # is listed before the launch-bound residual priced after it only from this size on.
 LEAD_SAVING_PCT = 2.0
+# Findings defined as what is left once others are fixed, with those others: host_bound leaves
+# out the idle gaps a sync opened (no host work can overlap queued GPU work until the sync
+# goes), so it prices what the host work still costs after host_sync's fix. Priced and listed
+# after them, as launch_bound is after the causes nested in it.
+PRICED_AFTER: dict[str, tuple[str, ...]] = {"host_bound": ("host_sync",)}
 # Findings whose cost is memory, not time: no time saving is claimed, they are listed (after
 # the time findings) whatever their size, with their memory figure instead of a saving.
 MEMORY_FINDINGS = frozenset({"memory_pressure", "memory_growth"})

@@ -133,15 +133,17 @@ RESIDUAL = "launch_bound"
 
 def _causes_first(ordered: list[Finding], by_id: dict[str, Estimate], min_pct: float = 0.0) -> list[Finding]:
     """``ordered`` with each finding whose time is part of a wider one's (``within``: a cause in
-    the host code inside launch_bound's idle) priced just before that wider one: the wider
-    finding is the residual, what its fix adds once the causes are fixed. ``min_pct`` (the
-    listing): only causes saving at least this share, and not on low confidence, move ahead; a
-    cause too small or too uncertain to lead the verdict keeps its place by saving."""
+    the host code inside launch_bound's idle), or whose fix the wider one is defined on top of
+    (its ``priced_after``: host_bound after host_sync), priced just before that wider one: the
+    wider finding is the residual, what its fix adds once the causes are fixed. ``min_pct``
+    (the listing): only causes saving at least this share, and not on low confidence, move
+    ahead; a cause too small or too uncertain to lead the verdict keeps its place by saving."""
     out: list[Finding] = []
     placed: set[str] = set()
     for f in ordered:
         if f.id in placed:
             continue
+        after = by_id[f.id].priced_after if f.id in by_id else ()
         for c in ordered:
             est = by_id.get(c.id)
             # Host-code causes only (a loop, the allocator, a sync): a kernel-side finding
@@ -151,7 +153,7 @@ def _causes_first(ordered: list[Finding], by_id: dict[str, Estimate], min_pct: f
                 and (min_pct <= 0 or (c.saving_pct >= min_pct and c.confidence != "low"))
                 and est is not None
                 and _host_side(est)
-                and any(p == f.id == RESIDUAL for _, p, _ in est.within)
+                and (c.id in after or any(p == f.id == RESIDUAL for _, p, _ in est.within))
             ):
                 out.append(c)
                 placed.add(c.id)
