@@ -100,9 +100,14 @@ def test_allocator_churn_is_priced_before_launch_bound_which_shrinks_by_it() -> 
     lb = next(f for f in before.findings if f.id == "launch_bound")
     # the cause leads, listed where it is priced, though the residual after it is larger
     assert _ids(before)[:2] == ["allocator_churn", "launch_bound"] and lb.saving_pct > churn.saving_pct
-    # priced first (alone = listed); launch_bound lists only what it adds after it
+    # priced first (alone = listed); launch_bound lists only what it adds after it: the
+    # allocator's calls were part of the host time its launches waited behind
     assert churn.alone_pct == pytest.approx(churn.saving_pct, abs=0.01)
-    assert lb.alone_pct is not None and lb.saving_pct < lb.alone_pct - churn.saving_pct / 2
+    assert lb.alone_pct is not None and lb.saving_pct < lb.alone_pct - 10.0
+    # measured without the profiler: 35.6 % (H200, cause_timings.json), 41.2 % (H100, re-timed)
+    for timings in ("cause_timings.json", "retimed_h100.json"):
+        row = next(t for t in json.loads((CAUSES / timings).read_text()) if t["pair"] in ("alloc", "causes:alloc"))
+        assert row["saving_pct"] / 1.5 <= churn.saving_pct <= row["saving_pct"] * 1.5, (timings, churn.saving_pct)
     assert "allocator_churn" not in _ids(findings("cause_alloc_after"))
 
 

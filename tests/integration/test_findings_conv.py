@@ -198,8 +198,9 @@ def conv_trace(*, dtype: str, channels: int = 64, layout: bool = True, bn: str =
             t.gpu(bn if half else bn.replace("c10::BFloat16", "float"), gpu_ts, 60, launch_ts=ts + 10)
             gpu_ts += 61
             ts += 15
-        ts = max(ts, gpu_ts) + 20
+        # the host's step ends with its last op; the next one starts after the GPU's work
         t.events[next(i for i, e in enumerate(t.events) if e["name"] == f"ProfilerStep#{n}")]["dur"] = ts - start
+        ts = max(ts, gpu_ts) + 20
     return t
 
 

@@ -78,7 +78,8 @@ def prep_trace(*, host_op: str | None = "aten::upsample_bilinear2d", ends_with_c
     for n in range(steps):
         work_start = ts + 10
         step_start = work_start + 1_000 if between_steps else ts
-        t.step(n + 1, step_start, 3_000 - (step_start - ts))
+        # the step's host code ends once the convolution is launched; the GPU runs on
+        t.step(n + 1, step_start, work_start + 1_082 - step_start)
         if loader:
             t.host("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", work_start, 1_000, cat="user_annotation")
         if host_op is not None:

@@ -35,7 +35,8 @@ def old_2021_trace(path: Path, steps: int = 3, step_us: float = 1000.0, kernel_u
     corr = 100
     for i in range(steps):
         t0 = 1_000.0 + i * step_us
-        events.append(_old_event("Operator", f"ProfilerStep#{i + 1}", t0, step_us - 10))
+        # the host's step ends after its calls; the device work runs on after it
+        events.append(_old_event("Operator", f"ProfilerStep#{i + 1}", t0, 60))
         events.append(_old_event("Operator", "aten::mm", t0 + 10, 50, args={"External id": corr}))
         events.append(_old_event("Runtime", "cudaLaunchKernel", t0 + 20, 10,
                                  args={"correlation": corr, "external id": corr}))

@@ -50,14 +50,16 @@ def test_parts_sum_to_the_device_step_by_priority(tmp_path: Path) -> None:
     total = frame.select(pl.sum_horizontal(PART_COLS).alias("t"))["t"]
     assert (total == frame["device_dur_ns"]).all()
     first = frame.row(0, named=True)
-    # Device step 0..70 µs: aten::mm 10..30 holding its launch call 15..17; kernel 20..70.
-    # kernel 20..70; runtime 15..17; CPU exec = the op minus both (10..15, 17..20); other 0..10.
-    assert first["device_dur_ns"] == 70_000
+    # Device step 0..100 µs (the host's step ends after its kernel: the step is the loop's
+    # period): aten::mm 10..30 holding its launch call 15..17; kernel 20..70.
+    # kernel 20..70; runtime 15..17; CPU exec = the op minus both (10..15, 17..20); other 0..10
+    # and 70..100.
+    assert first["device_dur_ns"] == 100_000
     assert (first["kernel_ns"], first["runtime_ns"], first["cpu_exec_ns"], first["other_ns"]) == (
         50_000,
         2_000,
         8_000,
-        10_000,
+        40_000,
     )
 
 

@@ -256,8 +256,8 @@ def test_profiler_cost_estimate_counts_host_events_per_step_and_says_its_share(t
     assert figures["cost_lo_pct"] == pytest.approx(10 * lo_us, abs=0.2)
     assert figures["cost_hi_pct"] == pytest.approx(10 * hi_us, abs=0.2)
     real = window.real_step
-    # the step runs from its start to its kernel's end (988 + 10 µs)
-    assert real is not None and real.source == "model" and real.traced_ns == 998_000
+    # the step runs from its start to its host end, after its kernel's end (988 + 10 µs)
+    assert real is not None and real.source == "model" and real.traced_ns == 1_000_000
     # the flag's figures are the RealStep's range: cost = traced − real
     assert figures["cost_lo_ms"] == pytest.approx((real.traced_ns - real.hi_ns) / 1e6, abs=1e-3)
     assert figures["cost_hi_ms"] == pytest.approx((real.traced_ns - real.lo_ns) / 1e6, abs=1e-3)

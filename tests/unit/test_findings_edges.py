@@ -388,11 +388,12 @@ def test_fp8_gemms_need_multiples_of_16(tmp_path: Path) -> None:
 
 
 def _gemm_steps(kernel: str, n: int, dtype: str) -> HandMadeTrace:
-    """Four 3 ms steps, each one aten::mm of n³ in ``dtype`` running 2.8 ms as ``kernel``."""
+    """Four 2.83 ms steps, each one aten::mm of n³ in ``dtype`` running 2.8 ms as ``kernel``,
+    then a synchronize (the step waits for its GEMM: the kernel is the step's critical path)."""
     t = HandMadeTrace()
     for s in range(4):
-        base = s * 3000.0
-        t.step(s + 1, base, 3000)
+        base = s * 2830.0
+        t.step(s + 1, base, 2830)
         t.host(
             "aten::mm",
             base + 10,
@@ -400,6 +401,7 @@ def _gemm_steps(kernel: str, n: int, dtype: str) -> HandMadeTrace:
             args={"Input Dims": [[n, n], [n, n]], "Input type": [dtype, dtype]},
         )
         t.gpu(kernel, base + 20, 2800, launch_ts=base + 11)
+        t.host("cudaDeviceSynchronize", base + 19, 2803, cat="cuda_runtime")
     return t
 
 

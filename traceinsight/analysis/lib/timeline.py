@@ -95,8 +95,8 @@ def median_host_step_ns(trace: Trace) -> float | None:
 
 
 def device_step_spans(trace: Trace, spans: pl.DataFrame | None = None) -> pl.DataFrame:
-    """Each step's device window: from its host start (or the end of earlier steps' GPU work,
-    if later) to the end of the last GPU work launched inside it (or its host end).
+    """Each step's device window: from its host start (or the end of earlier steps, if later)
+    to the end of the last GPU work launched inside it or its host end, whichever is later.
 
     Adds device_start_ns, device_end_ns, host_dur_ns and device_dur_ns to ``spans``
     (default: ``step_spans(trace)``, once per trace: the steps, the bound regions, the critical
@@ -114,17 +114,16 @@ def _device_step_spans(trace: Trace, spans: pl.DataFrame) -> pl.DataFrame:
         .agg(pl.col("end_ns").max().alias("work_end_ns"))
     )
     steps = spans.join(work_end, on="step", how="left").sort("host_start_ns")
-    # GPU work of earlier steps still running when this one starts pushes its device start;
-    # a step without GPU work ends at its host end, which later steps cannot start before.
-    earlier_end = pl.coalesce("work_end_ns", "host_end_ns").cum_max().shift(1)
+    # GPU work of earlier steps still running when this one starts pushes its device start.
+    # A step ends when both its GPU work and its host code have ended: host work after the
+    # last kernel (a sync, torch.cuda.empty_cache(), logging) is the step's time, which the
+    # next step cannot start before; counted in no step, the steps would not tile the loop.
+    end = pl.max_horizontal(pl.coalesce("work_end_ns", "host_end_ns"), "host_end_ns")
+    earlier_end = end.cum_max().shift(1)
     start = pl.max_horizontal("host_start_ns", earlier_end)
     return (
         steps.with_columns(device_start_ns=start)
-        .with_columns(
-            device_end_ns=pl.max_horizontal(
-                "device_start_ns", pl.coalesce("work_end_ns", "host_end_ns")
-            )
-        )
+        .with_columns(device_end_ns=pl.max_horizontal("device_start_ns", end))
         .with_columns(
             host_dur_ns=pl.col("host_end_ns") - pl.col("host_start_ns"),
             device_dur_ns=pl.col("device_end_ns") - pl.col("device_start_ns"),

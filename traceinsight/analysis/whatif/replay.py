@@ -346,8 +346,8 @@ STEP_TIMES_SCHEMA = {"step": pl.Int64, "device_start_ns": pl.Int64, "device_end_
 
 def step_times(graph: StepGraph, timeline: Timeline) -> pl.DataFrame:
     """Each step's device window on the replayed timeline, defined as ``sections/steps.py``
-    defines it on the recorded one (host start, or the end of earlier steps' device work if
-    later, to the end of the last device work launched in the step, or its host end).
+    defines it on the recorded one (host start, or the end of earlier steps if later, to the
+    end of the last device work launched in the step or its host end, whichever is later).
 
     In arrays: the findings read it after every replay, and the nodes of each step are
     grouped once per graph (``_step_nodes``)."""
@@ -363,7 +363,8 @@ def step_times(graph: StepGraph, timeline: Timeline) -> pl.DataFrame:
     end_node = graph.steps["end_node"].fill_null(-1).to_numpy()
     host_start = np.where(start_node >= 0, timeline.host_start_ns[start_node], NEG)
     host_end = np.where(end_node >= 0, timeline.host_end_ns[end_node], NEG)
-    last = np.where(has_work, work_end[pos] if numbers.size else NEG, host_end)
+    # the step ends when both its device work and its host code have (lib/timeline.py)
+    last = np.maximum(np.where(has_work, work_end[pos] if numbers.size else NEG, host_end), host_end)
     # the end of earlier steps' device work: nothing before the first step
     earlier = np.concatenate([[NEG], np.maximum.accumulate(last)[:-1]])
     device_start = np.maximum(host_start, earlier)

@@ -32,16 +32,16 @@ from traceinsight.trace.model import Trace, UnprofiledSteps
 # Host cost of one recorded event (µs), low and high. For each recording in
 # sample_traces/realclock/ (12 workloads on two H200 hosts, torch 2.11, each step also timed
 # without the profiler in the same process), the one per-event cost at which the replay gives
-# the measured step: 0.86–5.49 µs over the 21 recordings that have one (a GPU-bound step has
+# the measured step: 0.89–5.56 µs over the 21 recordings that have one (a GPU-bound step has
 # none); `python sample_traces/realclock_table.py --fit` prints them. The cost per event rose
 # with the workload's Python and operator density (a loop of in-place ops 0.9 µs, views 1.6,
-# model training steps 2.5–4.9, HF decode and inference 3.8–5.5); by what was recorded
+# model training steps 2.5–4.9, HF decode and inference 3.9–5.6); by what was recorded
 # (shapes or not, with_stack's Python frames, profile_memory's allocator events) it did not
 # differ beyond the hosts' run-to-run noise (the un-profiled step moved by up to 30 % between
 # rounds), so one range applies to every class of event (but for the low end of Python frames,
 # below). Three workloads recorded afterwards on a third host (held out) fitted 3.0–4.6 µs,
 # inside the range; docs/window.md checks it on 27 more traces, 24 of them on an H100.
-COST_US: tuple[float, float] = (0.85, 5.5)
+COST_US: tuple[float, float] = (0.85, 5.6)
 # with_stack's Python frames can cost less: 0.25 µs a frame at the least, measured as the time
 # with_stack added over the frames it added (sample_traces/profiler_cost.json, 12 runs,
 # 0.25–1.5 µs); the high end stays the one above.

@@ -53,7 +53,7 @@ def render_terminal(result: StepsResult) -> RenderableType:
         notes.append(Text(f"step {result.warmup_step} is a warm-up step (markedly slower than the rest)", style="yellow"))
     if result.outlier_steps:
         notes.append(Text(f"outlier steps: {', '.join(map(str, result.outlier_steps))}", style="yellow"))
-    return Group(Text("device step = from step start to the end of its last GPU work; parts are shares of it"), table, stats, *notes)
+    return Group(Text("device step = from step start to the end of its last GPU work or host code; parts are shares of it"), table, stats, *notes)
 
 
 views.register(StepsResult, terminal=render_terminal, figures=steps_figures)

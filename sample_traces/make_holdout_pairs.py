@@ -1,0 +1,193 @@
+"""Record before/after pairs that no pricing rule was developed on: held out to check the
+findings' prices on workloads they were not built from. Each pair differs by one thing a user
+writes; the fix is timed without the profiler with the variants interleaved (``--rounds``
+rounds of ``--iters`` steps each, CUDA events, ``cuda_timing.time_step``), then each side is
+profiled with shapes (schedule wait 2 / warmup 1 / active 4: the wait steps are timed too).
+
+- ``vit_empty_cache``: a ViT-S/16 (timm, from its config) trained at batch 32 in bf16, with
+  ``torch.cuda.empty_cache()`` at the end of every step; after: without it.
+- ``metrics_sync``: a ResNet-18 (timm) trained at batch 64 on 128 px images, reading the loss
+  and the batch accuracy on the host every step (``.item()``, ``.cpu().numpy()``) and logging
+  them; after: both kept on the GPU and read every 10 steps.
+- ``sync_then_prep``: GPT-2 (4 layers, transformers) trained at batch 8 × 256 with
+  ``torch.cuda.synchronize()`` after the optimizer step and the next batch then built on the
+  host (random token ids, padding and a mask, in Python); after: no synchronize, so the host
+  builds the next batch while the GPU runs.
+
+    python3 sample_traces/make_holdout_pairs.py --out sample_traces/holdout
+    python3 sample_traces/make_holdout_pairs.py --smoke --out /tmp/holdout    # CPU check
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import traceback
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from sample_traces.make_cause_pairs import Ctx, Variant, describe, record, time_step
+
+
+def vit_empty_cache(ctx: Ctx, after: bool) -> Variant:
+    import timm
+
+    torch.manual_seed(0)
+    size = ctx.size(224, 32)
+    model = timm.create_model("vit_small_patch16_224", pretrained=False, num_classes=100, img_size=size).to(ctx.device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=ctx.cuda)
+    x = torch.randn(ctx.size(32, 2), 3, size, size, device=ctx.device)
+    y = torch.randint(0, 100, (x.shape[0],), device=ctx.device)
+
+    def step() -> object:
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast(ctx.device.type, dtype=torch.bfloat16):
+            loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        if not after and ctx.cuda:
+            torch.cuda.empty_cache()
+        return loss
+
+    return Variant(step, "allocator left alone" if after else "torch.cuda.empty_cache() at the end of every step")
+
+
+def metrics_sync(ctx: Ctx, after: bool) -> Variant:
+    import numpy as np
+    import timm
+
+    torch.manual_seed(0)
+    model = timm.create_model("resnet18", pretrained=False, num_classes=100).to(ctx.device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, foreach=True)
+    size = ctx.size(128, 32)
+    x = torch.randn(ctx.size(64, 4), 3, size, size, device=ctx.device)
+    y = torch.randint(0, 100, (x.shape[0],), device=ctx.device)
+    y_host = y.cpu().numpy()
+    log: list[dict[str, float]] = []
+    state = {"n": 0, "loss": torch.zeros((), device=ctx.device), "correct": torch.zeros((), device=ctx.device)}
+
+    def step() -> object:
+        opt.zero_grad(set_to_none=True)
+        logits = model(x)
+        loss = F.cross_entropy(logits, y)
+        loss.backward()
+        opt.step()
+        state["n"] += 1
+        if after:
+            state["loss"] += loss.detach()
+            state["correct"] += (logits.detach().argmax(1) == y).sum()
+            if state["n"] % 10 == 0:
+                log.append({"loss": float(state["loss"].item()) / 10, "acc": float(state["correct"].item()) / (10 * len(y_host))})
+                state["loss"].zero_()
+                state["correct"].zero_()
+        else:
+            preds = logits.detach().argmax(1).cpu().numpy()
+            log.append({"loss": loss.item(), "acc": float(np.mean(preds == y_host))})
+        del log[:-100]
+        return loss
+
+    what = "loss and accuracy kept on the GPU, read every 10 steps" if after else "loss.item() and accuracy via .cpu().numpy() every step"
+    return Variant(step, what)
+
+
+def sync_then_prep(ctx: Ctx, after: bool) -> Variant:
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    cfg = GPT2Config(
+        n_layer=ctx.size(4, 2), n_embd=ctx.size(768, 64), n_head=ctx.size(12, 4),
+        n_positions=1024, vocab_size=ctx.size(50257, 1000), attn_implementation="sdpa",
+    )
+    model = GPT2LMHeadModel(cfg).to(ctx.device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=ctx.cuda)
+    batch, seq = ctx.size(8, 2), ctx.size(256, 16)
+    rng = random.Random(0)
+
+    def next_batch() -> tuple[torch.Tensor, torch.Tensor]:
+        # what a collate function does in Python: ragged token lists padded to the longest
+        rows = [[rng.randrange(cfg.vocab_size) for _ in range(rng.randint(seq // 2, seq))] for _ in range(batch)]
+        width = max(len(r) for r in rows)
+        ids = torch.tensor([r + [0] * (width - len(r)) for r in rows])
+        mask = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows])
+        return ids.pin_memory().to(ctx.device, non_blocking=True) if ctx.cuda else ids, mask.to(ctx.device)
+
+    state = {"batch": next_batch()}
+
+    def step() -> object:
+        ids, mask = state["batch"]
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast(ctx.device.type, dtype=torch.bfloat16):
+            loss = model(input_ids=ids, attention_mask=mask, labels=ids).loss
+        loss.backward()
+        opt.step()
+        if not after and ctx.cuda:
+            torch.cuda.synchronize()
+        state["batch"] = next_batch()
+        return loss
+
+    what = "next batch built while the GPU runs" if after else "torch.cuda.synchronize() after the step, then the next batch built"
+    return Variant(step, what)
+
+
+PAIRS = {"vit_empty_cache": vit_empty_cache, "metrics_sync": metrics_sync, "sync_then_prep": sync_then_prep}
+
+
+def run_pair(ctx: Ctx, pair: str, rounds: int, iters: int) -> dict[str, object]:
+    sides = {side: PAIRS[pair](ctx, side == "after") for side in ("before", "after")}
+    ms: dict[str, list[float]] = {"before": [], "after": []}
+    for _ in range(rounds):
+        for side in ("before", "after"):
+            ms[side].append(time_step(ctx, sides[side].step, iters=iters))
+    row: dict[str, object] = {"pair": pair}
+    for side in ("before", "after"):
+        path = record(ctx, f"holdout_{pair}_{side}", sides[side])
+        row[f"{side}_ms"] = round(statistics.mean(ms[side]), 3)
+        row[f"{side}_sd_ms"] = round(statistics.stdev(ms[side]), 3) if rounds > 1 else 0.0
+        row[f"{side}_what"] = sides[side].what
+        row[f"{side}_bytes"] = path.stat().st_size
+        print(f"{pair} {side}: {row[f'{side}_ms']} ms/step (sd {row[f'{side}_sd_ms']})  {path.name}  {describe(path)}", flush=True)
+    b, a = statistics.mean(ms["before"]), statistics.mean(ms["after"])
+    row["rounds"], row["iters"] = rounds, iters
+    row["saving_pct"] = round(100 * (b - a) / b, 1) if b > 0 else None
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "holdout")
+    ap.add_argument("--only", default="")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--iters", type=int, default=15)
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes; runs on CPU")
+    args = ap.parse_args(argv)
+    names = [n.strip() for n in args.only.split(",") if n.strip()] or list(PAIRS)
+    cuda = torch.cuda.is_available() and not args.smoke
+    if not cuda and not args.smoke:
+        ap.error("no CUDA device: use --smoke to check the script on CPU")
+    ctx = Ctx(out=args.out, smoke=args.smoke, device=torch.device("cuda" if cuda else "cpu"))
+    args.out.mkdir(parents=True, exist_ok=True)
+    print(f"torch {torch.__version__}, device {torch.cuda.get_device_name() if cuda else 'cpu'}", flush=True)
+    rows, failed = [], []
+    for name in names:
+        try:
+            rows.append(run_pair(ctx, name, args.rounds, args.iters))
+        except Exception:
+            traceback.print_exc()
+            failed.append(name)
+        if cuda:
+            torch.cuda.empty_cache()
+    (args.out / "holdout_timings.json").write_text(json.dumps(rows, indent=1) + "\n")
+    for r in rows:
+        print(f"{r['pair']} | {r['before_ms']} | {r['after_ms']} | {r['saving_pct']}", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
