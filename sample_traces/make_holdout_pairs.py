@@ -150,12 +150,17 @@ def run_pair(ctx: Ctx, pair: str, rounds: int, iters: int) -> dict[str, object]:
         path = record(ctx, f"holdout_{pair}_{side}", sides[side])
         row[f"{side}_ms"] = round(statistics.mean(ms[side]), 3)
         row[f"{side}_sd_ms"] = round(statistics.stdev(ms[side]), 3) if rounds > 1 else 0.0
+        row[f"{side}_median_ms"] = round(statistics.median(ms[side]), 3)
+        row[f"{side}_rounds_ms"] = [round(v, 3) for v in ms[side]]
         row[f"{side}_what"] = sides[side].what
         row[f"{side}_bytes"] = path.stat().st_size
         print(f"{pair} {side}: {row[f'{side}_ms']} ms/step (sd {row[f'{side}_sd_ms']})  {path.name}  {describe(path)}", flush=True)
     b, a = statistics.mean(ms["before"]), statistics.mean(ms["after"])
     row["rounds"], row["iters"] = rounds, iters
     row["saving_pct"] = round(100 * (b - a) / b, 1) if b > 0 else None
+    # rounds can hold an outlier (a round that met new shapes or another process): the medians too
+    mb, ma = statistics.median(ms["before"]), statistics.median(ms["after"])
+    row["median_saving_pct"] = round(100 * (mb - ma) / mb, 1) if mb > 0 else None
     return row
 
 
