@@ -139,8 +139,11 @@ def sync_then_prep(ctx: Ctx, after: bool) -> Variant:
 PAIRS = {"vit_empty_cache": vit_empty_cache, "metrics_sync": metrics_sync, "sync_then_prep": sync_then_prep}
 
 
-def run_pair(ctx: Ctx, pair: str, rounds: int, iters: int) -> dict[str, object]:
+def run_pair(ctx: Ctx, pair: str, rounds: int, iters: int, prewarm: int = 0) -> dict[str, object]:
     sides = {side: PAIRS[pair](ctx, side == "after") for side in ("before", "after")}
+    for side in sides.values():  # steps run before any is timed (shapes met, caches filled)
+        for _ in range(prewarm):
+            side.step()
     ms: dict[str, list[float]] = {"before": [], "after": []}
     for _ in range(rounds):
         for side in ("before", "after"):
@@ -156,7 +159,7 @@ def run_pair(ctx: Ctx, pair: str, rounds: int, iters: int) -> dict[str, object]:
         row[f"{side}_bytes"] = path.stat().st_size
         print(f"{pair} {side}: {row[f'{side}_ms']} ms/step (sd {row[f'{side}_sd_ms']})  {path.name}  {describe(path)}", flush=True)
     b, a = statistics.mean(ms["before"]), statistics.mean(ms["after"])
-    row["rounds"], row["iters"] = rounds, iters
+    row["rounds"], row["iters"], row["prewarm_steps"] = rounds, iters, prewarm
     row["saving_pct"] = round(100 * (b - a) / b, 1) if b > 0 else None
     # rounds can hold an outlier (a round that met new shapes or another process): the medians too
     mb, ma = statistics.median(ms["before"]), statistics.median(ms["after"])
@@ -170,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default="")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--iters", type=int, default=15)
+    ap.add_argument("--prewarm", type=int, default=0, help="steps each side runs before the timed rounds")
     ap.add_argument("--smoke", action="store_true", help="tiny sizes; runs on CPU")
     args = ap.parse_args(argv)
     names = [n.strip() for n in args.only.split(",") if n.strip()] or list(PAIRS)
@@ -182,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     rows, failed = [], []
     for name in names:
         try:
-            rows.append(run_pair(ctx, name, args.rounds, args.iters))
+            rows.append(run_pair(ctx, name, args.rounds, args.iters, args.prewarm))
         except Exception:
             traceback.print_exc()
             failed.append(name)
