@@ -118,7 +118,7 @@ def _device_step_spans(trace: Trace, spans: pl.DataFrame) -> pl.DataFrame:
     # A step ends when both its GPU work and its host code have ended: host work after the
     # last kernel (a sync, torch.cuda.empty_cache(), logging) is the step's time, which the
     # next step cannot start before; counted in no step, the steps would not tile the loop.
-    end = pl.max_horizontal(pl.coalesce("work_end_ns", "host_end_ns"), "host_end_ns")
+    end = pl.max_horizontal("work_end_ns", "host_end_ns")  # a step without GPU work: its host end
     earlier_end = end.cum_max().shift(1)
     start = pl.max_horizontal("host_start_ns", earlier_end)
     return (

@@ -39,7 +39,7 @@ from traceinsight.trace.model import Trace, UnprofiledSteps
 # (shapes or not, with_stack's Python frames, profile_memory's allocator events) it did not
 # differ beyond the hosts' run-to-run noise (the un-profiled step moved by up to 30 % between
 # rounds), so one range applies to every class of event (but for the low end of Python frames,
-# below). Three workloads recorded afterwards on a third host (held out) fitted 3.0–4.6 µs,
+# below). Three workloads recorded afterwards on a third host (held out) fitted 3.1–4.7 µs,
 # inside the range; docs/window.md checks it on 27 more traces, 24 of them on an H100.
 COST_US: tuple[float, float] = (0.85, 5.6)
 # with_stack's Python frames can cost less: 0.25 µs a frame at the least, measured as the time
