@@ -28,6 +28,7 @@ from traceinsight.analysis.whatif.transforms import (
     ScaleKernels,
     ShrinkHost,
     TransformError,
+    apply_all,
 )
 from traceinsight.cli.app import app, main
 
@@ -350,3 +351,25 @@ def test_python_frames_that_overlap_ops_do_not_push_launches_past_their_kernels(
     pinned = graph.gpu_anchor_ns > NEG
     assert graph.gpu_dur_ns[pinned].sum() < 0.05 * graph.gpu_dur_ns.sum()
     assert whatif(trace, [CollapseLaunches()]).steady_saving_pct > 2.0  # was 0.0
+
+
+def test_a_launch_bound_loop_keeps_no_launch_latency_as_a_device_gap(tmp_path: Path) -> None:
+    # Hand-made: 200 launches 8 µs apart, each kernel 2 µs starting 7 µs after its launch, so
+    # each is launched while the previous one is finishing (it ends 1 µs after the next launch
+    # call begins). Those kernels waited for their launch, not their stream: the 6 µs between
+    # one kernel's end and the next one's start is launch latency, not a back-to-back gap, and
+    # with the launches collapsed (CUDA graphs) the kernels run back to back.
+    events = [op("ProfilerStep#1", 0, 1700, cat="user_annotation")]
+    for i in range(200):
+        t = 10.0 + 8.0 * i
+        events.append(launch("cudaLaunchKernel", t, 5, correlation=i + 1))
+        events.append(kernel("elementwise_kernel", t + 7, 2, correlation=i + 1))
+    trace = ti.load(write_trace(tmp_path / "b2b.json", events, baseTimeNanoseconds=0), cache=False)
+    graph = build(trace)
+    assert graph.stats["launch_latency_ns"] == 7_000
+    assert graph.stats["stream_gap_ns"] == 1_000  # none back to back: the default
+    timeline = replay(graph, apply_all(graph, (CollapseLaunches(), ShrinkHost(None, 0.0))))
+    # the launches cost the host nothing and start at once: each kernel 2 µs, then the 1 µs
+    # default gap; with the launch latency kept as a gap it would take 200 × 8 µs
+    span_ns = int(timeline.gpu_end_ns.max() - timeline.gpu_start_ns.min())
+    assert span_ns == 200 * 2_000 + 199 * 1_000

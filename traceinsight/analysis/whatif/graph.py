@@ -350,8 +350,15 @@ def build(trace: Trace) -> StepGraph:
         launch_ts = np.where(has_launch, launch_ts, NEG)
     d_launch = np.where(has_launch, np.maximum(ts - launch_ts, 0), NEG)
     d_stream = np.where(stream_head, NEG, np.maximum(ts - prev_end, 0))
-    stream_bound = ~stream_head & (~has_launch | (prev_end > launch_ts))
-    lat_nat = _median(d_launch[has_launch & ~stream_bound], 5_000)
+    # The launch latency from work whose stream was idle when its launch call began; work is
+    # bound by its stream when the previous work ended after its launch could have started it.
+    # Work launched while the previous work was finishing (ended between the launch call's
+    # start and that latency later) waited for its launch, not its stream: counted as stream
+    # bound, a launch-bound trace's launch latency reads as a back-to-back gap the device
+    # keeps whatever the launches become (CUDA graphs).
+    idle_at_launch = ~stream_head & has_launch & (prev_end <= launch_ts)
+    lat_nat = _median(d_launch[has_launch & (stream_head | idle_at_launch)], 5_000)
+    stream_bound = ~stream_head & (~has_launch | (prev_end > launch_ts + lat_nat))
     gap_nat = _median(d_stream[stream_bound], 1_000)
     lat = np.where(stream_bound, np.minimum(d_launch, lat_nat), d_launch)
     gap = np.where(stream_bound, d_stream, np.minimum(d_stream, gap_nat))
