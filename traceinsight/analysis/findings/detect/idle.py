@@ -7,7 +7,6 @@ import re
 
 import polars as pl
 
-from traceinsight.analysis.findings.catalogue import PRICED_AFTER
 from traceinsight.analysis.findings.detect.advice import host_work_advice, sync_advice
 from traceinsight.analysis.findings.model import (
     Evidence,
@@ -460,7 +459,6 @@ def detect_host_bound(ctx: FindingContext) -> Estimate | None:
         # the regions' own host time (untraced or CPU work), not the ops they call: those
         # launch the device work (launch_bound's fix)
         transforms=(ShrinkOwnTime(exact_names(str(c) for c in culprits["culprit"].to_list())),),
-        priced_after=PRICED_AFTER["host_bound"],
         confidence="low",
         confidence_reason="the trace shows where the host was, not what it did there; moving it off the "
         "critical path may not be possible",

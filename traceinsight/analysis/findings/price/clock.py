@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from traceinsight.analysis.findings.catalogue import LEAD_SAVING_PCT, MATERIALITY_PCT
+from traceinsight.analysis.findings.catalogue import LEAD_SAVING_PCT, MATERIALITY_PCT, PRICED_AFTER
 from traceinsight.analysis.findings.model import Finding
 from traceinsight.analysis.findings.price.replayed import Replay, Settled, check
 from traceinsight.analysis.findings.price.savings import Estimate
@@ -134,8 +134,8 @@ RESIDUAL = "launch_bound"
 def _causes_first(ordered: list[Finding], by_id: dict[str, Estimate], min_pct: float = 0.0) -> list[Finding]:
     """``ordered`` with each finding whose time is part of a wider one's (``within``: a cause in
     the host code inside launch_bound's idle), or whose fix the wider one is defined on top of
-    (its ``priced_after``: host_bound after host_sync), priced just before that wider one: the
-    wider finding is the residual, what its fix adds once the causes are fixed. ``min_pct``
+    (``catalogue.PRICED_AFTER``: host_bound after host_sync), priced just before that wider
+    one: the wider finding is the residual, what its fix adds once the causes are fixed. ``min_pct``
     (the listing): only causes saving at least this share, and not on low confidence, move
     ahead; a cause too small or too uncertain to lead the verdict keeps its place by saving."""
     out: list[Finding] = []
@@ -143,7 +143,7 @@ def _causes_first(ordered: list[Finding], by_id: dict[str, Estimate], min_pct: f
     for f in ordered:
         if f.id in placed:
             continue
-        after = by_id[f.id].priced_after if f.id in by_id else ()
+        after = PRICED_AFTER.get(f.id, ())
         for c in ordered:
             est = by_id.get(c.id)
             # Host-code causes only (a loop, the allocator, a sync): a kernel-side finding

@@ -38,10 +38,6 @@ class Estimate:
     # Ways to apply the fix, each with its own change to the graph (the finding's own
     # transforms are the first lever's): priced alone when the findings are priced.
     levers: tuple[tuple[Lever, tuple[Transformation, ...]], ...] = ()
-    # Findings whose fixes this one's saving is defined on top of: it measures what is left
-    # once they are fixed (host_bound leaves out the gaps a sync opened: what the host work
-    # still costs shows only once the sync is gone), so it is priced and listed after them.
-    priced_after: tuple[str, ...] = ()
 
 
 def estimate(
@@ -61,7 +57,6 @@ def estimate(
     within_parts: tuple[tuple[Pool, str, int], ...] = (),
     transforms: tuple[Transformation, ...] = (),
     levers: tuple[tuple[Lever, tuple[Transformation, ...]], ...] = (),
-    priced_after: tuple[str, ...] = (),
 ) -> Estimate:
     entry = CATALOGUE[finding_id]
     clean = tuple((pool, max(0, int(ns))) for pool, ns in claims.items())
@@ -85,7 +80,7 @@ def estimate(
     nested: tuple[tuple[Pool, str, int | None], ...] = tuple(
         (pool, parent, None) for pool, parent in (within or {}).items()
     )
-    return Estimate(finding, clean, nested + within_parts, transforms, levers, priced_after)
+    return Estimate(finding, clean, nested + within_parts, transforms, levers)
 
 
 def _nest(estimates: list[Estimate]) -> tuple[list[Estimate], dict[str, list[str]]]:
