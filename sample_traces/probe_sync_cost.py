@@ -27,6 +27,7 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sample_traces import make_cause_pairs as causes
+from sample_traces.cuda_timing import time_step
 
 KINDS = ("before", "after", "after_sync", "after_wait", "index_nosync")
 N_LABELS = 9
@@ -85,19 +86,6 @@ def variants(dev: torch.device) -> dict[str, tuple[Callable[[], object], dict[st
     return {k: make(k) for k in KINDS}
 
 
-def timed(step: Callable[[], object], iters: int) -> float:
-    for _ in range(3):
-        step()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(iters):
-        step()
-    end.record()
-    end.synchronize()
-    return float(start.elapsed_time(end)) / iters
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--rounds", type=int, default=6)
@@ -110,7 +98,7 @@ def main() -> int:
         for k in KINDS:
             for v in steps[k][1].values():
                 v.clear()
-            ms[k].append(timed(steps[k][0], args.iters))
+            ms[k].append(time_step(steps[k][0], True, iters=args.iters))
         print("round", r, {k: round(v[-1], 2) for k, v in ms.items()}, flush=True)
     out = {
         k: {"ms": round(statistics.mean(ms[k]), 3), "sd": round(statistics.stdev(ms[k]), 3),
