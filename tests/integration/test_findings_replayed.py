@@ -5,14 +5,13 @@ to the pool estimates, and the graph built once per trace."""
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Callable
 
 import pytest
 
 from tests.analyses import analysed
 from tests.conftest import SAMPLES_DIR, sample_path
-from tests.findings_helpers import by_id, context, ids
+from tests.findings_helpers import UNPROFILED, by_id, context, ids
 from traceinsight.analysis.diff.compare import DiffOptions, diff_traces
 from traceinsight.analysis.findings import DETECTORS, FindingsResult, find
 from traceinsight.analysis.findings.price import replayed
@@ -40,12 +39,6 @@ PAIRS = [
 ]
 # Known misses on the step without the profiler: held to fail, so that a fix shows.
 MISSES: dict[str, str] = {}
-# The fix timed without the profiler when the pair was recorded (CUDA events), where it was.
-UNPROFILED = {
-    row["pair"]: float(row["saving_pct"])
-    for name in ("fix_timings.json", "models/model_timings.json")
-    for row in json.loads((SAMPLES_DIR / name).read_text())
-}
 WITHIN = 1.5  # predicted / measured, either way
 
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 import pytest
 
 from tests.conftest import SAMPLES_DIR, sample_names
-from tests.findings_helpers import by_id, context, ids
+from tests.findings_helpers import UNPROFILED, by_id, context, ids
 from traceinsight.analysis.diff.compare import DiffOptions, DiffResult, diff_traces
 from traceinsight.analysis.findings import CATALOGUE, FindingsResult, find
 from traceinsight.analysis.findings.catalogue import LEAD_SAVING_PCT, PRICED_AFTER
@@ -178,10 +178,6 @@ def test_every_number_is_physically_possible(result, step_ns, name: str) -> None
 @functools.cache
 def _diff(before: str, after: str, loader: Callable[[str], object]) -> DiffResult:
     return diff_traces(loader(before), loader(after), DiffOptions(n_boot=200))  # type: ignore[arg-type]
-
-
-# The fix timed without the profiler when the pair was recorded (CUDA events), where it was.
-UNPROFILED = {row["pair"]: float(row["saving_pct"]) for row in json.loads((SAMPLES_DIR / "fix_timings.json").read_text())}
 
 
 @pytest.mark.parametrize(("before", "after", "finding"), PAIRS)
