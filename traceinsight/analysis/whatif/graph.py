@@ -356,8 +356,7 @@ def build(trace: Trace) -> StepGraph:
     # start and that latency later) waited for its launch, not its stream: counted as stream
     # bound, a launch-bound trace's launch latency reads as a back-to-back gap the device
     # keeps whatever the launches become (CUDA graphs).
-    idle_at_launch = ~stream_head & has_launch & (prev_end <= launch_ts)
-    lat_nat = _median(d_launch[has_launch & (stream_head | idle_at_launch)], 5_000)
+    lat_nat = _median(d_launch[has_launch & (prev_end <= launch_ts)], 5_000)  # a stream's head: prev_end is NEG
     stream_bound = ~stream_head & (~has_launch | (prev_end > launch_ts + lat_nat))
     gap_nat = _median(d_stream[stream_bound], 1_000)
     lat = np.where(stream_bound, np.minimum(d_launch, lat_nat), d_launch)
