@@ -16,7 +16,7 @@ import polars as pl
 
 from traceinsight.analysis.whatif.graph import SEG_LAUNCH, StepGraph
 from traceinsight.analysis.whatif.replay import Durations
-from traceinsight.analysis.whatif.transforms import Transformation, TransformError
+from traceinsight.analysis.whatif.transforms import Transformation, TransformError, cached_hash
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,7 @@ class FuseChains(Transformation):
     kind: ClassVar[str] = "fuse_chains"
     chains: tuple[tuple[tuple[int, ...], int], ...]
     launches: bool = True
+    __hash__ = cached_hash
 
     def apply(self, graph: StepGraph, d: Durations) -> Durations:
         if not self.chains:

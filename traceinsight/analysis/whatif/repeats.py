@@ -20,6 +20,7 @@ from traceinsight.analysis.whatif.transforms import (
     Transformation,
     _factor,
     _segments_in,
+    cached_hash,
     memoized,
     scale_host,
 )
@@ -70,6 +71,7 @@ class CollapseSpans(Transformation):
     spans: tuple[Span, ...]
     factor: float
     what: str = "a loop"
+    __hash__ = cached_hash
 
     def apply(self, graph: StepGraph, d: Durations) -> Durations:
         factor = _factor(self.factor, "a host factor")

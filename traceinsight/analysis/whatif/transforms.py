@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import ClassVar
 
 import numpy as np
@@ -165,8 +165,22 @@ class Transformation:
         raise NotImplementedError
 
     def to_dict(self) -> dict[str, object]:
-        fields = {k: v for k, v in self.__dict__.items()}
-        return {"kind": self.kind, **fields, "description": self.describe()}
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        return {"kind": self.kind, **values, "description": self.describe()}
+
+
+def cached_hash(self: Transformation) -> int:
+    """The hash of a transformation's fields, computed once per object. A replay is memoised by
+    its tuple of transformations, and some carry tens of thousands of values (the kernel chains
+    a fusion merges, the allocator events' times): hashing those on every lookup cost more than
+    some replays. Classes holding such tuples set ``__hash__ = cached_hash`` (the dataclass
+    then keeps it)."""
+    found: int | None = self.__dict__.get("_hash")
+    if found is None:
+        found = hash((type(self), *(getattr(self, f.name) for f in fields(self))))
+        # a frozen dataclass: the cache goes in the instance's dict, outside its fields
+        self.__dict__["_hash"] = found
+    return found
 
 
 @dataclass(frozen=True)
@@ -343,6 +357,7 @@ class RemoveProfilerCost(Transformation):
     # (pid, tid, ts_ns) of profile_memory's events; empty without them
     memory_at: tuple[tuple[int, int, int], ...] = ()
     window_ns: int = PROFILER_COST_WINDOW_NS
+    __hash__ = cached_hash
 
     def _costs(self) -> dict[str, float]:
         costs = dict(self.per_event_ns)

@@ -14,6 +14,7 @@ finding keeps its pool claim (``savings.settle``), one confidence step lower, an
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -58,11 +59,18 @@ class Settled:
 class Replay:
     graph: StepGraph
     steps: list[int]  # the steady steps the medians are over; empty: the whole trace
-    before_ns: int  # median steady step (or the whole trace), replayed as recorded
+    before_ns: int  # median steady step (or the whole trace), replayed on ``base``
+    # what every replay applies first: nothing (the recording), or the profiler's cost taken out
+    # (the findings' clock, ``price.clock.replay_base``)
+    base: tuple[Transformation, ...] = ()
 
     def after_ns(self, transforms: tuple[Transformation, ...]) -> int:
-        times, whole = replayed_steps(self.graph, transforms)
+        times, whole = replayed_steps(self.graph, (*self.base, *transforms))
         return _median_of(times, whole, self.steps)
+
+
+# Gives the base a replay's findings are priced on, and its step: ``((), 0)`` where none replays.
+BaseOf = Callable[[Replay], tuple[tuple[Transformation, ...], int]]
 
 
 def _length(graph: StepGraph, tl: Timeline, steps: list[int]) -> int:
@@ -155,9 +163,11 @@ def _replayed(
     where = (
         f"median of {len(rep.steps)} steady step(s)" if rep.steps else "the whole trace (no steps)"
     )
+    on = " on the step with the profiler's own host cost taken out" if rep.base else ""
     method = (
         f"replayed: the trace's dependency graph (host threads, launches, streams, syncs) replayed "
-        f"with {_describe(est.transforms)}: {rep.before_ns / 1e6:.3f} → {after_ns / 1e6:.3f} ms, {where}"
+        f"with {_describe(est.transforms)}{on}: "
+        f"{rep.before_ns / 1e6:.3f} → {after_ns / 1e6:.3f} ms, {where}"
         + (f", counting only what it adds to the fixes of {', '.join(first)} (they claim part of the same time)" if first else "")
         + (", at most what it saves alone" if capped else "")
         + ". "
@@ -202,9 +212,12 @@ def _fallback(f: Finding, note: str) -> Finding:
     return replace(f, confidence=LOWER[f.confidence], confidence_reason=f"{f.confidence_reason}; {note}")
 
 
-def settle_all(ctx: FindingContext, estimates: list[Estimate]) -> Settled:
+def settle_all(ctx: FindingContext, estimates: list[Estimate], base_of: BaseOf | None = None) -> Settled:
     """Every finding's saving: replayed where it has transformations and the trace replays,
-    the pool claims otherwise (see the module doc)."""
+    the pool claims otherwise (see the module doc). ``base_of``: the base the findings are
+    replayed on (the step without the profiler, ``price.clock``); the recording without it. The
+    ranking is then read on the clock the findings are priced on, and those replays are the
+    ones that pricing reuses (each finding alone on the base), not a second set."""
     claimed_material, claimed_minor = settle(ctx, estimates)
     claimed = {f.id: f for f in (*claimed_material, *claimed_minor)}
     floor = REPLAY_FROM_PCT / 100 * ctx.window_ns
@@ -218,6 +231,10 @@ def settle_all(ctx: FindingContext, estimates: list[Estimate]) -> Settled:
         hit = {e.finding.id for e in with_t}
         fell = [_fallback(f, note or "") if f.id in hit else f for f in claimed.values()]
         return _sum(*_split(fell), replayed=False, note=note)
+    if base_of is not None:
+        on, on_ns = base_of(rep)
+        if on and on_ns > 0:
+            rep = replace(rep, base=on, before_ns=on_ns)
     out: list[Finding] = []
     kept: list[Estimate] = []  # the replayed ones, for the total
     failed: dict[str, str] = {}

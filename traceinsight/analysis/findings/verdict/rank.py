@@ -11,7 +11,7 @@ from traceinsight.analysis.findings.catalogue import MATERIALITY_PCT
 from traceinsight.analysis.findings.detect import DETECTORS
 from traceinsight.analysis.findings.detect.host_comm import host_only
 from traceinsight.analysis.findings.model import Confidence, Finding, FindingsResult
-from traceinsight.analysis.findings.price.clock import reprice
+from traceinsight.analysis.findings.price.clock import clock_of, replay_base, reprice
 from traceinsight.analysis.findings.price.levers import price_levers
 from traceinsight.analysis.findings.price.replayed import FEW_STEPS, settle_all
 from traceinsight.analysis.findings.price.savings import Estimate
@@ -50,7 +50,11 @@ def find(ctx: FindingContext) -> FindingsResult:
             + ", ".join(missing)
             + " (detectors reading them found nothing)"
         )
-    settled, clock = reprice(ctx, settle_all(ctx, estimates), estimates)
+    # ranked and priced on one base: the step without the profiler, where the clock is not the
+    # traced step (each finding alone on it is replayed once, for both)
+    on_clock = clock_of(ctx)
+    settled = settle_all(ctx, estimates, lambda rep: replay_base(ctx, on_clock, rep))
+    settled, clock = reprice(ctx, settled, estimates)
     source = clock.source if clock is not None else "traced"
     material, minor = _profiled(ctx, settled.material, source), _profiled(ctx, settled.minor, source)
     material, minor = price_levers(ctx, material, estimates, clock), price_levers(ctx, minor, estimates, clock)
