@@ -24,6 +24,7 @@ from typing import Any
 import polars as pl
 
 from traceinsight.analysis.classify import with_classes
+from traceinsight.analysis.core.memo import per_trace
 from traceinsight.analysis.device import model as device_model
 from traceinsight.analysis.findings.catalogue import BANDWIDTH_EFFICIENCY, SIMT_EFFICIENCY
 from traceinsight.analysis.findings.model import Evidence, KernelEvidence, OpEvidence
@@ -267,7 +268,13 @@ def _from_kernels(ctx: FindingContext, kern: pl.DataFrame) -> pl.DataFrame:
 
 
 def find_subgraph(ctx: FindingContext) -> Subgraph | None:
-    """The written-out attention of this trace: its kernels and shapes (None when there is none)."""
+    """The written-out attention of this trace: its kernels and shapes (None when there is none).
+    Found once per trace, device and step count: the attention and the GEMM-alignment
+    detectors both read it."""
+    return per_trace(ctx.trace, ("attention_subgraph", ctx.device.vendor, ctx.step_count), lambda: _find_subgraph(ctx))
+
+
+def _find_subgraph(ctx: FindingContext) -> Subgraph | None:
     ops = _host_ops(ctx)
     has_shapes = bool(ctx.trace.events.select("kind", "input_dims").filter(pl.col("kind") == "cpu_op")["input_dims"].drop_nulls().len())
     if has_shapes:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from traceinsight.analysis.classify import collective_of, with_classes
+from traceinsight.analysis.core.memo import per_trace
 from traceinsight.analysis.lib import intervals
 from traceinsight.analysis.lib.host_names import name_matches
 from traceinsight.trace.model import Trace
@@ -128,7 +129,12 @@ def host_calls(trace: Trace) -> pl.DataFrame:
     """One row per collective call issued by the host (schema :data:`CALL_SCHEMA`).
 
     Read from the c10d dispatcher ops where the trace has them, else from NCCL's
-    ``record_param_comms``, else from the backend spans (``gloo:all_reduce``)."""
+    ``record_param_comms``, else from the backend spans (``gloo:all_reduce``). Once per trace:
+    every communication detector starts from it."""
+    return per_trace(trace, "collective_host_calls", lambda: _host_calls(trace))
+
+
+def _host_calls(trace: Trace) -> pl.DataFrame:
     ev = trace.events.select("kind", "name", "step", "tid", "ts_ns", "end_ns", "input_dims", "collective_name", "in_msg_nelems").filter(
         pl.col("kind").cast(pl.String).is_in(["cpu_op", "user_annotation"])
     )
