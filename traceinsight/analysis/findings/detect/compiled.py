@@ -6,6 +6,7 @@ import polars as pl
 
 from traceinsight.analysis.findings.model import Evidence, OpEvidence, RegionEvidence
 from traceinsight.analysis.findings.price.savings import Estimate, estimate
+from traceinsight.analysis.findings.read.chains import LIBRARY_CALL_OPS
 from traceinsight.analysis.findings.read.context import FindingContext
 from traceinsight.analysis.lib import intervals
 from traceinsight.analysis.sections.breakdown import busy_intervals
@@ -96,10 +97,7 @@ COMPILED_REGION = r"^Torch-Compiled Region"
 # when the region is compiled; the pointwise and reduction ops around them become Triton
 # kernels, launched without the dispatcher. On cause_compile_eager (BERT at batch 1 under
 # backend="eager") the Inductor run's trace holds only aten::mm, bmm and addmm.
-EXTERN_OPS = (
-    r"^aten::(mm|addmm|bmm|baddbmm|_?convolution|(cudnn_|miopen_)convolution|convolution_backward"
-    r"|_scaled_dot_product_\w+|_flash_attention_\w+|_efficient_attention_\w+)$"
-)
+EXTERN_OPS = LIBRARY_CALL_OPS
 
 
 def detect_compile_not_applied(ctx: FindingContext) -> Estimate | None:

@@ -54,8 +54,9 @@ SHAPED_SHARE = 0.5
 
 
 def _fused_ns(chains: pl.DataFrame, bw_tbps: float | None) -> pl.DataFrame:
-    """Per chain: ``fused_ns`` (the one kernel's lower-bound time), ``saving_ns`` and
-    ``shaped`` (both ends priced from recorded shapes)."""
+    """Per chain: ``fused_ns`` (the one kernel's lower-bound time: the larger of the ends' bytes
+    at the device's bandwidth and the chain's longest kernel), ``saving_ns`` and ``shaped``
+    (both ends priced from recorded shapes)."""
     rate = None if bw_tbps is None else bw_tbps * 1e3 * BANDWIDTH_EFFICIENCY  # bytes per ns
 
     def end(bytes_col: str, ns_col: str) -> pl.Expr:
@@ -70,7 +71,13 @@ def _fused_ns(chains: pl.DataFrame, bw_tbps: float | None) -> pl.DataFrame:
     # however few bytes, one kernel takes a launch's worth of device time: the chain's
     # shortest kernel, at most FUSED_FLOOR_NS
     floor = pl.min_horizontal(pl.col("min_ns"), pl.lit(FUSED_FLOOR_NS))
-    fused = pl.max_horizontal(end("first_bytes", "first_ns") + end("last_bytes", "last_ns"), floor)
+    # and never less than the chain's longest kernel: the fused kernel does that kernel's work
+    # too. The two ends' bytes miss what a reduction inside the chain costs: a normalization's
+    # statistics must be read before its output can be written, so a fused batch norm still
+    # passes over its input twice, and its backward reads the input and the gradient again
+    # (ResNet-50's batch-norm chains priced at the ends' bytes alone claimed 60 % of a bf16
+    # training step, more than torch.compile gives such a step)
+    fused = pl.max_horizontal(end("first_bytes", "first_ns") + end("last_bytes", "last_ns"), floor, pl.col("durs").list.max())
     shaped = (pl.col("first_bytes").fill_null(0) > 0) & (pl.col("last_bytes").fill_null(0) > 0) & pl.lit(rate is not None)
     return chains.with_columns(
         fused_ns=pl.min_horizontal(fused, pl.col("kernel_ns")).round().cast(pl.Int64), shaped=shaped
@@ -264,7 +271,7 @@ def detect_unfused_elementwise(ctx: FindingContext) -> Estimate | None:
             "sequence recurs; each run replaced by one kernel that reads the first kernel's inputs and writes "
             "the last kernel's output once"
             + (f" at {BANDWIDTH_EFFICIENCY:.0%} of {bw:g} TB/s" if bw else " (no bandwidth known: at the speed the ends ran)")
-            + "; saving = the runs' kernel time minus the fused kernels' time, plus the idle between them "
+            + ", never faster than the run's longest kernel; saving = the runs' kernel time minus the fused kernels' time, plus the idle between them "
             "where the kernels waited for their launches"
         ),
         title=f"{chains.height} chains of elementwise/normalization kernels could each run as one fused kernel "

@@ -30,6 +30,16 @@ COMPILED_LIBRARY = "inductor"
 NOT_CHAIN_SUBFAMILIES = ("foreach", "fill")
 # Kernels of the optimizer step and zero_grad: their own findings price them.
 NOT_CHAIN_ANNOTATION = r"^Optimizer\."
+# The library calls a compiler leaves as calls (Inductor's "extern kernels"): GEMMs,
+# convolutions forward and backward, fused attention. The memory-bound kernels such a call
+# launches besides its main one (cuDNN's NCHW <-> NHWC conversions around a kernel that wants the
+# other layout, split-K reductions) run inside it: no fuser merges them with the ops around the
+# call, so they cut a chain as the call's main kernel does. What removes cuDNN's conversions is
+# the channels_last layout (its own finding).
+LIBRARY_CALL_OPS = (
+    r"^aten::(mm|addmm|bmm|baddbmm|_?convolution|(cudnn_|miopen_)convolution|convolution_backward"
+    r"|_scaled_dot_product_\w+|_flash_attention_\w+|_efficient_attention_\w+)$"
+)
 # A sequence must occur at least this often to be a pattern (per layer, per step).
 MIN_OCCURRENCES = 2
 MIN_CHAIN_KERNELS = 2
@@ -84,12 +94,19 @@ def find_chains(trace: Trace, vendor: str | None = None) -> pl.DataFrame:
         pl.col("family").is_in(list(MEMORY_FAMILIES))
         & ~pl.col("subfamily").fill_null("").is_in(list(NOT_CHAIN_SUBFAMILIES))
         & ~pl.col("annotation").fill_null("").str.contains(NOT_CHAIN_ANNOTATION)
+        & ~pl.col("op_name").fill_null("").str.contains(LIBRARY_CALL_OPS)
     )
     lane = ["device", "stream"]
     # a new chain starts at every cut (a non-memory kernel) and where the step changes
     step = pl.col("step").fill_null(-1)
     cut = (~memory) | (step != step.shift(1).over(lane)).fill_null(True)
-    border = pl.when(~memory & (pl.col("kind") == "kernel")).then(pl.col("family"))
+    # a library call's own memory-bound kernels border a chain as the call does
+    library = pl.col("op_name").fill_null("")
+    border = pl.when(~memory & (pl.col("kind") == "kernel")).then(
+        pl.when(pl.col("family").is_in(list(MEMORY_FAMILIES)) & library.str.contains(LIBRARY_CALL_OPS))
+        .then(pl.when(library.str.contains("conv")).then(pl.lit("conv")).otherwise(pl.lit("gemm")))
+        .otherwise(pl.col("family"))
+    )
     k = k.with_columns(
         chain=cut.cast(pl.UInt32).cum_sum().over(lane),
         # the nearest kernel before and after that is not memory-bound (memsets and copies
