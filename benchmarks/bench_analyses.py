@@ -76,7 +76,36 @@ def _end_to_end_s(path: Path) -> float:
     return time.perf_counter() - start
 
 
-def bench(path: Path, *, repeat: int, chosen: list[str], no_cache: bool, end_to_end: bool) -> dict[str, float]:
+def _replays(path: Path, no_cache: bool) -> tuple[int, float]:
+    """How many times one ``analyze`` of a fresh load replays the dependency graph, and the
+    seconds spent in those replays: a count that machine noise does not move."""
+    from traceinsight.analysis.whatif import model, replay, shared
+
+    calls = [0, 0.0]
+    original = replay.replay
+
+    def counted(*args: object, **kw: object) -> object:
+        start = time.perf_counter()
+        try:
+            return original(*args, **kw)  # type: ignore[arg-type]
+        finally:
+            calls[0] += 1
+            calls[1] += time.perf_counter() - start
+
+    modules = (replay, shared, model)
+    for module in modules:
+        module.replay = counted  # type: ignore[assignment]
+    try:
+        analyze(load(path, cache=not no_cache), AnalysisConfig())
+    finally:
+        for module in modules:
+            module.replay = original
+    return int(calls[0]), float(calls[1])
+
+
+def bench(
+    path: Path, *, repeat: int, chosen: list[str], no_cache: bool, end_to_end: bool, count_replays: bool = False
+) -> dict[str, float]:
     """Print the table for one trace; return every time (s) by name, plus ``events``."""
     json_s = _json_load_s(path)
     start = time.perf_counter()
@@ -112,6 +141,10 @@ def bench(path: Path, *, repeat: int, chosen: list[str], no_cache: bool, end_to_
     if json_s is not None:
         times["json.load"] = json_s
         print(f"load: {load_s / json_s:.2f} x json.load; load + all together: {(load_s + together) / json_s:.2f} x json.load")
+    if count_replays:
+        n, seconds = _replays(path, no_cache)
+        times["replays"], times["replay s"] = float(n), seconds
+        print(f"replays of the dependency graph in one analyze: {n} ({seconds:.2f} s in them)")
     if end_to_end:
         e2e = _end_to_end_s(path)
         times["end to end"] = e2e
@@ -131,6 +164,10 @@ def main() -> int:
     parser.add_argument("--only", default="", help="comma-separated analysis names (default: all)")
     parser.add_argument("--no-cache", action="store_true", help="parse the file instead of reading the cache")
     parser.add_argument("--no-end-to-end", action="store_true", help="skip the `traceinsight analyze` run")
+    parser.add_argument(
+        "--count-replays", action="store_true",
+        help="also count the dependency-graph replays of one analyze on a fresh load (and their seconds)",
+    )
     args = parser.parse_args()
     chosen = [s.strip() for s in args.only.split(",") if s.strip()]
     tiles = [int(t) for t in args.tiles.split(",") if t.strip()]
@@ -145,7 +182,10 @@ def main() -> int:
         elif not paths[0].exists():
             raise SystemExit(f"{paths[0]} does not exist")
     results = [
-        bench(path, repeat=args.repeat, chosen=chosen, no_cache=args.no_cache or bool(tiles), end_to_end=not args.no_end_to_end)
+        bench(
+            path, repeat=args.repeat, chosen=chosen, no_cache=args.no_cache or bool(tiles),
+            end_to_end=not args.no_end_to_end, count_replays=args.count_replays,
+        )
         for path in paths
     ]
     if len(results) >= 2:
