@@ -5,6 +5,7 @@ profiler in ``sample_traces/causes/cause_timings.json``)."""
 from __future__ import annotations
 
 import json
+import re
 from functools import cache
 from pathlib import Path
 
@@ -69,6 +70,23 @@ def test_repeated_launches_leads_on_the_step_without_the_profiler() -> None:
     lead = before.findings[0]
     assert lead.id == "repeated_launches"
     assert measured["saving_pct"] / 1.5 <= lead.saving_pct <= measured["saving_pct"] * 1.5
+
+
+def test_the_base_the_findings_are_priced_on_replays_to_the_recorded_step() -> None:
+    # The loop's step falls with the profiler's per-event cost until the device sets it
+    # (41.1 ms traced, 34.4 at the low end of the cost, 6.3 at the high end): one secant step
+    # between the ends landed on 11.1 ms for the recorded 19.3 ms, so every saving was a share
+    # of a step 42 % shorter than the program runs. The secant steps go on, bracketed, until
+    # the base replays within 5 % of the clock's step.
+    from traceinsight.analysis.findings.price.clock import BASE_TOLERANCE
+
+    before = findings("cause_repeat_before")
+    assert before.clock == "recorded" and before.step_ns is not None
+    lead = before.findings[0]
+    found = re.search(r"host cost taken out: ([0-9.]+) → ", lead.method)
+    assert found is not None, lead.method
+    base_ns = float(found.group(1)) * 1e6
+    assert abs(base_ns - before.step_ns) <= BASE_TOLERANCE * before.step_ns, (base_ns, before.step_ns)
 
 
 def test_compile_not_applied_leads_when_nothing_generated_runs() -> None:

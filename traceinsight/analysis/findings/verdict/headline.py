@@ -324,8 +324,13 @@ def _finding_clauses(findings: FindingsResult | None, full_window_ns: int = 0) -
         lead = "Fix first" if i == 0 else "then"
         if i == 0 and rest:
             lead = f"Over the remaining {_ms(findings.window_ns)}, fix first"
-        # A low-confidence finding keeps its rank (the panel's order) and says what it rests on.
-        doubt = f" (low confidence: {_first_clause(f.confidence_reason)})" if f.confidence == "low" else ""
+        # A low-confidence finding keeps its rank (the panel's order) and says what it rests on;
+        # after the first, only that it is low (the findings panel gives the reason), so that a
+        # verdict of three fixes still fits the first screen.
+        doubt = (
+            (f" (low confidence: {_first_clause(f.confidence_reason)})" if i == 0 else " (low confidence)")
+            if f.confidence == "low" else ""
+        )
         clauses.append(
             Finding("findings", f"{lead}: {_lower(f.title)} [{f.id}], saving {saving}{doubt}: {action}", f.saving_pct)
         )
