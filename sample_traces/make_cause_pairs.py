@@ -172,17 +172,18 @@ def alloc(ctx: Ctx, after: bool) -> Variant:
     return Variant(step, what)
 
 
-def boolmask(ctx: Ctx, after: bool) -> Variant:
-    """BERT-base (6 layers) token classification on padded batches, the loss over real tokens.
-    Before: the padded positions dropped by boolean indexing (``logits[active]``: a nonzero
-    that waits for the GPU); after: padded labels set to -100 and ignored by the loss."""
+def boolmask(ctx: Ctx, after: bool, batch: int = 16) -> Variant:
+    """BERT-base (6 layers) token classification on padded batches of ``batch`` × 128, the loss
+    over real tokens. Before: the padded positions dropped by boolean indexing
+    (``logits[active]``: a nonzero that waits for the GPU); after: padded labels set to -100 and
+    ignored by the loss."""
     from transformers import BertForTokenClassification
 
     torch.manual_seed(0)
     n_labels = 9
     model = BertForTokenClassification(bert_config(ctx, 6, num_labels=n_labels)).to(ctx.device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-5, fused=ctx.cuda)
-    batch, seq = ctx.size(16, 2), ctx.size(128, 16)
+    batch, seq = ctx.size(batch, 2), ctx.size(128, 16)
     ids = torch.randint(0, 30522 if not ctx.smoke else 1000, (batch, seq), device=ctx.device)
     lengths = torch.randint(seq // 4, seq + 1, (batch, 1), device=ctx.device)
     mask = (torch.arange(seq, device=ctx.device)[None, :] < lengths).long()

@@ -13,9 +13,9 @@ profiled with shapes (schedule wait 2 / warmup 1 / active 4: the wait steps are 
   ``torch.cuda.synchronize()`` after the optimizer step and the next batch then built on the
   host (random token ids, padding and a mask, in Python); after: no synchronize, so the host
   builds the next batch while the GPU runs.
-- ``ner_boolmask``: DistilBERT-sized token classification at batch 8 × 128, the loss over the
-  real tokens by boolean indexing (``logits[mask]``: the host waits for the forward pass); after:
-  padded labels set to -100 and ignored by the loss.
+- ``ner_boolmask``: ``make_cause_pairs.py``'s ``boolmask`` (BERT-base token classification, the
+  loss over the real tokens by boolean indexing, ``logits[mask]``: the host waits for the forward
+  pass; after: padded labels set to -100 and ignored by the loss) at batch 8 instead of 16.
 
     python3 sample_traces/make_holdout_pairs.py --out sample_traces/holdout
     python3 sample_traces/make_holdout_pairs.py --smoke --out /tmp/holdout    # CPU check
@@ -36,7 +36,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sample_traces.make_cause_pairs import Ctx, Variant, bert_config, describe, record, time_step
+from sample_traces.make_cause_pairs import Ctx, Variant, boolmask, describe, record, time_step
 
 
 def vit_empty_cache(ctx: Ctx, after: bool) -> Variant:
@@ -140,36 +140,10 @@ def sync_then_prep(ctx: Ctx, after: bool) -> Variant:
 
 
 def ner_boolmask(ctx: Ctx, after: bool) -> Variant:
-    """DistilBERT-sized (6 layers, 768 wide) token classification fine-tuned at batch 8 × 128 on
-    padded sentences, the loss over real tokens. Before: ``logits[attention_mask.bool()]`` (boolean
-    indexing: a nonzero whose size the host must read, so it waits for the forward pass before it
-    can launch the backward); after: padded labels set to -100, ignored by the loss."""
-    from transformers import BertForTokenClassification
-
-    torch.manual_seed(0)
-    n_labels = 9
-    model = BertForTokenClassification(bert_config(ctx, 6, num_labels=n_labels)).to(ctx.device)
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-5, fused=ctx.cuda)
-    batch, seq = ctx.size(8, 2), ctx.size(128, 16)
-    ids = torch.randint(0, 30522 if not ctx.smoke else 1000, (batch, seq), device=ctx.device)
-    lengths = torch.randint(seq // 4, seq + 1, (batch, 1), device=ctx.device)
-    mask = torch.arange(seq, device=ctx.device)[None, :] < lengths
-    labels = torch.randint(0, n_labels, (batch, seq), device=ctx.device)
-
-    def step() -> object:
-        opt.zero_grad(set_to_none=True)
-        with torch.autocast(ctx.device.type, dtype=torch.bfloat16):
-            logits = model(input_ids=ids, attention_mask=mask.long()).logits.float()
-        if after:
-            loss = F.cross_entropy(logits.view(-1, n_labels), labels.masked_fill(~mask, -100).view(-1), ignore_index=-100)
-        else:
-            loss = F.cross_entropy(logits[mask], labels[mask])
-        loss.backward()
-        opt.step()
-        return loss
-
-    what = "padded labels set to -100, cross_entropy(ignore_index=-100)" if after else "loss over logits[mask] (boolean indexing)"
-    return Variant(step, what)
+    """The ``boolmask`` cause pair (``make_cause_pairs.py``: BERT-base, 6 layers, token
+    classification, ``logits[mask]`` against ``ignore_index=-100``) at batch 8 × 128, where the
+    host's launches are nearer the step's critical path than at the cause pair's batch 16."""
+    return boolmask(ctx, after, batch=8)
 
 
 PAIRS = {

@@ -133,10 +133,18 @@ def replay_base(ctx: FindingContext, clock: Clock | None, rep: Replay) -> tuple[
     be replayed."""
     if clock is None or clock.source == "traced":
         return (), rep.before_ns
-    try:
-        return profiler_base(ctx, clock, rep.after_ns)
-    except TransformError:
-        return (), 0
+    # Searched once per graph, clock and steps: the ranking, the pricing and each list of
+    # levers ask for it, and every search builds its transformations anew (each one hashing
+    # the allocator events' times before its replay is found in the memo).
+    key = ("findings_base", clock, tuple(rep.steps), rep.base)
+    found: tuple[tuple[Transformation, ...], int] | None = rep.graph.memo.get(key)
+    if found is None:
+        try:
+            found = profiler_base(ctx, clock, rep.after_ns)
+        except TransformError:
+            found = ((), 0)
+        rep.graph.memo[key] = found
+    return found
 
 
 def _cap(saved_ns: int, left_ns: int, idle_left_ns: int, host_side: bool) -> tuple[int, str | None]:

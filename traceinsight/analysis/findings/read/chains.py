@@ -90,21 +90,22 @@ def find_chains(trace: Trace, vendor: str | None = None) -> pl.DataFrame:
     k = _kernels(trace, vendor)
     if k.height == 0:
         return pl.DataFrame(schema={**CHAIN_COLUMNS, "occurrences": pl.UInt32})
+    # launched by a library call (matched once per row here, read twice below)
+    k = k.with_columns(library_call=pl.col("op_name").fill_null("").str.contains(LIBRARY_CALL_OPS))
     memory = (
         pl.col("family").is_in(list(MEMORY_FAMILIES))
         & ~pl.col("subfamily").fill_null("").is_in(list(NOT_CHAIN_SUBFAMILIES))
         & ~pl.col("annotation").fill_null("").str.contains(NOT_CHAIN_ANNOTATION)
-        & ~pl.col("op_name").fill_null("").str.contains(LIBRARY_CALL_OPS)
+        & ~pl.col("library_call")
     )
     lane = ["device", "stream"]
     # a new chain starts at every cut (a non-memory kernel) and where the step changes
     step = pl.col("step").fill_null(-1)
     cut = (~memory) | (step != step.shift(1).over(lane)).fill_null(True)
     # a library call's own memory-bound kernels border a chain as the call does
-    library = pl.col("op_name").fill_null("")
     border = pl.when(~memory & (pl.col("kind") == "kernel")).then(
-        pl.when(pl.col("family").is_in(list(MEMORY_FAMILIES)) & library.str.contains(LIBRARY_CALL_OPS))
-        .then(pl.when(library.str.contains("conv")).then(pl.lit("conv")).otherwise(pl.lit("gemm")))
+        pl.when(pl.col("family").is_in(list(MEMORY_FAMILIES)) & pl.col("library_call"))
+        .then(pl.when(pl.col("op_name").str.contains("conv")).then(pl.lit("conv")).otherwise(pl.lit("gemm")))
         .otherwise(pl.col("family"))
     )
     k = k.with_columns(
