@@ -54,6 +54,13 @@ PAIRS = (
     ("causes_b/precision_fp32", "causes_b/precision_tf32", "fp32_no_tensor_cores", "TF32 (ResNet-50, cuDNN)"),
     ("causes_b/precision_fp32", "causes_b/precision_bf16", "fp32_no_tensor_cores", "bf16 autocast (ResNet-50)"),
     ("causes_b/attention_block_before", "causes_b/attention_block_after", "eager_attention", "timm fused_attn (SDPA)"),
+    # held out: recorded after the rules they check (sample_traces/make_holdout_pairs.py, H100)
+    ("holdout/holdout_vit_empty_cache_before", "holdout/holdout_vit_empty_cache_after", "allocator_churn", "no empty_cache per step (ViT-S)"),
+    ("holdout/holdout_metrics_sync_before", "holdout/holdout_metrics_sync_after", "host_sync", "metrics read every 10 steps"),
+    ("holdout/holdout_sync_then_prep_before", "holdout/holdout_sync_then_prep_after", "host_sync", "synchronize() before the batch dropped"),
+    ("holdout/holdout_ner_boolmask_before", "holdout/holdout_ner_boolmask_after", "host_sync", "logits[mask] → ignore_index, batch 8"),
+    ("holdout/holdout_resnet50_compile_before", "holdout/holdout_resnet50_compile_after", "unfused_elementwise", "torch.compile (ResNet-50 bf16)"),
+    ("holdout/holdout_resnet50_channels_last_before", "holdout/holdout_resnet50_channels_last_after", "channels_last", "channels_last (ResNet-50 bf16, batch 96)"),
 )
 
 
@@ -86,7 +93,7 @@ def predictions(result: FindingsResult, finding_id: str) -> tuple[str, str]:
 def unprofiled_pct() -> dict[str, float]:
     """Each pair's saving timed without the profiler when it was recorded, by pair name."""
     out: dict[str, float] = {}
-    for name in ("fix_timings.json", "causes/cause_timings.json", "models/model_timings.json", "models/isolation_retimed.json", "models/retimed_model_pairs.json"):
+    for name in ("fix_timings.json", "causes/cause_timings.json", "holdout/holdout_timings.json", "models/model_timings.json", "models/isolation_retimed.json", "models/retimed_model_pairs.json"):
         path = SAMPLES / name
         if path.exists():
             out.update({row["pair"]: float(row["saving_pct"]) for row in json.loads(path.read_text())})
@@ -134,7 +141,7 @@ def main() -> None:
         st = d.step_time
         steps = f"{(st.before_median_ns or 0) / 1e6:.2f} → {(st.after_median_ns or 0) / 1e6:.2f} ms"
         remains = saving_of(fa, finding)
-        name = Path(before).name.removeprefix("fix_").removeprefix("model_").removeprefix("cause_").removesuffix("_before")
+        name = Path(before).name.removeprefix("fix_").removeprefix("model_").removeprefix("cause_").removeprefix("holdout_").removesuffix("_before")
         real = truth.get(name, truth.get(Path(before).name, truth.get(f"{Path(before).name}→{Path(after).name}")))
         listed = replayed if replayed != "-" else pool
         print(

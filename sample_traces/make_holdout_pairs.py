@@ -16,6 +16,11 @@ profiled with shapes (schedule wait 2 / warmup 1 / active 4: the wait steps are 
 - ``ner_boolmask``: ``make_cause_pairs.py``'s ``boolmask`` (BERT-base token classification, the
   loss over the real tokens by boolean indexing, ``logits[mask]``: the host waits for the forward
   pass; after: padded labels set to -100 and ignored by the loss) at batch 8 instead of 16.
+- ``resnet50_compile``: a ResNet-50 (torchvision, from its config) trained at batch 96 × 224 px
+  under bf16 autocast in NCHW, eager; after: the model under ``torch.compile`` (Inductor), which
+  fuses batch norm's passes with the activations around them. Checks the fusion price on a
+  convolutional network.
+- ``resnet50_channels_last``: the same eager step; after: model and input in channels_last.
 
     python3 sample_traces/make_holdout_pairs.py --out sample_traces/holdout
     python3 sample_traces/make_holdout_pairs.py --smoke --out /tmp/holdout    # CPU check
@@ -146,9 +151,49 @@ def ner_boolmask(ctx: Ctx, after: bool) -> Variant:
     return boolmask(ctx, after, batch=8)
 
 
+def _resnet50(ctx: Ctx, compiled: bool, channels_last: bool) -> Variant:
+    import torchvision
+
+    torch.backends.cudnn.benchmark = True
+    torch.manual_seed(0)
+    torch._dynamo.reset()
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    model = torchvision.models.resnet50(num_classes=1000).to(ctx.device, memory_format=fmt)
+    size = ctx.size(224, 64)
+    x = torch.randn(ctx.size(96, 4), 3, size, size, device=ctx.device).to(memory_format=fmt)
+    y = torch.randint(0, 1000, (x.shape[0],), device=ctx.device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, foreach=True)
+    # the smoke run checks the Dynamo path without compiling C++
+    forward = torch.compile(model, backend="inductor" if ctx.cuda else "eager") if compiled else model
+
+    def step() -> object:
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast(ctx.device.type, dtype=torch.bfloat16):
+            loss = F.cross_entropy(forward(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    what = "ResNet-50 bf16 autocast, batch 96, NCHW, eager"
+    if compiled:
+        what = "the same under torch.compile(model) (Inductor)"
+    elif channels_last:
+        what = "the same with model and input in channels_last"
+    return Variant(step, what)
+
+
+def resnet50_compile(ctx: Ctx, after: bool) -> Variant:
+    return _resnet50(ctx, compiled=after, channels_last=False)
+
+
+def resnet50_channels_last(ctx: Ctx, after: bool) -> Variant:
+    return _resnet50(ctx, compiled=False, channels_last=after)
+
+
 PAIRS = {
     "vit_empty_cache": vit_empty_cache, "metrics_sync": metrics_sync, "sync_then_prep": sync_then_prep,
-    "ner_boolmask": ner_boolmask,
+    "ner_boolmask": ner_boolmask, "resnet50_compile": resnet50_compile,
+    "resnet50_channels_last": resnet50_channels_last,
 }
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from tests.findings_helpers import UNPROFILED
 from traceinsight.analysis.core.base import AnalysisConfig
-from traceinsight.analysis.findings import FindingsResult
+from traceinsight.analysis.findings import FindingsResult, find
 from traceinsight.analysis.findings.detect.repeats import find_loops
 from traceinsight.analysis.findings.read.context import FindingContext
 from traceinsight.analysis.report import analyze
@@ -87,6 +87,25 @@ def test_the_base_the_findings_are_priced_on_replays_to_the_recorded_step() -> N
     assert found is not None, lead.method
     base_ns = float(found.group(1)) * 1e6
     assert abs(base_ns - before.step_ns) <= BASE_TOLERANCE * before.step_ns, (base_ns, before.step_ns)
+
+
+def test_a_trace_replayed_whole_is_based_on_the_clock_s_share_of_it() -> None:
+    # A decode loop whose iterations do not replay one by one is replayed as the whole trace:
+    # its base is the clock's share of that (the un-profiled step over the traced one), not one
+    # step. Aiming a 463 ms replay at a 3.8 ms step took every costed host time out, and the
+    # loop, launch-bound on every clock, was led by fusion.
+    from tests.findings_helpers import context
+    from traceinsight.analysis.findings.price import replayed
+    from traceinsight.analysis.findings.price.clock import BASE_TOLERANCE, clock_of, replay_base
+
+    ctx = context(load(CAUSES.parent / "decode" / "decode_eager.json.gz"))
+    clock = clock_of(ctx)
+    rep, _ = replayed.check(ctx)
+    assert clock is not None and clock.source == "estimated" and rep is not None and not rep.steps
+    want = rep.before_ns * clock.step_ns / clock.traced_ns
+    _, base_ns = replay_base(ctx, clock, rep)
+    assert abs(base_ns - want) <= BASE_TOLERANCE * want, (base_ns, want)
+    assert find(ctx).findings[0].id == "launch_bound"
 
 
 def test_compile_not_applied_leads_when_nothing_generated_runs() -> None:

@@ -185,7 +185,7 @@ def glance_renderable(report: Report, *, narrow: bool = False, width: int | None
 
 
 def _height(renderable: RenderableType, width: int) -> int:
-    console = Console(width=width, file=io.StringIO(), no_color=True, color_system=None, soft_wrap=False)
+    console = Console(width=width, file=io.StringIO(), no_color=True, color_system=None, soft_wrap=False, markup=False)
     return len(console.render_lines(renderable, console.options, pad=False))
 
 

@@ -282,6 +282,6 @@ def terminal_text(obj: Any, *, width: int | None = None) -> str:
     doc = as_document(obj)
     width = width or doc.width
     buf = io.StringIO()
-    console = Console(file=buf, width=width, no_color=True, color_system=None, soft_wrap=False, highlight=False)
+    console = Console(file=buf, width=width, no_color=True, color_system=None, soft_wrap=False, highlight=False, markup=False)
     console.print(doc.terminal(console.width < NARROW))
     return buf.getvalue()

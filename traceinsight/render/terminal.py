@@ -34,6 +34,8 @@ def make_console(file: Any = None, *, width: int | None = None, stderr: bool = F
         width=width,
         soft_wrap=False,
         highlight=False,
+        # text is the report's, never markup: a fix that says "x[mask]" keeps its brackets
+        markup=False,
     )
 
 

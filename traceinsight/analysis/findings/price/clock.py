@@ -86,11 +86,17 @@ def clock_of(ctx: FindingContext) -> Clock | None:
 # How close the base's replayed step must come to the clock's, and the secant steps allowed.
 BASE_TOLERANCE = 0.05
 BASE_STEPS = 3
+# Beyond the calibrated range: the line through the range's ends followed at most this many
+# times; the device's own step is the replay at FLOOR_COST_FACTOR times the range's top (every
+# costed event's host time gone).
+EXTEND_STEPS = 3
+FLOOR_COST_FACTOR = 1000.0
 
 
-def profiler_base(ctx: FindingContext, clock: Clock, after_ns: object) -> tuple[tuple[Transformation, ...], int]:
-    """The profiler's cost taken out at the per-event cost that gives the clock's step, and the
-    base step it replays to. ``after_ns``: replays a tuple of transformations to a step."""
+def profiler_base(ctx: FindingContext, target_ns: int, after_ns: object) -> tuple[tuple[Transformation, ...], int]:
+    """The profiler's cost taken out at the per-event cost that replays to ``target_ns`` (the
+    clock's step, in the replay's unit), and the base step it replays to. ``after_ns``: replays
+    a tuple of transformations to a step."""
     memory = memory_at(ctx.trace)
     lo_cost, hi_cost = costs_ns()
 
@@ -109,18 +115,48 @@ def profiler_base(ctx: FindingContext, clock: Clock, after_ns: object) -> tuple[
     # shorter than the program's).
     lo_c, hi_c = lo_cost["op"], hi_cost["op"]
     (t_lo, at_lo), (t_hi, at_hi) = at(lo_c), at(hi_c)
-    if at_lo == at_hi or clock.step_ns >= at_lo:
-        return (t_lo, at_lo) if clock.step_ns >= at_lo else (t_hi, at_hi)
-    if clock.step_ns <= at_hi:
+    target = target_ns
+    if at_lo == at_hi or target >= at_lo:
+        return (t_lo, at_lo) if target >= at_lo else (t_hi, at_hi)
+    if at_hi > target * (1 + BASE_TOLERANCE):
+        # A step timed without the profiler below what the calibrated range replays to: this
+        # recording's profiler cost per event is above the range (ResNet-50 with shapes on an
+        # H100: 57.2 ms at the range's top for 45.8 ms timed), and the timed step outranks the
+        # calibration. Where the host leaves the path before the clock is met, the step is the
+        # device's own (its kernels as traced): the least cost that brings the host just onto
+        # it is the base, never more (the host as fast as the clock allows, no faster; with it
+        # taken out to nothing, a change that shortens the kernels priced the whole drop).
+        floor = at(hi_c * FLOOR_COST_FACTOR)
+        target = max(target, round(floor[1] * (1 + BASE_TOLERANCE / 2)))
+        if at_hi <= target * (1 + BASE_TOLERANCE):
+            return t_hi, at_hi
+        # the step still falls in proportion at the range's top: the line through the two ends
+        # is followed to the target, then bracketed (past the kink where the host leaves the
+        # path, the step is flat and a secant from that side would land on the flat again)
+        for _ in range(EXTEND_STEPS):
+            slope = (at_lo - at_hi) / (hi_c - lo_c)  # ns of step per ns of cost
+            if slope <= 0:
+                return t_hi, at_hi
+            cost = hi_c + (at_hi - target) / slope
+            t_c, at_c = at(cost)
+            if abs(at_c - target) <= BASE_TOLERANCE * target:
+                return t_c, at_c
+            if at_c < target:
+                lo_c, at_lo, hi_c, t_hi, at_hi = hi_c, at_hi, cost, t_c, at_c
+                break
+            lo_c, at_lo, hi_c, t_hi, at_hi = hi_c, at_hi, cost, t_c, at_c
+        else:
+            return t_hi, at_hi
+    if target <= at_hi:
         return t_hi, at_hi
     found = (t_lo, at_lo)
     for _ in range(BASE_STEPS):
-        cost = lo_c + (hi_c - lo_c) * (at_lo - clock.step_ns) / (at_lo - at_hi)
+        cost = lo_c + (hi_c - lo_c) * (at_lo - target) / (at_lo - at_hi)
         cost = float(np.clip(cost, lo_c, hi_c))
         found = at(cost)
-        if abs(found[1] - clock.step_ns) <= BASE_TOLERANCE * clock.step_ns or at_lo == at_hi:
+        if abs(found[1] - target) <= BASE_TOLERANCE * target or at_lo == at_hi:
             break
-        if found[1] > clock.step_ns:
+        if found[1] > target:
             lo_c, at_lo = cost, found[1]
         else:
             hi_c, at_hi = cost, found[1]
@@ -140,7 +176,10 @@ def replay_base(ctx: FindingContext, clock: Clock | None, rep: Replay) -> tuple[
     found: tuple[tuple[Transformation, ...], int] | None = rep.graph.memo.get(key)
     if found is None:
         try:
-            found = profiler_base(ctx, clock, rep.after_ns)
+            # A replay of the whole trace (its steps do not replay one by one: a decode loop's
+            # iterations) is no step: its target is the clock's share of the traced step.
+            target = clock.step_ns if rep.steps else round(rep.before_ns * clock.step_ns / max(clock.traced_ns, 1))
+            found = profiler_base(ctx, target, rep.after_ns)
         except TransformError:
             found = ((), 0)
         rep.graph.memo[key] = found
