@@ -21,6 +21,10 @@ profiled with shapes (schedule wait 2 / warmup 1 / active 4: the wait steps are 
   fuses batch norm's passes with the activations around them. Checks the fusion price on a
   convolutional network.
 - ``resnet50_channels_last``: the same eager step; after: model and input in channels_last.
+- ``moe_experts``: a Mixtral-style model (transformers, 4 layers, 8 experts, top-2) trained at
+  batch 8 × 256 in bf16 with the experts run by the eager implementation (a Python loop over
+  the experts hit, each finding its tokens with ``torch.where`` on the routing mask: a sync per
+  expert and layer); after: ``grouped_mm`` (one grouped GEMM per projection, no sync).
 
     python3 sample_traces/make_holdout_pairs.py --out sample_traces/holdout
     python3 sample_traces/make_holdout_pairs.py --smoke --out /tmp/holdout    # CPU check
@@ -190,10 +194,48 @@ def resnet50_channels_last(ctx: Ctx, after: bool) -> Variant:
     return _resnet50(ctx, compiled=False, channels_last=after)
 
 
+def moe_experts(ctx: Ctx, after: bool) -> Variant:
+    from transformers import MixtralConfig, MixtralForCausalLM
+
+    torch.manual_seed(0)
+    fast = "grouped_mm" if ctx.cuda else "batched_mm"  # grouped GEMMs need a GPU
+    impl = fast if after else "eager"
+    config = MixtralConfig(
+        vocab_size=ctx.size(32000, 1000),
+        hidden_size=ctx.size(512, 64),
+        intermediate_size=ctx.size(1024, 128),
+        num_hidden_layers=ctx.size(4, 2),
+        num_attention_heads=ctx.size(8, 4),
+        num_key_value_heads=ctx.size(8, 4),
+        num_local_experts=8,
+        num_experts_per_tok=2,
+        max_position_embeddings=512,
+        attn_implementation="sdpa",
+    )
+    config._experts_implementation = impl
+    model = MixtralForCausalLM(config).to(ctx.device)
+    if hasattr(model, "set_experts_implementation"):
+        model.set_experts_implementation(impl)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=ctx.cuda)
+    ids = torch.randint(0, config.vocab_size, (ctx.size(8, 2), ctx.size(256, 32)), device=ctx.device)
+
+    def step() -> object:
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast(ctx.device.type, dtype=torch.bfloat16):
+            loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        opt.step()
+        return loss
+
+    used = getattr(model.config, "_experts_implementation", impl)
+    what = f'experts_implementation="{used}"' + ("" if after else " (a loop over the experts hit, torch.where per expert)")
+    return Variant(step, what)
+
+
 PAIRS = {
     "vit_empty_cache": vit_empty_cache, "metrics_sync": metrics_sync, "sync_then_prep": sync_then_prep,
     "ner_boolmask": ner_boolmask, "resnet50_compile": resnet50_compile,
-    "resnet50_channels_last": resnet50_channels_last,
+    "resnet50_channels_last": resnet50_channels_last, "moe_experts": moe_experts,
 }
 
 
