@@ -11,7 +11,7 @@ import io
 from collections.abc import Callable
 from typing import Any
 
-from rich.console import Console, Group, RenderableType
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
@@ -21,7 +21,7 @@ from traceinsight.analysis.report import Report
 from traceinsight.render import generic
 from traceinsight.render.sections.findings import saving_text
 from traceinsight.render.shared import ordered
-from traceinsight.render.terminal import headline_renderable, panel
+from traceinsight.render.terminal import headline_renderable, panel, text_console
 from traceinsight.render.units import ns, size
 
 # Findings listed on the first screen; the rest are counted.
@@ -185,7 +185,7 @@ def glance_renderable(report: Report, *, narrow: bool = False, width: int | None
 
 
 def _height(renderable: RenderableType, width: int) -> int:
-    console = Console(width=width, file=io.StringIO(), no_color=True, color_system=None, soft_wrap=False, markup=False)
+    console = text_console(io.StringIO(), width)
     return len(console.render_lines(renderable, console.options, pad=False))
 
 

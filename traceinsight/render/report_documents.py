@@ -12,7 +12,7 @@ import io
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-from rich.console import Console, RenderableType
+from rich.console import RenderableType
 
 from traceinsight.analysis.core.base import jsonable
 from traceinsight.analysis.diff.compare import DiffResult
@@ -22,7 +22,7 @@ from traceinsight.analysis.report import Report
 from traceinsight.analysis.snapshot.report import SnapshotReport
 from traceinsight.render.document import Document, Kind
 from traceinsight.render.outputs.base import RenderOptions
-from traceinsight.render.terminal import NARROW
+from traceinsight.render.terminal import NARROW, text_console
 
 # Keys of Report.to_dict() that the envelope header replaces.
 _REPORT_HEADER_KEYS = ("schema_version", "traceinsight_version", "trace", "sections")
@@ -282,6 +282,6 @@ def terminal_text(obj: Any, *, width: int | None = None) -> str:
     doc = as_document(obj)
     width = width or doc.width
     buf = io.StringIO()
-    console = Console(file=buf, width=width, no_color=True, color_system=None, soft_wrap=False, highlight=False, markup=False)
+    console = text_console(buf, width)
     console.print(doc.terminal(console.width < NARROW))
     return buf.getvalue()

@@ -39,6 +39,12 @@ def make_console(file: Any = None, *, width: int | None = None, stderr: bool = F
     )
 
 
+def text_console(file: Any, width: int | None) -> Console:
+    """A console that writes plain text to ``file`` (no colour, no styles), markup off as in
+    :func:`make_console`: for text captured or measured rather than shown."""
+    return Console(file=file, width=width, no_color=True, color_system=None, soft_wrap=False, highlight=False, markup=False)
+
+
 _FIGURE = re.compile(r"^[-+]?[\d,.]+(e[-+]?\d+)?( ?[^\s\d]{1,7})?$|^-$")
 
 

@@ -141,10 +141,9 @@ def profiler_base(ctx: FindingContext, target_ns: int, after_ns: object) -> tupl
             t_c, at_c = at(cost)
             if abs(at_c - target) <= BASE_TOLERANCE * target:
                 return t_c, at_c
-            if at_c < target:
-                lo_c, at_lo, hi_c, t_hi, at_hi = hi_c, at_hi, cost, t_c, at_c
-                break
             lo_c, at_lo, hi_c, t_hi, at_hi = hi_c, at_hi, cost, t_c, at_c
+            if at_c < target:  # passed: bracketed between the last two
+                break
         else:
             return t_hi, at_hi
     if target <= at_hi:
