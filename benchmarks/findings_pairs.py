@@ -6,7 +6,9 @@ events around steps that ran unprofiled: ``fix_timings.json``, ``models/*timings
 ratio of the median kept step device time, after / before). The prediction is the finding's
 saving applied alone, on the clock ``analyze`` prices on (the un-profiled step where it has one:
 ``findings.price.clock``), and, beside it, what the finding lists (only what it adds to the findings
-ranked above it, so that the list adds up) and the pool formula it falls back to.
+ranked above it, so that the list adds up) and the pool formula it falls back to. Where the
+change also removes what other findings name (``ALSO``), the prediction beside it is those
+findings' changes replayed together (``traceinsight whatif --finding``).
 Prints the Markdown table of docs/findings.md:
 
     python benchmarks/findings_pairs.py
@@ -115,6 +117,22 @@ LEVER_OF = {"bf16 autocast": "bf16 autocast", "TF32": "TF32 matmuls", "TF32 (Res
             "bf16 autocast (ResNet-50)": "bf16 autocast"}
 
 
+# Pairs whose change also removes what other findings of the "before" trace name: the change
+# is priced by those findings' changes replayed together (``whatif --finding``), beside the
+# finding's own price. Hugging Face's switch to sdpa also drops the eager mask's blocking copy.
+ALSO = {("models/model_attention_before", "models/model_attention_after"): ("host_sync",)}
+
+
+def together(path: Path, finding_id: str, also: tuple[str, ...]) -> str:
+    """`` (with X: N %)``: the finding and ``also`` replayed together; empty without ``also``."""
+    if not also:
+        return ""
+    import traceinsight as ti
+
+    pct = ti.whatif(path, findings=[finding_id, *also]).steady_saving_pct
+    return f" (with {' + '.join(also)}: {pct:.1f} %)"
+
+
 def alone(result: FindingsResult, finding_id: str, change: str = "") -> str:
     f = next((f for f in (*result.findings, *result.not_material) if f.id == finding_id), None)
     lever = next((lv for lv in f.levers if lv.label == LEVER_OF.get(change)), None) if f is not None else None
@@ -145,7 +163,8 @@ def main() -> None:
         real = truth.get(name, truth.get(Path(before).name, truth.get(f"{Path(before).name}→{Path(after).name}")))
         listed = replayed if replayed != "-" else pool
         print(
-            f"| {name} | {change} | `{finding}` | {fb.clock} | {alone(fb, finding, change)} | {listed} | {pool} | "
+            f"| {name} | {change} | `{finding}` | {fb.clock} | {alone(fb, finding, change)}"
+            f"{together(b_path, finding, ALSO.get((before, after), ()))} | {listed} | {pool} | "
             f"{'-' if real is None else f'{real:.1f} %'} | "
             f"{'-' if measured is None else f'{measured:.1f} %'} | {steps} | "
             f"`{fb.findings[0].id if fb.findings else '-'}` | {'none' if remains is None else f'{remains:.1f} %'} |"

@@ -400,6 +400,8 @@ def whatif(
     graphs: bool = False,
     overlap_comm: bool = False,
     async_copies: bool = False,
+    findings: Sequence[str] = (),
+    config: AnalysisConfig | None = None,
     cache: bool = True,
 ) -> WhatIfResult:
     """Predicted step time before and after a change, with the critical path after it.
@@ -408,17 +410,36 @@ def whatif(
     command's written forms: ``scale=["gemm=0.5", "name~nccl=2x faster"]``,
     ``remove=["cudaStreamSynchronize"]``, ``host=["0.5"]`` or ``host=["optimizer=0.5"]``,
     ``graphs=True``, ``overlap_comm=True``, ``async_copies=True``. All apply together.
+
+    ``findings=["eager_attention", "host_sync"]``: the changes those findings are priced by,
+    replayed together (with any others given) on the step the findings are priced on, the
+    profiler's cost taken out where the trace has a step without it: the saving of a fix that
+    covers several findings, which their listed savings add up to only for the first ones of
+    the list.
     """
     from traceinsight.analysis.whatif.model import whatif as run_whatif
     from traceinsight.analysis.whatif.syntax import parse
     from traceinsight.analysis.whatif.transforms import TransformError
     from traceinsight.errors import UsageError
 
+    loaded = _as_trace(trace, cache=cache)
     try:
         written = parse(
             list(scale), list(remove), list(host), graphs=graphs, overlap_comm=overlap_comm, async_copies=async_copies
         )
-        return run_whatif(_as_trace(trace, cache=cache), (*transformations, *written))
+        if not findings:
+            return run_whatif(loaded, (*transformations, *written))
+        from traceinsight.analysis.core.base import AnalysisConfig as Config
+        from traceinsight.analysis.findings.spec import REQUIRES
+        from traceinsight.analysis.findings.spec import changes as finding_changes
+        from traceinsight.analysis.runner import compute_inputs
+
+        cfg = config or Config()
+        found = finding_changes(loaded, cfg, compute_inputs(loaded, cfg, REQUIRES), tuple(findings))
+        return run_whatif(
+            loaded, (*found.changes, *transformations, *written), base=found.base, before_is=found.base_note,
+            steady_steps=found.steps, findings=found.replayed, notes=found.notes,
+        )
     except TransformError as exc:
         raise UsageError(str(exc)) from None
 

@@ -21,6 +21,7 @@ def whatif_command(
     graphs: Annotated[bool, typer.Option("--graphs", help="Collapse launches as CUDA graphs do: launch calls cost ~0")] = False,
     overlap_comm: Annotated[bool, typer.Option("--overlap-comm", help="Communication kernels fully overlapped (no time on their stream)")] = False,
     async_copies: Annotated[bool, typer.Option("--async-copies", help="Blocking copies no longer make the host wait")] = False,
+    finding: Annotated[list[str] | None, typer.Option("--finding", help="Apply the change a finding of this trace is priced by (its id, e.g. eager_attention), on the step the findings are priced on: several together give the saving of a fix that covers them all. Repeatable")] = None,
     format: Annotated[str | None, typer.Option("--format", "-f", help=format_help("whatif"))] = None,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write to this file instead of stdout")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite the output file if it exists")] = False,
@@ -38,18 +39,15 @@ def whatif_command(
         changes = parse(scale or [], remove or [], host or [], graphs=graphs, overlap_comm=overlap_comm, async_copies=async_copies)
     except TransformError as exc:
         raise UsageError(str(exc)) from None
-    if not changes:
-        raise UsageError("name a change: --scale, --remove, --host, --graphs, --overlap-comm or --async-copies")
+    if not changes and not finding:
+        raise UsageError("name a change: --finding, --scale, --remove, --host, --graphs, --overlap-comm or --async-copies")
     if output is not None:
         check_writable(output, force=force)
     from traceinsight.api import load_file as load
-    from traceinsight.api import replay as whatif
+    from traceinsight.api import whatif
 
     loaded = load(trace, cache=not no_cache)
-    try:
-        result = whatif(loaded, changes)
-    except TransformError as exc:
-        raise UsageError(str(exc)) from None
+    result = whatif(loaded, *changes, findings=finding or ())  # a change that cannot apply: UsageError
     from traceinsight.api import WhatIfReport
 
     emit(WhatIfReport(loaded.meta.path, result), fmt, output)

@@ -240,7 +240,7 @@ def whatif(entry: Entry, shaper: Shaper, **changes: Any) -> Answer:
     import traceinsight as ti
 
     if not any(changes.values()):
-        raise UsageError("name a change: scale, remove, host, graphs, overlap_comm or async_copies")
+        raise UsageError("name a change: findings, scale, remove, host, graphs, overlap_comm or async_copies")
     result = ti.whatif(entry.trace, **changes)
     return shaper.document(Answer(kind="whatif", handle=entry.handle, data=result.to_dict()))
 

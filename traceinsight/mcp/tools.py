@@ -222,7 +222,9 @@ def register(app: Any, store: Store, shaper: Shaper, *, verbose: bool) -> None:
           "steady_saving_pct (the median step) is the headline figure. `explained` is false, with a note, "
           "when replaying the trace as recorded misses a step's recorded device time by more than 5 %: the "
           "prediction is then outside what the model explains. A replayed finding's method names the "
-          "changes its saving was replayed with.")
+          "changes its saving was replayed with; findings=[ids] applies those findings' changes "
+          "together on the step the findings are priced on (the saving of a fix that covers several: "
+          "their listed savings add up only for the first ones of the list).")
     def whatif(
         source: Source,
         scale: Annotated[list[str] | None, Field(description="FAMILY=FACTOR or 'name~REGEX=FACTOR'; FACTOR a time multiplier (0.5) or a speed-up (2x, '2x faster')")] = None,
@@ -231,9 +233,10 @@ def register(app: Any, store: Store, shaper: Shaper, *, verbose: bool) -> None:
         graphs: Annotated[bool, Field(description="launch calls cost ~0, as with CUDA graphs")] = False,
         overlap_comm: Annotated[bool, Field(description="communication kernels fully overlapped")] = False,
         async_copies: Annotated[bool, Field(description="blocking copies no longer make the host wait")] = False,
+        findings: Annotated[list[str] | None, Field(description="ids of this trace's findings whose changes to apply together, e.g. ['eager_attention', 'host_sync']")] = None,
     ) -> Answer:
         return answers.whatif(store.get(source, kind="trace"), shaper, scale=scale or [], remove=remove or [], host=host or [],
-                              graphs=graphs, overlap_comm=overlap_comm, async_copies=async_copies)
+                              graphs=graphs, overlap_comm=overlap_comm, async_copies=async_copies, findings=findings or [])
 
     @tool("memory", "Answers from a CUDA allocator snapshot (torch.cuda.memory._dump_snapshot): "
           "summary; peak (what was allocated at the peak, by allocation site); leaks (memory that "

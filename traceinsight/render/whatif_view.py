@@ -8,7 +8,7 @@ import polars as pl
 from rich.console import Group, RenderableType
 from rich.text import Text
 
-from traceinsight.analysis.whatif.model import WhatIfResult
+from traceinsight.analysis.whatif.model import RECORDED, WhatIfResult
 from traceinsight.render.fit import Cell, Col, FitTable
 from traceinsight.render.sections.critical_path import breakdown_table
 from traceinsight.render.units import ns, pct
@@ -23,8 +23,11 @@ def render_terminal(result: WhatIfResult) -> RenderableType:
     if not result.available:
         return Text(f"what-if not available: {result.reason}", style="yellow")
     changes = "; ".join(str(t["description"]) for t in result.transformations) or "no change"
+    if result.findings:
+        changes = f"the changes of {' + '.join(result.findings)} ({changes})"
     head = Text.assemble(
         ("what if: ", "bold"), changes, "\n",
+        *((("before: ", "bold"), result.before, "\n") if result.before != RECORDED else ()),
         ("step time ", "bold"), f"{ns(result.steady_before_ns)} → {ns(result.steady_after_ns)}",
         f"  ({pct(result.steady_saving_pct, 1)} saved, median step)"
         if result.steady_saving_pct >= 0

@@ -6,6 +6,7 @@ from traceinsight.analysis.core.base import NO_INPUTS, AnalysisConfig, AnalysisS
 from traceinsight.analysis.findings.model import FindingsResult
 from traceinsight.analysis.findings.read.context import FindingContext
 from traceinsight.analysis.findings.verdict.rank import find
+from traceinsight.analysis.findings.verdict.together import FindingChanges, finding_changes
 from traceinsight.analysis.sections.bound import BoundResult
 from traceinsight.analysis.sections.breakdown import BreakdownResult
 from traceinsight.analysis.sections.compile import CompileResult
@@ -20,9 +21,9 @@ from traceinsight.trace.model import Trace
 REQUIRES = ("gaps", "breakdown", "steps", "ops", "kernels", "bound", "memory", "compile", "window")
 
 
-def run(trace: Trace, config: AnalysisConfig, inputs: Inputs = NO_INPUTS) -> FindingsResult:
+def _context(trace: Trace, config: AnalysisConfig, inputs: Inputs) -> FindingContext:
     # The thresholds are the catalogue's; the config reaches the device model (peak overrides).
-    ctx = FindingContext(
+    return FindingContext(
         trace=trace,
         window=inputs.maybe("window", WindowResult),
         gaps=inputs.maybe("gaps", GapsResult),
@@ -36,7 +37,16 @@ def run(trace: Trace, config: AnalysisConfig, inputs: Inputs = NO_INPUTS) -> Fin
         config=config,
         clock=config.clock != "traced",
     )
-    return find(ctx)
+
+
+def run(trace: Trace, config: AnalysisConfig, inputs: Inputs = NO_INPUTS) -> FindingsResult:
+    return find(_context(trace, config, inputs))
+
+
+def changes(trace: Trace, config: AnalysisConfig, inputs: Inputs, ids: tuple[str, ...]) -> FindingChanges:
+    """The changes of the findings ``ids`` and the base they are priced on (``inputs``: the
+    results of ``REQUIRES``), for ``whatif`` to replay together."""
+    return finding_changes(_context(trace, config, inputs), ids)
 
 
 SPEC = AnalysisSpec(

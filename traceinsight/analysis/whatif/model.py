@@ -22,6 +22,7 @@ from traceinsight.analysis.whatif.shared import recorded
 from traceinsight.analysis.whatif.transforms import Transformation, apply_all
 from traceinsight.trace.model import Trace
 
+RECORDED = "the trace as recorded"
 # The replay must give back each recorded step within this share to be said to explain it.
 TOLERANCE = 0.05
 BREAKDOWN_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
@@ -117,6 +118,10 @@ class WhatIfResult(Result):
     path_after: pl.DataFrame = field(default_factory=pl.DataFrame)
     explained: bool = True
     notes: tuple[str, ...] = ()
+    # the findings whose changes are replayed (``whatif --finding``), and what "before" is
+    # when it is not the recording (the findings' step without the profiler)
+    findings: tuple[str, ...] = ()
+    before: str = RECORDED
 
     def to_polars(self) -> pl.DataFrame:
         return self.steps
@@ -136,27 +141,44 @@ def _median(values: pl.Series) -> int:
     return round(float(values.median() or 0)) if values.len() else 0  # type: ignore[arg-type]
 
 
-def whatif(trace: Trace, transformations: tuple[Transformation, ...] | list[Transformation], graph: StepGraph | None = None) -> WhatIfResult:
-    """Replay ``trace`` as recorded and with ``transformations`` applied together."""
-    g, before = (graph, replay(graph)) if graph is not None else recorded(trace)
+def whatif(
+    trace: Trace,
+    transformations: tuple[Transformation, ...] | list[Transformation],
+    graph: StepGraph | None = None,
+    *,
+    base: tuple[Transformation, ...] = (),
+    before_is: str = "",
+    steady_steps: tuple[int, ...] = (),
+    findings: tuple[str, ...] = (),
+    notes: tuple[str, ...] = (),
+) -> WhatIfResult:
+    """Replay ``trace`` as recorded and with ``transformations`` applied together. ``base``:
+    applied before and after (the findings' step without the profiler), so the change is read
+    against it, ``before_is`` saying what it is; ``steady_steps``: the steps the headline
+    medians are over (all where empty); ``findings``: whose changes these are; ``notes``: the
+    caller's, said first."""
+    g, recorded_tl = (graph, replay(graph)) if graph is not None else recorded(trace)
     if g.host_nodes == 0 and g.gpu_nodes == 0:
         return WhatIfResult(available=False, reason="the trace has no host spans or device work to replay")
-    after = replay(g, apply_all(g, tuple(transformations)))
+    before = replay(g, apply_all(g, base)) if base else recorded_tl
+    after = replay(g, apply_all(g, (*base, *transformations)))
     wb, wa = _windows(g, before), _windows(g, after)
     steps = wb.select("step", pl.col("device_dur_ns").alias("before_ns")).join(
         wa.select("step", pl.col("device_dur_ns").alias("after_ns")), on="step", how="left"
     ).with_columns(saving_ns=pl.col("before_ns") - pl.col("after_ns"))
-    notes = list(g.notes)
+    said = list(notes)
+    said += [n for n in g.notes if n not in said]
     explained = True
     if g.steps.height:
-        check = validation(g, before, device_step_spans(trace))
+        check = validation(g, recorded_tl, device_step_spans(trace))
         bad = check.filter(pl.col("error_pct") > TOLERANCE * 100)
         if bad.height:
             explained = False
-            notes.append(f"the replay misses the recorded device time of {bad.height} step(s) by more than {TOLERANCE:.0%}: this trace is outside what the model explains")
+            said.append(f"the replay misses the recorded device time of {bad.height} step(s) by more than {TOLERANCE:.0%}: this trace is outside what the model explains")
     crit, path = critical_paths(g, after)
     b, a = _mean(steps["before_ns"]), _mean(steps["after_ns"])
-    sb, sa = _median(steps["before_ns"]), _median(steps["after_ns"])
+    steady = steps.filter(pl.col("step").is_in(list(steady_steps))) if steady_steps else steps
+    sb, sa = _median(steady["before_ns"]), _median(steady["after_ns"])
     return WhatIfResult(
         transformations=tuple(t.to_dict() for t in transformations),
         steps=steps,
@@ -169,7 +191,9 @@ def whatif(trace: Trace, transformations: tuple[Transformation, ...] | list[Tran
         critical_after=crit,
         path_after=path,
         explained=explained,
-        notes=tuple(notes),
+        notes=tuple(said),
+        findings=findings,
+        before=before_is if base and before_is else RECORDED,
     )
 
 

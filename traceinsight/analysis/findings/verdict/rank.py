@@ -21,20 +21,26 @@ from traceinsight.analysis.window.overhead import overhead_lowers_host_findings,
 
 def find(ctx: FindingContext) -> FindingsResult:
     """Run every detector, cap and rank the savings."""
+    return find_with_estimates(ctx)[0]
+
+
+def find_with_estimates(ctx: FindingContext) -> tuple[FindingsResult, list[Estimate]]:
+    """:func:`find`'s result and the detectors' estimates it was priced from (their changes
+    are what ``whatif --finding`` replays)."""
     if ctx.window_ns <= 0:
         host = host_only(ctx)  # a CPU-only job: its host collectives can still be diagnosed
         if host is not None:
-            return host
+            return host, []
         return FindingsResult(
             available=False, reason="no analysed window: the trace has no GPU activity to diagnose"
-        )
+        ), []
     if ctx.window is not None and ctx.full_window_ns > 0 and ctx.excluded_window_ns >= ctx.full_window_ns:
         return FindingsResult(
             available=False,
             reason="no steady state to diagnose: the whole window is one-time work ("
             + ", ".join(f.title for f in ctx.window.limiting)
             + ")",
-        )
+        ), []
     estimates: list[Estimate] = []
     skipped: list[str] = []
     for detector in DETECTORS:
@@ -83,7 +89,7 @@ def find(ctx: FindingContext) -> FindingsResult:
         skipped=tuple(skipped),
         workload=ctx.workload.kind,
         workload_reason=ctx.workload.describe(),
-    )
+    ), estimates
 
 
 # Findings whose evidence is host time, which the profiler's own events inflate.
