@@ -414,8 +414,8 @@ def whatif(
     ``findings=["eager_attention", "host_sync"]``: the changes those findings are priced by,
     replayed together (with any others given) on the step the findings are priced on, the
     profiler's cost taken out where the trace has a step without it: the saving of a fix that
-    covers several findings, which their listed savings add up to only for the first ones of
-    the list.
+    covers several findings, which their listed savings (each what it adds to the fixes priced
+    before it) do not give.
     """
     from traceinsight.analysis.whatif.model import whatif as run_whatif
     from traceinsight.analysis.whatif.syntax import parse

@@ -223,8 +223,8 @@ def register(app: Any, store: Store, shaper: Shaper, *, verbose: bool) -> None:
           "when replaying the trace as recorded misses a step's recorded device time by more than 5 %: the "
           "prediction is then outside what the model explains. A replayed finding's method names the "
           "changes its saving was replayed with; findings=[ids] applies those findings' changes "
-          "together on the step the findings are priced on (the saving of a fix that covers several: "
-          "their listed savings add up only for the first ones of the list).")
+          "together on the step the findings are priced on (the saving of a fix that covers several, "
+          "which their listed savings, each what it adds to those priced before it, do not give).")
     def whatif(
         source: Source,
         scale: Annotated[list[str] | None, Field(description="FAMILY=FACTOR or 'name~REGEX=FACTOR'; FACTOR a time multiplier (0.5) or a speed-up (2x, '2x faster')")] = None,

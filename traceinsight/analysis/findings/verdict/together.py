@@ -1,11 +1,12 @@
 """The changes of chosen findings, to replay together (``traceinsight whatif --finding``).
 
-The listed savings add up in rank order: the first findings of the list together save the sum
-of what they list. A fix a user plans often covers another set (switching a model to SDPA
-removes written-out attention and the blocking copy its mask makes, first and fourth in the
-list): its saving is the replay of those findings' changes together, on the base the findings
-are priced on (the step without the profiler, where the trace has one), not a sum of their
-savings alone, which would count time they share twice or miss what they only free together.
+The listed savings are each what a finding adds to the fixes priced before it (causes first,
+then by saving), at most what it saves alone. A fix a user plans covers a set of its own
+(switching a model to SDPA removes written-out attention and the blocking copy its mask makes,
+first and fourth in the list): its saving is the replay of those findings' changes together,
+on the base the findings are priced on (the step without the profiler, where the trace has
+one), not a sum of their savings alone, which would count time they share twice or miss what
+they only free together.
 """
 
 from __future__ import annotations
