@@ -110,6 +110,19 @@ def test_profile_writes_the_wait_steps_and_the_loader_reads_them(tmp_path: Path)
     assert meta == UnprofiledSteps(step=(0, 1, 2), wall_ns=tuple(timed["wall_ns"]), timing=timed["timing"])
 
 
+def test_the_default_schedule_times_steps_enough_for_a_clock(tmp_path: Path) -> None:
+    # a schedule that does not say how many steps to wait waits as capture does: the first
+    # wait step holds start-up, the others time the step the findings are priced on
+    pytest.importorskip("torch")
+    from traceinsight.capture import profile
+
+    out = tmp_path / "run.json.gz"
+    with profile(out, schedule={"warmup": 1, "active": 2}, nvml=False) as p:
+        _train(p, 6)
+    meta = load(out, cache=False).meta.unprofiled_steps
+    assert meta is not None and meta.step == (0, 1, 2)  # with wait=1: (0,), start-up only
+
+
 def test_profile_without_wait_steps_times_none(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     from traceinsight.capture import profile

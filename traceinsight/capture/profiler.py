@@ -38,9 +38,11 @@ class Schedule:
     """torch.profiler schedule: skip ``skip_first`` steps, then cycles of wait/warmup/active.
 
     ``repeat=0`` repeats until the profiler stops; each cycle is written to its own file.
+    The default waits 3 steps, as ``traceinsight capture`` does: the wait steps run without the
+    profiler and are timed, and the first holds start-up, so 3 leave two to time the step by.
     """
 
-    wait: int = 1
+    wait: int = 3
     warmup: int = 1
     active: int = 3
     repeat: int = 1
@@ -327,7 +329,7 @@ def profile(
 ) -> Profile:
     """Profile a block or function with torch.profiler and NVML counters; write ``*.json.gz``.
 
-    Use as ``with profile("run.json.gz", schedule=dict(wait=1, warmup=1, active=3)) as p:`` and
+    Use as ``with profile("run.json.gz", schedule=dict(wait=3, warmup=1, active=3)) as p:`` and
     call ``p.step()`` once per training step, or as a decorator. Without a schedule everything
     inside the block is recorded. The trace is written atomically, with ``.rank<N>`` in the name
     under torch.distributed and ``.cycle<N>`` when the schedule repeats, and it is written even
@@ -336,8 +338,8 @@ def profile(
     The steps the schedule leaves unrecorded (``skip_first`` and each cycle's ``wait`` steps)
     run without the profiler: each is timed (host clock, and CUDA events once the program has
     initialised CUDA) and written into the trace's metadata (``unprofiled_steps``), the clock
-    ``analyze`` states the step without the profiler from. Use ``wait`` ≥ 2: the first step
-    holds start-up.
+    ``analyze`` states the step without the profiler from. Use ``wait`` ≥ 2 (the default
+    schedule's is 3): the first step holds start-up.
 
     ``memory_snapshot=True`` (on a machine with CUDA) also records the CUDA allocator's history
     (the last ``memory_max_entries`` events, with Python stacks) from the start of the block and
