@@ -63,6 +63,7 @@ PAIRS = (
     ("holdout/holdout_ner_boolmask_before", "holdout/holdout_ner_boolmask_after", "host_sync", "logits[mask] → ignore_index, batch 8"),
     ("holdout/holdout_resnet50_compile_before", "holdout/holdout_resnet50_compile_after", "unfused_elementwise", "torch.compile (ResNet-50 bf16)"),
     ("holdout/holdout_resnet50_channels_last_before", "holdout/holdout_resnet50_channels_last_after", "channels_last", "channels_last (ResNet-50 bf16, batch 96)"),
+    ("holdout/holdout_moe_experts_before", "holdout/holdout_moe_experts_after", "host_sync", "MoE experts: eager loop → grouped_mm"),
 )
 
 

@@ -24,7 +24,8 @@ profiled with shapes (schedule wait 2 / warmup 1 / active 4: the wait steps are 
 - ``moe_experts``: a Mixtral-style model (transformers, 4 layers, 8 experts, top-2) trained at
   batch 8 × 256 in bf16 with the experts run by the eager implementation (a Python loop over
   the experts hit, each finding its tokens with ``torch.where`` on the routing mask: a sync per
-  expert and layer); after: ``grouped_mm`` (one grouped GEMM per projection, no sync).
+  expert and layer); after: ``grouped_mm`` (one grouped GEMM per projection, no sync), or
+  ``batched_mm`` where the GPU's grouped GEMM refuses; the implementation run is checked.
 
     python3 sample_traces/make_holdout_pairs.py --out sample_traces/holdout
     python3 sample_traces/make_holdout_pairs.py --smoke --out /tmp/holdout    # CPU check
