@@ -206,6 +206,12 @@ def test_whatif_replays_as_the_library_and_comes_in_parts(server: Session, handl
         assert answer["data"] == expected
     assert "name a change" in server.error("whatif", source=handle)
     assert "bad factor 'fast'" in server.error("whatif", source=handle, scale=["gemm=fast"])
+    # a finding's own change, on the step the findings are priced on
+    by_finding = server.call("whatif", source=handle, findings=["fp32_no_tensor_cores"])
+    data = by_finding["data"] if by_finding["data"] is not None else server.whole(by_finding)["data"]
+    assert data["findings"] == ["fp32_no_tensor_cores"]
+    assert data == ti.whatif(TRACE, findings=["fp32_no_tensor_cores"], cache=False).to_dict()
+    assert "no finding 'launch_bound' in this trace" in server.error("whatif", source=handle, findings=["launch_bound"])
 
 
 def test_diff_and_compare_of_a_pair(server: Session) -> None:
