@@ -22,6 +22,7 @@ from pathlib import Path
 from traceinsight.analysis.diff.compare import DiffOptions, DiffResult, diff_traces
 from traceinsight.analysis.findings import FindingsResult
 from traceinsight.analysis.report import analyze
+from traceinsight.api import whatif
 from traceinsight.trace.loader import load
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
@@ -128,9 +129,7 @@ def together(path: Path, finding_id: str, also: tuple[str, ...]) -> str:
     """`` (with X: N %)``: the finding and ``also`` replayed together; empty without ``also``."""
     if not also:
         return ""
-    import traceinsight as ti
-
-    pct = ti.whatif(path, findings=[finding_id, *also]).steady_saving_pct
+    pct = whatif(path, findings=[finding_id, *also]).steady_saving_pct
     return f" (with {' + '.join(also)}: {pct:.1f} %)"
 
 

@@ -63,13 +63,12 @@ def finding_changes(ctx: FindingContext, ids: Sequence[str]) -> FindingChanges:
         raise TransformError(f"none of {', '.join(ids)} has a change the replay can apply: " + "; ".join(notes))
     clock = clock_of(ctx)
     base, base_ns = replay_base(ctx, clock, rep)
-    base_note = ""
-    if base and base_ns > 0 and clock is not None:
-        base_note = (
-            f"the step without the profiler the findings are priced on ({clock.source}: {clock.step_ns / 1e6:.3f} ms, "
-            f"traced {clock.traced_ns / 1e6:.3f} ms), replayed with the profiler's host cost taken out"
-        )
-    return FindingChanges(
-        base=base if base_note else (), changes=tuple(changes), steps=tuple(rep.steps), replayed=tuple(replayed),
-        base_note=base_note, notes=tuple(notes),
+    if not base or base_ns <= 0 or clock is None:  # priced on the recording
+        return FindingChanges(base=(), changes=tuple(changes), steps=tuple(rep.steps), replayed=tuple(replayed),
+                              base_note="", notes=tuple(notes))
+    base_note = (
+        f"the step without the profiler the findings are priced on ({clock.source}: {clock.step_ns / 1e6:.3f} ms, "
+        f"traced {clock.traced_ns / 1e6:.3f} ms), replayed with the profiler's host cost taken out"
     )
+    return FindingChanges(base=base, changes=tuple(changes), steps=tuple(rep.steps), replayed=tuple(replayed),
+                          base_note=base_note, notes=tuple(notes))
